@@ -1,0 +1,163 @@
+"""Drive a real libvirtd + QEMU/KVM: define, start paused, read vCPU properties with QMP qom-get,
+boot a CPUID-printing boot sector. Used only by the lab tests."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+import uuid as uuidlib
+from pathlib import Path
+
+from lxml import etree
+
+HERE = Path(__file__).resolve().parent
+URI = "qemu:///system"
+IMAGES = Path("/var/lib/libvirt/images/virtxml-cpu-lab")
+PREFIX = "vxc-lab-"
+
+# 16-bit real mode: CPUID 0x40000001, print EAX as 8 hex digits + newline on COM1 (0x3F8), halt.
+# Source (nasm): mov eax,0x40000001; cpuid; mov ebx,eax; mov cx,8; mov dx,0x3f8;
+# l: rol ebx,4; mov al,bl; and al,0xf; add al,'0'; cmp al,'9'; jbe o; add al,7; o: out dx,al; loop l;
+# mov al,10; out dx,al; h: cli; hlt; jmp h
+BOOT_CODE = bytes.fromhex(
+    "66b8010000400fa26689c3b90800baf8"
+    "0366c1c30488d8240f04303c39760204"
+    "07eee2edb00aeefaf4ebfc")
+BOOT_SECTOR = BOOT_CODE + bytes(510 - len(BOOT_CODE)) + b"\x55\xaa"
+
+
+def lab_missing() -> str | None:
+    """Why the lab cannot run here, or None."""
+    if os.geteuid() != 0:
+        return "not root"
+    if not os.path.exists("/dev/kvm"):
+        return "no /dev/kvm"
+    return None
+
+
+def bring_up() -> None:
+    subprocess.run(["bash", str(HERE / "up.sh")], check=True)
+
+
+def connect():
+    import libvirt
+
+    libvirt.registerErrorHandler(lambda *_: None, None)
+    return libvirt.open(URI)
+
+
+def startable(xml: bytes) -> bytes:
+    """The copy a test starts: lab quirks of these nested-KVM hosts applied (never to tool output).
+
+    host-model/host-passthrough/maximum need arch-capabilities disabled ("failed to set MSR 0x10a");
+    custom models need check='none' (the host lacks e.g. svm for qemu64)."""
+    root = etree.fromstring(xml)
+    cpu = root.find("cpu")
+    if cpu is not None:
+        mode = cpu.get("mode", "custom")
+        if mode in ("host-model", "host-passthrough", "maximum"):
+            if not any(f.get("name") == "arch-capabilities" for f in cpu.findall("feature")):
+                etree.SubElement(cpu, "feature", policy="disable", name="arch-capabilities")
+        if mode == "custom":
+            cpu.set("check", "none")
+    return etree.tostring(root)
+
+
+def unique_name(stem: str) -> str:
+    return f"{PREFIX}{stem}-{uuidlib.uuid4().hex[:6]}"
+
+
+def qmp(dom, command: dict) -> object:
+    import libvirt_qemu
+
+    return json.loads(libvirt_qemu.qemuMonitorCommand(dom, json.dumps(command), 0))["return"]
+
+
+def read_properties(conn, xml: bytes, props) -> dict[str, bool]:
+    """Define, start paused, qom-get each property on vCPU 0, destroy, undefine."""
+    dom = conn.defineXML(xml.decode())
+    try:
+        import libvirt
+
+        dom.createWithFlags(libvirt.VIR_DOMAIN_START_PAUSED)
+        try:
+            path = qmp(dom, {"execute": "query-cpus-fast"})[0]["qom-path"]
+            return {p: qmp(dom, {"execute": "qom-get", "arguments": {"path": path, "property": p}})
+                    for p in props}
+        finally:
+            dom.destroy()
+    finally:
+        dom.undefine()
+
+
+def boot_sector_guest(name: str, machine: str, cpu_xml: str = "", features_xml: str = "") -> bytes:
+    """A domain XML that boots the CPUID boot sector; serial output goes to a file."""
+    IMAGES.mkdir(parents=True, exist_ok=True)
+    disk = IMAGES / f"{name}.img"
+    disk.write_bytes(BOOT_SECTOR + bytes(1024 * 1024 - 512))  # AHCI wants more than one sector
+    log = IMAGES / f"{name}.serial"
+    q35 = "q35" in machine
+    bus, dev = ("sata", "sda") if q35 else ("ide", "hda")
+    features = f"\n  <features>{features_xml}</features>" if features_xml else ""
+    return f"""<domain type='kvm'>
+  <name>{name}</name>
+  <memory unit='MiB'>32</memory>
+  <vcpu>2</vcpu>
+  <os>
+    <type arch='x86_64' machine='{machine}'>hvm</type>
+    <boot dev='hd'/>
+  </os>{features}
+  {cpu_xml}
+  <devices>
+    <emulator>/usr/bin/qemu-system-x86_64</emulator>
+    <disk type='file' device='disk'>
+      <driver name='qemu' type='raw'/>
+      <source file='{disk}'/>
+      <target dev='{dev}' bus='{bus}'/>
+    </disk>
+    <serial type='file'>
+      <source path='{log}'/>
+    </serial>
+    <video><model type='none'/></video>
+  </devices>
+</domain>
+""".encode()
+
+
+def serial_path(name: str) -> Path:
+    return IMAGES / f"{name}.serial"
+
+
+def boot_and_read_cpuid(conn, xml: bytes, name: str, timeout: float = 20.0) -> str:
+    """Start the boot-sector guest, return the 8 hex digits it printed (EAX of CPUID 0x40000001)."""
+    log = serial_path(name)
+    if log.exists():
+        log.unlink()
+    dom = conn.defineXML(xml.decode())
+    try:
+        dom.create()
+        try:
+            deadline = time.monotonic() + timeout
+            while time.monotonic() < deadline:
+                if log.exists():
+                    text = log.read_text(errors="replace").strip()
+                    if len(text) >= 8:
+                        return text[:8]
+                time.sleep(0.1)
+            raise AssertionError(f"{name}: no CPUID output on the serial port within {timeout}s")
+        finally:
+            dom.destroy()
+    finally:
+        dom.undefine()
+
+
+def cleanup(conn) -> None:
+    """Remove leftovers of earlier runs (domains with the lab prefix)."""
+    for dom in conn.listAllDomains():
+        if dom.name().startswith(PREFIX):
+            if dom.isActive():
+                dom.destroy()
+            if dom.isPersistent():
+                dom.undefine()

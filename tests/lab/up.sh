@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Bring up a real libvirtd + QEMU/KVM lab on a Debian host without systemd (run as root).
+# Idempotent: installs the Debian packages if missing, creates the libvirt-qemu user,
+# starts virtlogd and libvirtd if they are not answering yet.
+set -euo pipefail
+
+need_pkgs=(qemu-system-x86 libvirt-daemon libvirt-daemon-driver-qemu libvirt-clients libvirt-dev pkg-config)
+missing=()
+for p in "${need_pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "lab: installing ${missing[*]}" >&2
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+getent group kvm >/dev/null || groupadd -r kvm
+getent group libvirt-qemu >/dev/null || groupadd -r libvirt-qemu
+getent passwd libvirt-qemu >/dev/null || useradd -r -g libvirt-qemu -G kvm -d /var/lib/libvirt -s /usr/sbin/nologin libvirt-qemu
+mkdir -p /var/log/libvirt /var/lib/libvirt/qemu /var/cache/libvirt /run/libvirt /var/lib/libvirt/images
+
+if ! pgrep -x virtlogd >/dev/null; then virtlogd -d; fi
+if ! virsh -c qemu:///system version >/dev/null 2>&1; then
+  pgrep -x libvirtd >/dev/null || libvirtd -d
+  for _ in $(seq 1 100); do
+    virsh -c qemu:///system version >/dev/null 2>&1 && break
+    sleep 0.2
+  done
+fi
+virsh -c qemu:///system version >/dev/null
+echo "lab: libvirtd is up ($(virsh -c qemu:///system version | sed -n 's/.*running hypervisor: //p'))" >&2

@@ -1,0 +1,132 @@
+"""The `virtxml-cpu` command: a thin shell over pipeline.process()."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from . import __version__, config as configmod, report
+from .errors import EXIT_OK, EXIT_WORK_FOUND, BadInput, VirtxmlCpuError
+from .files import read_input, replace_atomically
+from .hostfacts import HostFacts, parse_capabilities, parse_domcapabilities, probe_kvm
+from .pipeline import process
+from .policy import POLICIES, STYLES
+
+EPILOG = """exit status: 0 done; 1 --check found work (rewrite) or a domain needs work (audit);
+2 bad input or usage; 3 environment error (libvirt unreachable, permission denied)."""
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("files", nargs="*", default=["-"], metavar="FILE", help="domain XML files, - for stdin")
+    p.add_argument("--policy", choices=POLICIES, help="when to add kvm-pv-unhalt (default: config, else compat)")
+    p.add_argument("--style", choices=STYLES, help="how to add it (default: pvspinlock)")
+    p.add_argument("--config", help=f"config file (default {configmod.DEFAULT_PATH})")
+    p.add_argument("--connect", metavar="URI", help="read host facts from this libvirt connection")
+    p.add_argument("--capabilities", metavar="FILE", help="`virsh capabilities` output (machine aliases)")
+    p.add_argument("--domcapabilities", metavar="FILE", help="`virsh domcapabilities` output (host-model CPU)")
+    p.add_argument("--no-host-probe", action="store_true", help="do not read KVM's supported CPUID from /dev/kvm")
+    p.add_argument("-q", "--quiet", action="store_true", help="print errors only")
+    p.add_argument("-v", "--verbose", action="store_true", help="full reasons, host facts used")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="virtxml-cpu", epilog=EPILOG,
+        description="Compute the CPU features QEMU gives a libvirt guest, explain them, and add "
+                    "kvm-pv-unhalt (paravirtual spinlocks) where the rules say so.")
+    parser.add_argument("--version", action="version", version=f"virtxml-cpu {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+    ex = sub.add_parser("explain", help="show effective CPU features and the decision", epilog=EPILOG)
+    _common(ex)
+    ex.add_argument("--format", choices=("table", "json"), default="table")
+    rw = sub.add_parser("rewrite", help="add kvm-pv-unhalt where the policy says so", epilog=EPILOG)
+    _common(rw)
+    out = rw.add_mutually_exclusive_group()
+    out.add_argument("-o", "--output", help="write to this file (one input only)")
+    out.add_argument("-i", "--in-place", action="store_true", help="replace each file atomically")
+    out.add_argument("--diff", action="store_true", help="print a unified diff instead of the XML")
+    out.add_argument("--check", action="store_true", help="change nothing; exit 1 if a change would be made")
+    rw.add_argument("--backup", metavar="SUFFIX", help="with --in-place: keep the original as FILE+SUFFIX")
+    return parser
+
+
+def gather_host_facts(args) -> HostFacts:
+    facts = HostFacts()
+    if not args.no_host_probe:
+        facts = facts.merged(probe_kvm())
+    if args.capabilities:
+        facts = facts.merged(parse_capabilities(read_input(args.capabilities)))
+    if args.domcapabilities:
+        facts = facts.merged(parse_domcapabilities(read_input(args.domcapabilities)))
+    if args.connect:
+        from .libvirt_conn import host_facts
+
+        facts = facts.merged(host_facts(args.connect))
+    return facts
+
+
+def _err(msg: str) -> None:
+    print(f"virtxml-cpu: {msg}", file=sys.stderr)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "rewrite":
+            if args.backup and not args.in_place:
+                raise BadInput("--backup goes with --in-place")
+            if args.output and len(args.files) != 1:
+                raise BadInput("-o takes exactly one input file")
+            if args.in_place and "-" in args.files:
+                raise BadInput("--in-place needs files, not stdin")
+        cfg = configmod.load(args.config)
+        host = gather_host_facts(args)
+    except VirtxmlCpuError as e:
+        _err(str(e))
+        return e.exit_code
+    status = EXIT_OK
+    for path in args.files:
+        label = "<stdin>" if path == "-" else path
+        try:
+            outcome = process(read_input(path), label, host, cfg, args.policy, args.style)
+            status = max(status, _emit(args, path, outcome))
+        except VirtxmlCpuError as e:
+            _err(str(e))
+            status = max(status, e.exit_code)
+    return status
+
+
+def _emit(args, path: str, o) -> int:
+    if args.command == "explain":
+        print(report.to_json_line(o) if args.format == "json" else report.table(o, args.verbose) + "\n")
+        return EXIT_OK
+    for note in o.decision.notes if not args.quiet else ():
+        print(f"virtxml-cpu: {o.label}: note: {note}", file=sys.stderr)
+    if args.check:
+        if o.changed and not args.quiet:
+            print(f"{o.label}: would add kvm-pv-unhalt: {o.decision.reason}")
+        return EXIT_WORK_FOUND if o.changed else EXIT_OK
+    if args.diff:
+        sys.stdout.write(report.unified_diff(o))
+        return EXIT_OK
+    if args.in_place:
+        if o.changed:
+            replace_atomically(path, o.output, args.backup)
+            if not args.quiet:
+                print(f"{o.label}: added kvm-pv-unhalt ({o.decision.rule})", file=sys.stderr)
+        elif args.verbose:
+            print(f"{o.label}: unchanged: {o.decision.reason}", file=sys.stderr)
+        return EXIT_OK
+    if args.output:
+        if args.output == path:
+            raise BadInput("-o names the input file; use --in-place")
+        replace_atomically(args.output, o.output)
+        return EXIT_OK
+    sys.stdout.buffer.write(o.output)
+    sys.stdout.flush()
+    return EXIT_OK
+
+
+def run() -> None:
+    sys.exit(main())

@@ -1,0 +1,24 @@
+"""Error types that carry the CLI exit code, so every shell maps failures the same way."""
+
+EXIT_OK = 0
+EXIT_WORK_FOUND = 1
+EXIT_BAD_INPUT = 2
+EXIT_ENVIRONMENT = 3
+
+
+class VirtxmlCpuError(Exception):
+    """Base error: a one-line message and an exit status."""
+
+    exit_code = EXIT_BAD_INPUT
+
+
+class BadInput(VirtxmlCpuError):
+    """The XML, config or arguments are unusable (exit 2)."""
+
+    exit_code = EXIT_BAD_INPUT
+
+
+class EnvironmentProblem(VirtxmlCpuError):
+    """libvirt unreachable, permission denied, disk full (exit 3)."""
+
+    exit_code = EXIT_ENVIRONMENT

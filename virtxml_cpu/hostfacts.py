@@ -1,0 +1,123 @@
+"""Host facts: what KVM supports (/dev/kvm), machine aliases (capabilities), the host-model CPU
+(domain capabilities). Parsers are pure; the /dev/kvm probe is the only I/O here."""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import os
+import re
+import struct
+from dataclasses import dataclass, field
+
+from .errors import BadInput
+from .machines import parse_version
+from .xmlio import parse_xml
+
+KVM_GET_SUPPORTED_CPUID = 0xC008AE05  # _IOWR(KVMIO=0xAE, 0x05, struct kvm_cpuid2)
+_ENTRY = struct.Struct("=IIIIIIIIII")  # function, index, flags, eax, ebx, ecx, edx, padding[3]
+_REGS = ("eax", "ebx", "ecx", "edx")
+
+
+@dataclass(frozen=True)
+class HostFacts:
+    """Everything known about the host; empty fields mean 'not known'."""
+
+    cpuid: dict[tuple[int, str], int] | None = None  # KVM_GET_SUPPORTED_CPUID (index 0 entries)
+    aliases: dict[str, str] = field(default_factory=dict)  # pc -> pc-i440fx-7.2, "" -> default
+    machines: frozenset[str] = frozenset()
+    host_model: tuple[str | None, tuple[tuple[str, str], ...]] | None = None  # model, features
+    qemu_version: tuple[int, ...] | None = None
+    sources: tuple[str, ...] = ()
+
+    def supports(self, leaf: int, reg: str, bit: int) -> bool | None:
+        if self.cpuid is None:
+            return None
+        return bool(self.cpuid.get((leaf, reg), 0) >> bit & 1)
+
+    def merged(self, other: "HostFacts") -> "HostFacts":
+        return HostFacts(
+            cpuid=other.cpuid if other.cpuid is not None else self.cpuid,
+            aliases=other.aliases or self.aliases,
+            machines=other.machines or self.machines,
+            host_model=other.host_model or self.host_model,
+            qemu_version=other.qemu_version or self.qemu_version,
+            sources=self.sources + other.sources,
+        )
+
+
+def decode_supported_cpuid(buf: bytes) -> dict[tuple[int, str], int]:
+    """Decode a struct kvm_cpuid2 buffer into {(leaf, register): value} for sub-leaf 0."""
+    (nent,) = struct.unpack_from("=I", buf, 0)
+    out: dict[tuple[int, str], int] = {}
+    for i in range(nent):
+        fn, index, _flags, *regs = _ENTRY.unpack_from(buf, 8 + i * _ENTRY.size)[:7]
+        if index == 0:
+            for name, value in zip(_REGS, regs):
+                out[(fn, name)] = value
+    return out
+
+
+def probe_kvm(device: str = "/dev/kvm") -> HostFacts:
+    """KVM_GET_SUPPORTED_CPUID on /dev/kvm (no QEMU, no libvirt). Empty facts when unavailable."""
+    try:
+        fd = os.open(device, os.O_RDWR | os.O_CLOEXEC)
+    except OSError:
+        return HostFacts()
+    try:
+        nent = 256
+        while nent <= 4096:
+            buf = bytearray(struct.pack("=II", nent, 0) + bytes(_ENTRY.size * nent))
+            try:
+                fcntl.ioctl(fd, KVM_GET_SUPPORTED_CPUID, buf, True)
+            except OSError as e:
+                if e.errno == errno.E2BIG:
+                    nent *= 2
+                    continue
+                return HostFacts()
+            return HostFacts(cpuid=decode_supported_cpuid(bytes(buf)), sources=(f"{device} (KVM_GET_SUPPORTED_CPUID)",))
+        return HostFacts()
+    finally:
+        os.close(fd)
+
+
+def parse_capabilities(data: bytes, arch: str = "x86_64") -> HostFacts:
+    """`virsh capabilities` -> machine names and aliases (canonical='...') for one guest arch."""
+    root = parse_xml(data, "capabilities").getroot()
+    if root.tag != "capabilities":
+        raise BadInput("capabilities file is not <capabilities> XML")
+    aliases: dict[str, str] = {}
+    machines: set[str] = set()
+    for guest in root.iterfind("guest"):
+        arch_el = guest.find("arch")
+        if arch_el is None or arch_el.get("name") != arch:
+            continue
+        for m in arch_el.iterfind("machine"):
+            name = (m.text or "").strip()
+            machines.add(name)
+            if m.get("canonical"):
+                aliases[name] = m.get("canonical")
+                machines.add(m.get("canonical"))
+    if "pc" in aliases:
+        aliases.setdefault("", aliases["pc"])
+    return HostFacts(aliases=aliases, machines=frozenset(machines), sources=("capabilities",))
+
+
+def parse_domcapabilities(data: bytes) -> HostFacts:
+    """`virsh domcapabilities` -> the host-model CPU libvirt would use, and the emulator version."""
+    root = parse_xml(data, "domain capabilities").getroot()
+    if root.tag != "domainCapabilities":
+        raise BadInput("domain capabilities file is not <domainCapabilities> XML")
+    mode = root.find("cpu/mode[@name='host-model']")
+    host_model = None
+    if mode is not None and mode.get("supported", "yes") == "yes":
+        model_el = mode.find("model")
+        model = (model_el.text or "").strip() if model_el is not None else None
+        feats = tuple((f.get("name", ""), f.get("policy", "require")) for f in mode.iterfind("feature"))
+        host_model = (model, feats)
+    return HostFacts(host_model=host_model, sources=("domain capabilities",))
+
+
+def parse_qemu_version(text: str) -> tuple[int, ...] | None:
+    m = re.search(r"version (\d+\.\d+(?:\.\d+)?)", text)
+    return parse_version(m.group(1)) if m else None

@@ -1,0 +1,37 @@
+"""One domain document in, one outcome out: parse -> facts -> resolution -> decision -> rewritten bytes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from . import domain, engine, policy, rewrite
+from .config import Config
+from .hostfacts import HostFacts
+from .xmlio import parse_domain
+
+
+@dataclass(frozen=True)
+class Outcome:
+    label: str
+    resolution: engine.Resolution
+    decision: policy.Decision
+    policy_source: str
+    style: str
+    source: bytes
+    output: bytes
+
+    @property
+    def changed(self) -> bool:
+        return self.output != self.source
+
+
+def process(data: bytes, label: str, host: HostFacts, config: Config,
+            cli_policy: str | None = None, cli_style: str | None = None) -> Outcome:
+    tree = parse_domain(data, label)
+    facts = domain.extract(tree.getroot())
+    resolution = engine.resolve(facts, host)
+    chosen, source = policy.effective_policy(cli_policy, config.policy, facts.override_policy)
+    style = cli_style or config.style
+    decision = policy.decide(resolution, chosen, style)
+    insertions = rewrite.plan(tree.getroot(), style) if decision.action == "inject" else []
+    return Outcome(label, resolution, decision, source, style, data, rewrite.render(data, tree, insertions))
