@@ -45,6 +45,7 @@ class Resolution:
     features: dict[str, Value]
     explicit_unhalt: str | None  # who chose kvm-pv-unhalt explicitly, if anyone
     warnings: tuple[str, ...] = ()
+    start_refusal: str | None = None  # libvirt's error when it will refuse to start the domain
     host: HostFacts = field(default_factory=HostFacts)
 
 
@@ -262,8 +263,14 @@ def resolve(facts: DomainFacts, host: HostFacts | None = None) -> Resolution:
         values["kvm-pv-unhalt"] = Value(OFF, "kvm-cpu-pm",
                                         "-overcommit cpu-pm=on disables HLT exits; KVM clears PV_UNHALT "
                                         "from the guest CPUID (caa057a2cad6)", qom=v.state)
+    refusal = None
+    if facts.pvspinlock == "on" and not facts.qemu.cpu and values["kvm-pv-unhalt"].qemu_property == OFF:
+        # qemuProcessVerifyKVMFeatures checks the started vCPU, whatever check= says.
+        refusal = "host doesn't support paravirtual spinlocks"
+        warnings.append(f"libvirt will refuse to start this domain ('{refusal}'): <pvspinlock state='on'/> but "
+                        f"kvm-pv-unhalt ends up off ({values['kvm-pv-unhalt'].source})")
     return Resolution(facts, machine, accel, irqchip, kind, model, values, _explicit_unhalt(facts),
-                      tuple(warnings), host)
+                      tuple(warnings), start_refusal=refusal, host=host)
 
 
 def _state(v: bool | None) -> str:

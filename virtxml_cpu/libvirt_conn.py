@@ -26,10 +26,16 @@ def open_connection(uri: str, read_only: bool = True):
 def host_facts(uri: str) -> HostFacts:
     """Machine aliases, the host-model CPU and the QEMU version from a libvirt connection."""
     libvirt = _libvirt()
-    conn = open_connection(uri)
+    try:  # domain capabilities need a read-write connection; fall back to read-only without them
+        conn = open_connection(uri, read_only=False)
+    except EnvironmentProblem:
+        conn = open_connection(uri)
     try:
         caps = parse_capabilities(conn.getCapabilities().encode())
-        dom = parse_domcapabilities(conn.getDomainCapabilities(None, "x86_64", None, "kvm", 0).encode())
+        try:
+            dom = parse_domcapabilities(conn.getDomainCapabilities(None, "x86_64", None, "kvm", 0).encode())
+        except libvirt.libvirtError:
+            dom = HostFacts()
         v = conn.getVersion()
         version = (v // 1000000, v // 1000 % 1000, v % 1000)
     except libvirt.libvirtError as e:

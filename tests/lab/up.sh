@@ -18,6 +18,8 @@ fi
 getent group kvm >/dev/null || groupadd -r kvm
 getent group libvirt-qemu >/dev/null || groupadd -r libvirt-qemu
 getent passwd libvirt-qemu >/dev/null || useradd -r -g libvirt-qemu -G kvm -d /var/lib/libvirt -s /usr/sbin/nologin libvirt-qemu
+# What Debian's udev rule does on a normal host: QEMU runs as libvirt-qemu (group kvm) and needs /dev/kvm.
+chgrp kvm /dev/kvm && chmod 0660 /dev/kvm
 mkdir -p /var/log/libvirt /var/lib/libvirt/qemu /var/cache/libvirt /run/libvirt /var/lib/libvirt/images
 
 if ! pgrep -x virtlogd >/dev/null; then virtlogd -d; fi
@@ -29,4 +31,4 @@ if ! virsh -c qemu:///system version >/dev/null 2>&1; then
   done
 fi
 virsh -c qemu:///system version >/dev/null
-echo "lab: libvirtd is up ($(virsh -c qemu:///system version | sed -n 's/.*running hypervisor: //p'))" >&2
+echo "lab: libvirtd is up ($(virsh -c qemu:///system version | sed -n 's/.*Running hypervisor: //p'))" >&2

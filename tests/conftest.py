@@ -1,0 +1,66 @@
+"""Shared fixtures: golden-file switch, fixed host facts, and the real libvirt/QEMU lab."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from virtxml_cpu.hostfacts import HostFacts, parse_capabilities, parse_domcapabilities  # noqa: E402
+
+FIXTURES = ROOT / "tests" / "fixtures"
+_lab_skip_reasons: list[str] = []
+
+
+def pytest_addoption(parser):
+    parser.addoption("--regen", action="store_true",
+                     help="rewrite the expected golden files from the current output (review the diff!)")
+
+
+@pytest.fixture(scope="session")
+def regen(request) -> bool:
+    return request.config.getoption("--regen") or os.environ.get("VIRTXML_CPU_REGEN") == "1"
+
+
+def recorded_host() -> HostFacts:
+    """Host facts recorded from the lab host, so golden output does not depend on this machine."""
+    data = json.loads((FIXTURES / "host" / "kvm-supported-cpuid.json").read_text())
+    cpuid = {(int(k.split(":")[0], 16), k.split(":")[1]): v for k, v in data["cpuid"].items()}
+    facts = HostFacts(cpuid=cpuid, sources=("recorded KVM_GET_SUPPORTED_CPUID",))
+    facts = facts.merged(parse_capabilities((FIXTURES / "host" / "capabilities.xml").read_bytes()))
+    return facts.merged(parse_domcapabilities((FIXTURES / "host" / "domcapabilities.xml").read_bytes()))
+
+
+@pytest.fixture(scope="session")
+def host() -> HostFacts:
+    return recorded_host()
+
+
+@pytest.fixture(scope="session")
+def lab():
+    """A running libvirtd with QEMU/KVM; skips (loudly) only without root or /dev/kvm."""
+    from tests.lab import harness
+
+    missing = harness.lab_missing()
+    if missing:
+        _lab_skip_reasons.append(missing)
+        pytest.skip(f"REAL LIBVIRT/QEMU TESTS SKIPPED: {missing}")
+    harness.bring_up()
+    conn = harness.connect()
+    harness.cleanup(conn)
+    yield conn
+    harness.cleanup(conn)
+    conn.close()
+
+
+def pytest_terminal_summary(terminalreporter):
+    if _lab_skip_reasons:
+        terminalreporter.write_sep("!", "REAL LIBVIRT/QEMU/KVM TESTS WERE SKIPPED: "
+                                   + ", ".join(sorted(set(_lab_skip_reasons))) + " (run `make test` as root on a KVM host)",
+                                   red=True, bold=True)

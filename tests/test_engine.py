@@ -1,0 +1,173 @@
+"""The rules against QEMU's documented behaviour, boundary by boundary (no libvirt needed)."""
+
+from __future__ import annotations
+
+import pytest
+from lxml import etree
+
+from virtxml_cpu import domain, engine, policy, rules
+from virtxml_cpu.hostfacts import HostFacts
+from virtxml_cpu.machines import classify
+
+NO_HOST = HostFacts()
+
+
+def dom(machine="pc-q35-7.2", cpu="", features="", vtype="kvm", extra="", vcpus=2):
+    mattr = f" machine='{machine}'" if machine else ""
+    xml = (f"<domain type='{vtype}' xmlns:qemu='http://libvirt.org/schemas/domain/qemu/1.0'>"
+           f"<name>t</name><vcpu>{vcpus}</vcpu><os><type arch='x86_64'{mattr}>hvm</type></os>"
+           f"<features>{features}</features>{cpu}<devices/>{extra}</domain>")
+    return domain.extract(etree.fromstring(xml))
+
+
+def states(facts, host=NO_HOST):
+    return {p: v.state for p, v in engine.resolve(facts, host).features.items()}
+
+
+@pytest.mark.parametrize("machine,l3", [("pc-i440fx-2.7", "off"), ("pc-i440fx-2.8", "on"),
+                                        ("pc-q35-2.7", "off"), ("pc-q35-2.8", "on"), ("pc-1.3", "off")])
+def test_l3_cache_boundary(machine, l3):
+    assert states(dom(machine))["l3-cache"] == l3
+
+
+def test_x2apic_kept_as_model_bit_up_to_1_7():
+    assert states(dom("pc-i440fx-1.7"))["x2apic"] == "off"  # qemu64 has no x2apic
+    assert states(dom("pc-i440fx-2.0"))["x2apic"] == "on"
+    sky = "<cpu mode='custom'><model>Skylake-Client</model></cpu>"
+    assert states(dom("pc-i440fx-1.7", sky))["x2apic"] == "on"  # the model's own bit
+
+
+def test_svm_model_bit_up_to_2_1_filtered_by_host():
+    nested = HostFacts(cpuid={(0x80000001, "ecx"): 1 << 2, (0x40000001, "eax"): 0xFFFFFFFF, (1, "ecx"): 1 << 21})
+    bare = HostFacts(cpuid={(0x80000001, "ecx"): 0, (0x40000001, "eax"): 0xFFFFFFFF, (1, "ecx"): 1 << 21})
+    assert states(dom("pc-i440fx-2.1"), nested)["svm"] == "on"
+    assert states(dom("pc-i440fx-2.1"), bare)["svm"] == "off"
+    assert states(dom("pc-i440fx-2.1"))["svm"] == "host-dependent"
+    assert states(dom("pc-i440fx-2.2"), nested)["svm"] == "off"
+
+
+def test_pv_eoi_compat_up_to_1_2():
+    assert states(dom("pc-1.2"))["kvm-pv-eoi"] == "off"
+    assert states(dom("pc-1.3"))["kvm-pv-eoi"] == "on"
+
+
+def test_msi_ext_dest_id_needs_split_irqchip_and_6_0():
+    split = "<ioapic driver='qemu'/>"
+    assert states(dom("pc-q35-5.1", features=split))["kvm-msi-ext-dest-id"] == "off"
+    assert states(dom("pc-q35-6.0", features=split))["kvm-msi-ext-dest-id"] == "on"
+    assert states(dom("pc-q35-6.0"))["kvm-msi-ext-dest-id"] == "off"
+    host = "<cpu mode='host-passthrough'/>"
+    assert states(dom("pc-q35-5.1", host, split))["kvm-msi-ext-dest-id"] == "off"
+    assert states(dom("pc-q35-7.2", host, split))["kvm-msi-ext-dest-id"] == "on"
+
+
+def test_pv_unhalt_named_models_never_host_passthrough_always():
+    for m in ("pc-i440fx-1.4", "pc-i440fx-2.11", "pc-q35-7.2", "q35", None):
+        assert states(dom(m))["kvm-pv-unhalt"] == "off"
+        assert states(dom(m, "<cpu mode='host-model'/>"))["kvm-pv-unhalt"] == "off"
+        assert states(dom(m, "<cpu mode='host-passthrough'/>"))["kvm-pv-unhalt"] == "on"
+    assert states(dom(cpu="<cpu mode='host-passthrough'/>", features="<pvspinlock state='off'/>"))[
+        "kvm-pv-unhalt"] == "off"
+
+
+def test_rhel_machines_have_pv_unhalt_and_asyncpf_int_rows():
+    s = states(dom("pc-q35-rhel8.4.0"))
+    assert s["kvm-pv-unhalt"] == "on" and s["kvm-asyncpf-int"] == "off"
+    assert states(dom("pc-q35-rhel8.5.0"))["kvm-asyncpf-int"] == "host-dependent"  # on, if KVM has it
+    host = HostFacts(cpuid={(0x40000001, "eax"): 1 << 14 | 1 << 7})
+    assert states(dom("pc-q35-rhel9.2.0"), host)["kvm-asyncpf-int"] == "on"
+    assert states(dom("pc-i440fx-rhel7.3.0"))["l3-cache"] == "off"
+    assert states(dom("pc-i440fx-rhel7.6.0"))["l3-cache"] == "on"
+
+
+def test_hidden_and_tcg_clear_the_kvm_leaf_but_not_hints():
+    s = states(dom(features="<kvm><hidden state='on'/><hint-dedicated state='on'/></kvm>"))
+    assert all(s[p] == "off" for p in rules.KVM_LEAF_EAX_BIT)
+    assert s["kvm-hint-dedicated"] == "on" and s["x2apic"] == "on"
+    t = states(dom(vtype="qemu"))
+    assert all(t[p] == "off" for p in rules.KVM_LEAF_EAX_BIT)
+    assert t["svm"] == "on" and t["x2apic"] == "off"  # qemu64 bits; TCG keeps svm
+
+
+def test_tcg_x2apic_depends_on_qemu_version():
+    sky = "<cpu mode='custom'><model>Skylake-Client</model></cpu>"
+    assert states(dom(cpu=sky, vtype="qemu"))["x2apic"] == "host-dependent"
+    assert states(dom(cpu=sky, vtype="qemu"), HostFacts(qemu_version=(7, 2, 22)))["x2apic"] == "off"
+    assert states(dom(cpu=sky, vtype="qemu"), HostFacts(qemu_version=(9, 0, 0)))["x2apic"] == "on"
+
+
+def test_commandline_global_and_cpu_pm():
+    glob = ("<qemu:commandline><qemu:arg value='-global'/>"
+            "<qemu:arg value='x86_64-cpu.kvm-pv-unhalt=on'/></qemu:commandline>")
+    r = engine.resolve(dom(extra=glob), NO_HOST)
+    assert r.features["kvm-pv-unhalt"].state == "on" and r.explicit_unhalt
+    pm = "<qemu:commandline><qemu:arg value='-overcommit'/><qemu:arg value='cpu-pm=on'/></qemu:commandline>"
+    r = engine.resolve(dom(cpu="<cpu mode='host-passthrough'/>", extra=pm), NO_HOST)
+    v = r.features["kvm-pv-unhalt"]
+    assert v.state == "off" and v.qemu_property == "on"
+
+
+def test_commandline_cpu_replaces_libvirt_cpu():
+    cmd = "<qemu:commandline><qemu:arg value='-cpu'/><qemu:arg value='host,kvm-pv-ipi=off'/></qemu:commandline>"
+    r = engine.resolve(dom(features="<pvspinlock state='off'/>", extra=cmd), NO_HOST)
+    assert r.cpu_kind == "host"
+    assert r.features["kvm-pv-unhalt"].state == "on"  # libvirt's kvm-pv-unhalt=off was replaced
+    assert r.features["kvm-pv-ipi"].state == "off"
+
+
+def test_alias_resolution_from_capabilities():
+    host = HostFacts(aliases={"pc": "pc-i440fx-7.2", "q35": "pc-q35-7.2", "": "pc-i440fx-7.2"})
+    assert classify("q35", host.aliases).version == (7, 2)
+    assert classify(None, host.aliases).alias_of == "pc-i440fx-7.2"
+    assert classify("pc-q35-4.0.1").version == (4, 0, 1)
+    assert classify("pc-0.15").family == "pc-i440fx"
+    assert classify("microvm").family == "microvm"
+
+
+def test_unresolved_alias_is_new_enough_for_old_rows_but_not_for_5_1():
+    split = "<ioapic driver='qemu'/>"
+    s = states(dom("q35", features=split))
+    assert s["l3-cache"] == "on"
+    assert s["kvm-msi-ext-dest-id"] == "host-dependent"
+
+
+def test_every_rule_cites_its_source():
+    for rule in rules.KVM_DEFAULTS + rules.MACHINE_ROWS:
+        assert rule.prop in rules.PROPERTIES
+        assert len(rule.source) > 10 and any(ch.isdigit() for ch in rule.source) or "RHEL" in rule.source
+
+
+@pytest.mark.parametrize("machine,vcpus,numa,pol,action,rule", [
+    ("pc-q35-7.2", 2, 0, "compat", "inject", "policy-compat"),
+    ("pc-i440fx-2.11", 2, 0, "compat", "inject", "policy-compat"),
+    ("pc-i440fx-2.10", 2, 0, "compat", "keep", "machine-too-old"),
+    ("pc-i440fx-2.10", 2, 0, "always", "inject", "policy-always"),
+    ("pc-q35-7.2", 2, 0, "never", "keep", "policy-never"),
+    ("pc-q35-7.2", 2, 1, "numa", "keep", "numa-single-node"),
+    ("pc-q35-7.2", 2, 2, "numa", "inject", "policy-numa"),
+    ("microvm", 2, 0, "always", "keep", "machine-family"),
+    ("q35", 2, 0, "compat", "inject", "policy-compat"),
+])
+def test_decisions(machine, vcpus, numa, pol, action, rule):
+    cells = "".join(f"<cell id='{i}' cpus='{i}' memory='1024'/>" for i in range(numa))
+    cpu = f"<cpu mode='host-model'><numa>{cells}</numa></cpu>" if numa else "<cpu mode='host-model'/>"
+    d = policy.decide(engine.resolve(dom(machine, cpu, vcpus=vcpus), NO_HOST), pol)
+    assert (d.action, d.rule) == (action, rule), d.reason
+
+
+def test_host_without_pv_unhalt_is_left_alone():
+    host = HostFacts(cpuid={(0x40000001, "eax"): 0x7B & ~0x80})
+    d = policy.decide(engine.resolve(dom(), host), "compat")
+    assert (d.action, d.rule) == ("keep", "host-unsupported")
+
+
+def test_single_vcpu_and_dedicated_notes():
+    d = policy.decide(engine.resolve(dom(vcpus=1), NO_HOST), "compat")
+    assert d.action == "inject" and any("1 vCPU" in n for n in d.notes)
+
+
+def test_metadata_override_beats_cli():
+    own = "<metadata><v:cpu xmlns:v='urn:virtxml-cpu:domain:1' policy='never'/></metadata>"
+    f = dom(extra=own)
+    assert f.override_policy == "never"
+    assert policy.effective_policy("always", "compat", f.override_policy) == ("never", "domain <metadata>")

@@ -1,0 +1,47 @@
+"""End to end inside a guest: a boot sector executes CPUID 0x40000001 and prints EAX on the serial port.
+
+Before `virtxml-cpu rewrite` bit 7 (KVM_FEATURE_PV_UNHALT) is clear; after it, it is set.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from tests.lab import harness
+
+from .conftest import ROOT
+
+pytestmark = pytest.mark.lab
+PV_UNHALT = 1 << 7
+GUESTS = {
+    "host-model": ("pc-q35-7.2", "<cpu mode='host-model' check='partial'/>"),
+    "custom": ("pc-i440fx-7.2", "<cpu mode='custom' match='exact'><model fallback='forbid'>qemu64</model></cpu>"),
+    "no-cpu": ("q35", ""),
+}
+SEEN: dict[str, tuple[str, str]] = {}
+
+
+def rewrite(xml: bytes) -> bytes:
+    r = subprocess.run([sys.executable, "-m", "virtxml_cpu", "rewrite", "-"], input=xml, capture_output=True,
+                       cwd=ROOT, check=True)
+    return r.stdout
+
+
+@pytest.mark.parametrize("kind", sorted(GUESTS))
+def test_guest_reads_pv_unhalt_only_after_rewrite(lab, kind):
+    machine, cpu = GUESTS[kind]
+    name = harness.unique_name(f"cpuid-{kind}")
+    original = harness.boot_sector_guest(name, machine, cpu)
+    before = harness.boot_and_read_cpuid(lab, harness.startable(original), name)
+    fixed = rewrite(original)
+    assert fixed != original and b"<pvspinlock state='on'/>" in fixed
+    after = harness.boot_and_read_cpuid(lab, harness.startable(fixed), name)
+    SEEN[kind] = (before, after)
+    print(f"\n{kind} on {machine}: CPUID 0x40000001.EAX before {before}, after {after}")
+    assert int(before, 16) & PV_UNHALT == 0
+    assert int(after, 16) & PV_UNHALT
+    assert int(after, 16) == int(before, 16) | PV_UNHALT  # nothing else in the leaf changed
+    assert rewrite(fixed) == fixed  # a second run changes nothing
