@@ -43,7 +43,7 @@ def host() -> HostFacts:
 
 
 @pytest.fixture(scope="session")
-def lab():
+def lab_up():
     """A running libvirtd with QEMU/KVM; skips (loudly) only without root or /dev/kvm."""
     from tests.lab import harness
 
@@ -52,11 +52,21 @@ def lab():
         _lab_skip_reasons.append(missing)
         pytest.skip(f"REAL LIBVIRT/QEMU TESTS SKIPPED: {missing}")
     harness.bring_up()
-    conn = harness.connect()
-    harness.cleanup(conn)
+    return harness
+
+
+@pytest.fixture(scope="module")
+def lab(lab_up):
+    """A connection per test module (a module may restart libvirtd)."""
+    conn = lab_up.connect()
+    lab_up.cleanup(conn)
     yield conn
-    harness.cleanup(conn)
-    conn.close()
+    try:
+        conn = lab_up.connect()
+        lab_up.cleanup(conn)
+        conn.close()
+    except Exception:  # noqa: BLE001 - best effort; the next module cleans up too
+        pass
 
 
 def pytest_terminal_summary(terminalreporter):

@@ -6,7 +6,9 @@ import argparse
 import sys
 
 from . import __version__, config as configmod, report
-from .errors import EXIT_OK, EXIT_WORK_FOUND, BadInput, VirtxmlCpuError
+from .config import HOOK_MODES
+from .errors import EXIT_BAD_INPUT, EXIT_OK, EXIT_WORK_FOUND, BadInput, VirtxmlCpuError
+from .hookinstall import DEFAULT_HOOKS_DIR
 from .files import read_input, replace_atomically
 from .hostfacts import HostFacts, parse_capabilities, parse_domcapabilities, probe_kvm
 from .pipeline import process
@@ -16,11 +18,15 @@ EPILOG = """exit status: 0 done; 1 --check found work (rewrite) or a domain need
 2 bad input or usage; 3 environment error (libvirt unreachable, permission denied)."""
 
 
-def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("files", nargs="*", default=["-"], metavar="FILE", help="domain XML files, - for stdin")
+def _policy_opts(p: argparse.ArgumentParser) -> None:
     p.add_argument("--policy", choices=POLICIES, help="when to add kvm-pv-unhalt (default: config, else compat)")
     p.add_argument("--style", choices=STYLES, help="how to add it (default: pvspinlock)")
     p.add_argument("--config", help=f"config file (default {configmod.DEFAULT_PATH})")
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("files", nargs="*", default=["-"], metavar="FILE", help="domain XML files, - for stdin")
+    _policy_opts(p)
     p.add_argument("--connect", metavar="URI", help="read host facts from this libvirt connection")
     p.add_argument("--capabilities", metavar="FILE", help="`virsh capabilities` output (machine aliases)")
     p.add_argument("--domcapabilities", metavar="FILE", help="`virsh domcapabilities` output (host-model CPU)")
@@ -47,6 +53,33 @@ def build_parser() -> argparse.ArgumentParser:
     out.add_argument("--diff", action="store_true", help="print a unified diff instead of the XML")
     out.add_argument("--check", action="store_true", help="change nothing; exit 1 if a change would be made")
     rw.add_argument("--backup", metavar="SUFFIX", help="with --in-place: keep the original as FILE+SUFFIX")
+
+    ap = sub.add_parser("apply", epilog=EPILOG, help="fix persistent definitions through libvirt",
+                        description="Rewrite the persistent definitions of libvirt domains (read with "
+                                    "INACTIVE|SECURE, so secrets survive) and define them again. A running "
+                                    "guest is never touched: the change applies at its next cold boot.")
+    ap.add_argument("domains", nargs="*", metavar="DOMAIN")
+    ap.add_argument("--connect", metavar="URI", default="qemu:///system")
+    which = ap.add_mutually_exclusive_group()
+    which.add_argument("--all", action="store_true", help="every domain on the connection")
+    which.add_argument("--pending", action="store_true", help="the fixes the hook queued (queue mode)")
+    show = ap.add_mutually_exclusive_group()
+    show.add_argument("--dry-run", action="store_true", help="say what would change; exit 1 if anything would")
+    show.add_argument("--diff", action="store_true", help="show the diffs; change nothing")
+    ap.add_argument("-y", "--yes", action="store_true", help="do not ask before defining")
+    ap.add_argument("--no-host-probe", action="store_true", help="do not read /dev/kvm (local URIs only)")
+    _policy_opts(ap)
+
+    hk = sub.add_parser("hook", help="install, remove or inspect the libvirt qemu hook", epilog=EPILOG)
+    hk.add_argument("action", choices=("install", "uninstall", "status"))
+    hk.add_argument("--hooks-dir", default=DEFAULT_HOOKS_DIR, help=f"default {DEFAULT_HOOKS_DIR}")
+    hk.add_argument("--mode", choices=HOOK_MODES, help="audit (log), enforce (refuse the start), queue "
+                                                      "(log and queue the fix for `apply --pending`)")
+    hk.add_argument("--config", help="config file the hook reads (default /etc/virtxml-cpu/config.toml)")
+    place = hk.add_mutually_exclusive_group()
+    place.add_argument("--legacy", action="store_true", default=None,
+                       help="install as DIR/qemu (libvirt < 6.5); default: decided from libvirtd --version")
+    place.add_argument("--qemu-d", dest="legacy", action="store_false", help="install into DIR/qemu.d/")
     return parser
 
 
@@ -72,6 +105,12 @@ def _err(msg: str) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.command in ("apply", "hook"):
+        try:
+            return _apply(args) if args.command == "apply" else _hook(args)
+        except VirtxmlCpuError as e:
+            _err(str(e))
+            return e.exit_code
     try:
         if args.command == "rewrite":
             if args.backup and not args.in_place:
@@ -125,6 +164,42 @@ def _emit(args, path: str, o) -> int:
         return EXIT_OK
     sys.stdout.buffer.write(o.output)
     sys.stdout.flush()
+    return EXIT_OK
+
+
+def _apply(args) -> int:
+    from .live import apply
+
+    if not (args.domains or args.all or args.pending):
+        raise BadInput("name domains, or use --all or --pending")
+    cfg = configmod.load(args.config)
+    confirm = None
+    if not args.yes and sys.stdin.isatty():
+        def confirm(prompt: str) -> bool:
+            return input(prompt).strip().lower() in ("y", "yes")
+    elif not (args.yes or args.dry_run or args.diff):
+        raise BadInput("not a terminal: pass --yes to define without asking, or --dry-run/--diff")
+    res = apply(args.connect, args.domains, args.all, args.pending, cfg, args.policy, args.style,
+                args.dry_run, args.diff, args.yes, probe=not args.no_host_probe, confirm=confirm)
+    print(f"changed {res.changed}, would change {res.would_change}, unchanged {res.unchanged}, "
+          f"skipped {res.skipped}, errors {res.errors}", file=sys.stderr)
+    if res.errors:
+        return EXIT_BAD_INPUT
+    return EXIT_WORK_FOUND if res.would_change else EXIT_OK
+
+
+def _hook(args) -> int:
+    from . import hookinstall
+
+    if args.action == "install":
+        lines = hookinstall.install(args.hooks_dir, args.mode, args.config, args.legacy)
+    elif args.action == "uninstall":
+        lines = hookinstall.uninstall(args.hooks_dir)
+    else:
+        installed, lines = hookinstall.status(args.hooks_dir)
+        print("\n".join(lines))
+        return EXIT_OK if installed else EXIT_WORK_FOUND
+    print("\n".join(lines))
     return EXIT_OK
 
 

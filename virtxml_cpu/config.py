@@ -5,6 +5,7 @@
     [hook]
     mode = "audit"           # audit | enforce | queue
     spool = "/var/lib/virtxml-cpu/pending"
+    syslog_socket = "/dev/log"
 """
 
 from __future__ import annotations
@@ -25,8 +26,9 @@ DEFAULT_SPOOL = "/var/lib/virtxml-cpu/pending"
 class Config:
     policy: str | None = None
     style: str = "pvspinlock"
-    hook_mode: str = "audit"
+    hook_mode: str | None = None  # None: the mode `hook install` baked in, else audit
     spool: str = DEFAULT_SPOOL
+    syslog_socket: str | None = None
     path: str | None = None
 
 
@@ -38,13 +40,13 @@ def parse(text: str, path: str = "<config>") -> Config:
     hook = data.get("hook", {})
     if not isinstance(hook, dict):
         raise BadInput(f"config {path}: [hook] must be a table")
-    cfg = Config(data.get("policy"), data.get("style", "pvspinlock"), hook.get("mode", "audit"),
-                 hook.get("spool", DEFAULT_SPOOL), path)
+    cfg = Config(data.get("policy"), data.get("style", "pvspinlock"), hook.get("mode"),
+                 hook.get("spool", DEFAULT_SPOOL), hook.get("syslog_socket"), path)
     for key, value, allowed in (("policy", cfg.policy, POLICIES + (None,)), ("style", cfg.style, STYLES),
-                                ("hook.mode", cfg.hook_mode, HOOK_MODES)):
+                                ("hook.mode", cfg.hook_mode, HOOK_MODES + (None,))):
         if value not in allowed:
             raise BadInput(f"config {path}: {key} = {value!r} is not one of {', '.join(a for a in allowed if a)}")
-    unknown = set(data) - {"policy", "style", "hook"} | set(hook) - {"mode", "spool"}
+    unknown = set(data) - {"policy", "style", "hook"} | set(hook) - {"mode", "spool", "syslog_socket"}
     if unknown:
         raise BadInput(f"config {path}: unknown setting(s) {', '.join(sorted(unknown))}")
     return cfg

@@ -130,27 +130,62 @@ def serial_path(name: str) -> Path:
     return IMAGES / f"{name}.serial"
 
 
-def boot_and_read_cpuid(conn, xml: bytes, name: str, timeout: float = 20.0) -> str:
-    """Start the boot-sector guest, return the 8 hex digits it printed (EAX of CPUID 0x40000001)."""
-    log = serial_path(name)
+def start_and_read_cpuid(dom, timeout: float = 20.0) -> str:
+    """Start a defined boot-sector guest, return the 8 hex digits it printed, destroy it."""
+    log = serial_path(dom.name())
     if log.exists():
         log.unlink()
+    dom.create()
+    try:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if log.exists():
+                text = log.read_text(errors="replace").strip()
+                if len(text) >= 8:
+                    return text[:8]
+            time.sleep(0.1)
+        raise AssertionError(f"{dom.name()}: no CPUID output on the serial port within {timeout}s")
+    finally:
+        dom.destroy()
+
+
+def boot_and_read_cpuid(conn, xml: bytes, name: str, timeout: float = 20.0) -> str:
+    """Define and start the boot-sector guest, return EAX of CPUID 0x40000001 as it printed it."""
     dom = conn.defineXML(xml.decode())
     try:
-        dom.create()
-        try:
-            deadline = time.monotonic() + timeout
-            while time.monotonic() < deadline:
-                if log.exists():
-                    text = log.read_text(errors="replace").strip()
-                    if len(text) >= 8:
-                        return text[:8]
-                time.sleep(0.1)
-            raise AssertionError(f"{name}: no CPUID output on the serial port within {timeout}s")
-        finally:
-            dom.destroy()
+        return start_and_read_cpuid(dom, timeout)
     finally:
         dom.undefine()
+
+
+def libvirtd_pid() -> int:
+    return int(subprocess.run(["pidof", "libvirtd"], capture_output=True, text=True, check=True).stdout.split()[0])
+
+
+def wait_for_libvirtd(timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if subprocess.run(["virsh", "-c", URI, "version"], capture_output=True).returncode == 0:
+            return
+        time.sleep(0.2)
+    raise AssertionError("libvirtd did not come back")
+
+
+def reload_hooks() -> None:
+    """libvirtd discovers hook scripts at start and on SIGHUP."""
+    os.kill(libvirtd_pid(), 1)
+    time.sleep(1.5)
+    wait_for_libvirtd()
+
+
+def restart_libvirtd() -> None:
+    pid = libvirtd_pid()
+    os.kill(pid, 15)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and os.path.exists(f"/proc/{pid}"):
+        time.sleep(0.1)
+    subprocess.run(["libvirtd", "-d"], check=True)
+    wait_for_libvirtd()
 
 
 def cleanup(conn) -> None:

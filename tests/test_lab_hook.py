@@ -1,0 +1,187 @@
+"""The qemu hook installed into the real libvirtd: audit, enforce, queue, save/restore, daemon restart."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import libvirt
+import pytest
+
+from tests.lab import harness
+
+from .conftest import ROOT
+
+pytestmark = pytest.mark.lab
+HOOKS = "/etc/libvirt/hooks"
+HM = "<cpu mode='host-model' check='partial'/>"
+HP = "<cpu mode='host-passthrough' check='none'/>"
+PV_UNHALT = 1 << 7
+
+
+def cli(*args, check=True):
+    r = subprocess.run([sys.executable, "-m", "virtxml_cpu", *args], capture_output=True, text=True, cwd=ROOT,
+                       timeout=120)
+    if check:
+        assert r.returncode == 0, r.stderr
+    return r
+
+
+class HookEnv:
+    def __init__(self, root: Path):
+        self.root = root
+        self.config = root / "config.toml"
+        self.spool = root / "spool"
+        self.sock_path = root / "log.sock"
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.sock.bind(str(self.sock_path))
+        self.sock.settimeout(0.2)
+
+    def mode(self, mode: str) -> None:
+        self.config.write_text(f'[hook]\nmode = "{mode}"\nspool = "{self.spool}"\n'
+                               f'syslog_socket = "{self.sock_path}"\n')
+
+    def logs(self) -> list[str]:
+        out = []
+        while True:
+            try:
+                out.append(self.sock.recv(65536).decode())
+            except (socket.timeout, BlockingIOError):
+                return out
+
+
+@pytest.fixture(scope="module")
+def hook(lab, tmp_path_factory):
+    env = HookEnv(tmp_path_factory.mktemp("hook"))
+    env.mode("audit")
+    cli("hook", "install", "--hooks-dir", HOOKS, "--config", str(env.config))
+    harness.reload_hooks()
+    yield env
+    cli("hook", "uninstall", "--hooks-dir", HOOKS)
+    harness.reload_hooks()
+
+
+def define(conn, stem, cpu, features=""):
+    name = harness.unique_name(stem)
+    return conn.defineXML(harness.startable(harness.boot_sector_guest(name, "pc-q35-7.2", cpu, features)).decode())
+
+
+def test_status_reports_the_installed_hook(hook):
+    r = cli("hook", "status", "--hooks-dir", HOOKS)
+    assert "qemu.d/virtxml-cpu: installed" in r.stdout and "interpreter" in r.stdout and "ok" in r.stdout
+
+
+def test_audit_logs_decisions_and_both_guests_start(lab, hook):
+    hook.mode("audit")
+    hook.logs()
+    for stem, cpu, decision in (("audit-hm", HM, "decision=inject"), ("audit-hp", HP, "decision=keep")):
+        dom = define(lab, stem, cpu)
+        try:
+            dom.createWithFlags(libvirt.VIR_DOMAIN_START_PAUSED)
+            assert dom.isActive()
+            lines = [line for line in hook.logs() if f"domain={dom.name()}" in line]
+            assert len(lines) == 1, lines
+            assert decision in lines[0] and "op=prepare" in lines[0] and f"uuid={dom.UUIDString()}" in lines[0]
+            dom.destroy()
+        finally:
+            dom.undefine()
+
+
+def test_enforce_refuses_with_a_visible_message_then_starts_once_fixed(lab, hook):
+    hook.mode("enforce")
+    dom = define(lab, "enforce", HM)
+    try:
+        with pytest.raises(libvirt.libvirtError) as e:
+            dom.createWithFlags(libvirt.VIR_DOMAIN_START_PAUSED)
+        msg = e.value.get_error_message()
+        assert "refusing to start" in msg and "kvm-pv-unhalt" in msg and f"virtxml-cpu apply {dom.name()}" in msg
+        assert not dom.isActive()
+        cli("apply", dom.name(), "--yes")
+        dom.createWithFlags(libvirt.VIR_DOMAIN_START_PAUSED)
+        path = harness.qmp(dom, {"execute": "query-cpus-fast"})[0]["qom-path"]
+        assert harness.qmp(dom, {"execute": "qom-get", "arguments": {"path": path, "property": "kvm-pv-unhalt"}})
+        dom.destroy()
+    finally:
+        dom.undefine()
+
+
+def test_queue_then_apply_pending_then_cold_boot_reads_the_bit(lab, hook):
+    hook.mode("queue")
+    dom = define(lab, "queue", HM)
+    try:
+        before = harness.start_and_read_cpuid(dom)
+        entries = list(hook.spool.glob("*.json"))
+        assert [p.name for p in entries] == [f"{dom.UUIDString()}.json"]
+        r = cli("apply", "--pending", "--yes", "--config", str(hook.config))
+        assert f"{dom.name()}: added kvm-pv-unhalt" in r.stdout
+        assert not list(hook.spool.glob("*.json"))
+        hook.mode("audit")
+        after = harness.start_and_read_cpuid(dom)
+        print(f"\nqueue mode: CPUID 0x40000001.EAX before {before}, after apply --pending {after}")
+        assert int(before, 16) & PV_UNHALT == 0 and int(after, 16) & PV_UNHALT
+    finally:
+        dom.undefine()
+
+
+def test_save_restore_passes_and_an_xml_changing_hook_would_break_it(lab, hook, tmp_path):
+    hook.mode("audit")
+    dom = define(lab, "restore", HM)
+    image = tmp_path / "saved.img"
+    breaker = Path(HOOKS) / "qemu.d" / "zz-vxc-test-modify"
+    try:
+        dom.createWithFlags(libvirt.VIR_DOMAIN_START_PAUSED)
+        dom.save(str(image))
+        lab.restore(str(image))
+        assert dom.isActive()
+        assert any(f"domain={dom.name()}" in line and "op=restore" in line for line in hook.logs())
+        dom.save(str(image))
+        # A hook that adds one CPU feature on restore: libvirt's ABI check must reject it.
+        breaker.write_text("#!/bin/sh\nif [ \"$2\" = restore ]; then\n"
+                           "  sed \"s#</cpu>#<feature policy='disable' name='avx512f'/></cpu>#\"\nfi\n")
+        breaker.chmod(0o755)
+        harness.reload_hooks()
+        with pytest.raises(libvirt.libvirtError) as e:
+            lab.restore(str(image))
+        print(f"\nrestore with an XML-changing hook: {e.value.get_error_message()}")
+        assert "CPU feature count" in e.value.get_error_message()
+    finally:
+        if breaker.exists():
+            breaker.unlink()
+            harness.reload_hooks()
+        if dom.isActive():
+            dom.destroy()
+        dom.undefine()
+
+
+def test_broken_config_does_not_stop_a_guest(lab, hook):
+    hook.config.write_text("this is [not toml\n")
+    dom = define(lab, "badcfg", HM)
+    try:
+        dom.createWithFlags(libvirt.VIR_DOMAIN_START_PAUSED)
+        assert dom.isActive()
+        dom.destroy()
+    finally:
+        dom.undefine()
+        hook.mode("audit")
+
+
+def test_libvirtd_restart_leaves_running_guest_running(lab_up, hook):
+    conn = harness.connect()
+    dom = define(conn, "reconnect", HM)
+    dom.createWithFlags(libvirt.VIR_DOMAIN_START_PAUSED)
+    pid = int(Path(f"/run/libvirt/qemu/{dom.name()}.pid").read_text())
+    conn.close()
+    harness.restart_libvirtd()
+    time.sleep(1)
+    conn = harness.connect()
+    try:
+        again = conn.lookupByName(dom.name())
+        assert again.isActive() and os.path.exists(f"/proc/{pid}")
+        again.destroy()
+        again.undefine()
+    finally:
+        conn.close()

@@ -1,0 +1,118 @@
+"""`virtxml-cpu hook install|uninstall|status`: put the qemu hook where libvirt looks, and only there.
+
+Installs into DIR/qemu.d/virtxml-cpu (libvirt >= 6.5 runs every script there, in order) or, on older
+libvirt, into DIR/qemu when that is free. Never overwrites a script it did not write.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+from .errors import BadInput, EnvironmentProblem
+from .files import replace_atomically
+
+DEFAULT_HOOKS_DIR = "/etc/libvirt/hooks"
+MARKER = "# managed by `virtxml-cpu hook install`; `virtxml-cpu hook uninstall` removes it"
+TEMPLATE = Path(__file__).resolve().parent.parent / "hooks" / "qemu"
+QEMU_D_SINCE = (6, 5, 0)
+RESTART_NOTE = ("libvirtd reads hooks when it starts: restart it or send it SIGHUP before the hook is used "
+                "(systemctl restart libvirtd, or kill -HUP $(pidof libvirtd))")
+
+
+def libvirt_version() -> tuple[int, ...] | None:
+    for cmd in (["libvirtd", "--version"], ["virtqemud", "--version"]):
+        try:
+            out = subprocess.run(cmd, capture_output=True, text=True, timeout=10).stdout
+        except (OSError, subprocess.TimeoutExpired):
+            continue
+        m = re.search(r"(\d+)\.(\d+)\.(\d+)", out)
+        if m:
+            return tuple(int(x) for x in m.groups())
+    return None
+
+
+def render(template: str, python: str, package_dir: str, mode: str | None, config: str | None) -> str:
+    """The installed script: our interpreter with -S, the package location and settings filled in."""
+    lines = template.splitlines()
+    lines[0] = f"#!{python} -S"
+    out = "\n".join(lines) + "\n"
+    for name, value in (("PACKAGE_DIR", package_dir), ("MODE", mode), ("CONFIG", config)):
+        out = re.sub(rf"^{name} = None(.*)$", lambda m, n=name, v=value: f"{n} = {v!r}{m.group(1)}", out,
+                     count=1, flags=re.M)
+    return out.replace('"""\nimport sys', f'"""\n{MARKER}\nimport sys', 1)
+
+
+def is_ours(path: Path) -> bool:
+    try:
+        return MARKER in path.read_text(errors="replace")
+    except OSError:
+        return False
+
+
+def target(hooks_dir: str, legacy: bool | None = None) -> Path:
+    if legacy is None:
+        v = libvirt_version()
+        legacy = v is not None and v < QEMU_D_SINCE
+    return Path(hooks_dir) / "qemu" if legacy else Path(hooks_dir) / "qemu.d" / "virtxml-cpu"
+
+
+def install(hooks_dir: str, mode: str | None, config: str | None, legacy: bool | None = None) -> list[str]:
+    path = target(hooks_dir, legacy)
+    if path.exists() and not is_ours(path):
+        how = ("libvirt >= 6.5 runs every script in qemu.d/: upgrade and use that, or call "
+               f"'{path.parent}/qemu.d/virtxml-cpu \"$@\"' from your own {path.name} script")
+        raise BadInput(f"{path} exists and was not written by virtxml-cpu; not touching it ({how})")
+    if config and not os.path.isabs(config):
+        config = os.path.abspath(config)
+    text = render(TEMPLATE.read_text(), sys.executable, str(TEMPLATE.parent.parent), mode, config)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise EnvironmentProblem(f"{path.parent}: {e.strerror}") from None
+    replace_atomically(str(path), text.encode())
+    os.chmod(path, 0o755)
+    return [f"installed {path} (mode {mode or 'from config, else audit'}, interpreter {sys.executable})",
+            RESTART_NOTE]
+
+
+def uninstall(hooks_dir: str) -> list[str]:
+    msgs = []
+    for path in (Path(hooks_dir) / "qemu.d" / "virtxml-cpu", Path(hooks_dir) / "qemu"):
+        if path.exists() and is_ours(path):
+            path.unlink()
+            msgs.append(f"removed {path}")
+        elif path.exists() and path.name == "virtxml-cpu":
+            msgs.append(f"left {path}: not written by virtxml-cpu")
+    if not msgs:
+        msgs.append(f"no virtxml-cpu hook under {hooks_dir}")
+    else:
+        msgs.append(RESTART_NOTE)
+    return msgs
+
+
+def status(hooks_dir: str) -> tuple[bool, list[str]]:
+    v = libvirt_version()
+    lines = [f"libvirt {'.'.join(map(str, v)) if v else 'not found'}; hooks directory {hooks_dir}"]
+    installed = False
+    for path in (Path(hooks_dir) / "qemu.d" / "virtxml-cpu", Path(hooks_dir) / "qemu"):
+        if not path.exists():
+            continue
+        text = path.read_text(errors="replace")
+        if MARKER not in text:
+            lines.append(f"{path}: present, not ours")
+            continue
+        installed = True
+        python = text.splitlines()[0][2:].split()[0]
+        settings = dict(re.findall(r"^(MODE|CONFIG|PACKAGE_DIR) = (.*?)\s+#", text, flags=re.M))
+        ok = os.access(python, os.X_OK) and os.access(path, os.X_OK)
+        mode = settings.get("MODE", "None")
+        mode = "from config, else audit" if mode == "None" else mode.strip("'")
+        lines.append(f"{path}: installed, mode {mode}, config {settings.get('CONFIG')}, "
+                     f"interpreter {python} {'ok' if ok else 'MISSING or not executable'}")
+    if not installed:
+        lines.append("virtxml-cpu hook: not installed")
+    return installed, lines
