@@ -236,7 +236,7 @@ def resolve(facts: DomainFacts, host: HostFacts | None = None) -> Resolution:
     for p, s in slots.items():
         if s.auto and not s.user_set:
             sup, why = _supported(p, accel, irqchip, host)
-            slots[p] = _Slot(sup, s.source, f"{s.detail}: {why}")
+            slots[p] = _Slot(sup, s.source, f"passed through: {why}")
 
     # 6. The KVM leaf cleared as a whole.
     for p in rules.KVM_LEAF_EAX_BIT:
