@@ -7,7 +7,7 @@ import sys
 
 from . import __version__, config as configmod, report
 from .config import HOOK_MODES
-from .errors import EXIT_BAD_INPUT, EXIT_OK, EXIT_WORK_FOUND, BadInput, VirtxmlCpuError
+from .errors import EXIT_BAD_INPUT, EXIT_ENVIRONMENT, EXIT_OK, EXIT_WORK_FOUND, BadInput, VirtxmlCpuError
 from .hookinstall import DEFAULT_HOOKS_DIR
 from .files import read_input, replace_atomically
 from .hostfacts import HostFacts, parse_capabilities, parse_domcapabilities, probe_kvm
@@ -59,7 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
                                     "INACTIVE|SECURE, so secrets survive) and define them again. A running "
                                     "guest is never touched: the change applies at its next cold boot.")
     ap.add_argument("domains", nargs="*", metavar="DOMAIN")
-    ap.add_argument("--connect", metavar="URI", default="qemu:///system")
+    ap.add_argument("--connect", metavar="URI", action="append", help="repeatable; default qemu:///system")
     which = ap.add_mutually_exclusive_group()
     which.add_argument("--all", action="store_true", help="every domain on the connection")
     which.add_argument("--pending", action="store_true", help="the fixes the hook queued (queue mode)")
@@ -69,6 +69,27 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("-y", "--yes", action="store_true", help="do not ask before defining")
     ap.add_argument("--no-host-probe", action="store_true", help="do not read /dev/kvm (local URIs only)")
     _policy_opts(ap)
+
+    au = sub.add_parser("audit", epilog=EPILOG, help="report kvm-pv-unhalt of every domain on libvirt hosts",
+                        description="For each domain on each connection: kvm-pv-unhalt in its persistent "
+                                    "definition and, for running guests, in the live definition. Exit 1 when "
+                                    "any domain needs the fix. Connections are audited concurrently.")
+    au.add_argument("domains", nargs="*", metavar="DOMAIN")
+    au.add_argument("--connect", metavar="URI", action="append", help="repeatable; default qemu:///system")
+    au.add_argument("--observe", action="store_true",
+                    help="also read what QEMU really has for running guests (QMP qom-get through libvirt; "
+                         "libvirt then marks those domains 'tainted: custom-monitor')")
+    au.add_argument("--format", choices=("table", "json"), default="table")
+    au.add_argument("--no-host-probe", action="store_true", help="do not read /dev/kvm (local URIs only)")
+    _policy_opts(au)
+
+    wa = sub.add_parser("watch", epilog=EPILOG, help="fix each newly defined or updated domain (service)",
+                        description="Listen to libvirt lifecycle events and apply the policy to every domain "
+                                    "defined or redefined; also applies the hook's queue. Reconnects when "
+                                    "libvirtd restarts; stops on SIGTERM. See contrib/systemd/.")
+    wa.add_argument("--connect", metavar="URI", default="qemu:///system")
+    wa.add_argument("--no-host-probe", action="store_true", help="do not read /dev/kvm (local URIs only)")
+    _policy_opts(wa)
 
     hk = sub.add_parser("hook", help="install, remove or inspect the libvirt qemu hook", epilog=EPILOG)
     hk.add_argument("action", choices=("install", "uninstall", "status"))
@@ -105,9 +126,9 @@ def _err(msg: str) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    if args.command in ("apply", "hook"):
+    if args.command in ("apply", "hook", "audit", "watch"):
         try:
-            return _apply(args) if args.command == "apply" else _hook(args)
+            return {"apply": _apply, "hook": _hook, "audit": _audit, "watch": _watch}[args.command](args)
         except VirtxmlCpuError as e:
             _err(str(e))
             return e.exit_code
@@ -168,7 +189,8 @@ def _emit(args, path: str, o) -> int:
 
 
 def _apply(args) -> int:
-    from .live import apply
+    from .errors import EnvironmentProblem
+    from .live import ApplyResult, apply
 
     if not (args.domains or args.all or args.pending):
         raise BadInput("name domains, or use --all or --pending")
@@ -179,13 +201,57 @@ def _apply(args) -> int:
             return input(prompt).strip().lower() in ("y", "yes")
     elif not (args.yes or args.dry_run or args.diff):
         raise BadInput("not a terminal: pass --yes to define without asking, or --dry-run/--diff")
-    res = apply(args.connect, args.domains, args.all, args.pending, cfg, args.policy, args.style,
-                args.dry_run, args.diff, args.yes, probe=not args.no_host_probe, confirm=confirm)
-    print(f"changed {res.changed}, would change {res.would_change}, unchanged {res.unchanged}, "
-          f"skipped {res.skipped}, errors {res.errors}", file=sys.stderr)
-    if res.errors:
+    total, down = ApplyResult(), []
+    for uri in args.connect or ["qemu:///system"]:
+        try:
+            res = apply(uri, args.domains, args.all, args.pending, cfg, args.policy, args.style,
+                        args.dry_run, args.diff, args.yes, probe=not args.no_host_probe, confirm=confirm)
+        except EnvironmentProblem as e:  # one unreachable host does not stop the others
+            _err(str(e))
+            down.append(uri)
+            continue
+        for k in vars(total):
+            setattr(total, k, getattr(total, k) + getattr(res, k))
+    print(f"changed {total.changed}, would change {total.would_change}, unchanged {total.unchanged}, "
+          f"skipped {total.skipped}, errors {total.errors}" + (f"; unreachable: {', '.join(down)}" if down else ""),
+          file=sys.stderr)
+    if total.errors:
         return EXIT_BAD_INPUT
-    return EXIT_WORK_FOUND if res.would_change else EXIT_OK
+    if total.would_change:
+        return EXIT_WORK_FOUND
+    return EXIT_ENVIRONMENT if down else EXIT_OK
+
+
+def _audit(args) -> int:
+    import json
+
+    from . import audit
+
+    cfg = configmod.load(args.config)
+    uris = args.connect or ["qemu:///system"]
+    results = audit.audit(uris, args.domains, cfg, args.policy, args.style, args.observe,
+                          not args.no_host_probe, audit.stderr_progress())
+    if args.format == "json":
+        for h in results:
+            if h.error:
+                print(json.dumps({"host": h.uri, "error": h.error}))
+            for row in h.rows:
+                print(json.dumps(row))
+    else:
+        print(audit.table(results))
+    for h in results:
+        if h.error:
+            _err(f"{h.uri}: {h.error}")
+    print(audit.summary(results), file=sys.stderr)
+    if any(r["needs_work"] for h in results for r in h.rows):
+        return EXIT_WORK_FOUND
+    return EXIT_ENVIRONMENT if any(h.error for h in results) else EXIT_OK
+
+
+def _watch(args) -> int:
+    from .watch import watch
+
+    return watch(args.connect, configmod.load(args.config), args.policy, args.style, not args.no_host_probe)
 
 
 def _hook(args) -> int:

@@ -78,7 +78,7 @@ def run(argv: list[str], mode: str | None = None, config_path: str | None = None
     log = Log(cfg.syslog_socket) if cfg.syslog_socket and log.path == SYSLOG_SOCKET else log
     try:
         data = stdin.read(MAX_INPUT_BYTES + 1)
-        outcome = process(data, name, probe_kvm(), cfg)
+        outcome = process(data, name, probe_kvm(), cfg, render=False)
     except Exception as e:  # noqa: BLE001 - fail open, whatever went wrong
         log(f"domain={name} op={op} cannot evaluate ({type(e).__name__}: {e}); guest not checked", warning=True)
         return 0

@@ -26,12 +26,13 @@ class Outcome:
 
 
 def process(data: bytes, label: str, host: HostFacts, config: Config,
-            cli_policy: str | None = None, cli_style: str | None = None) -> Outcome:
+            cli_policy: str | None = None, cli_style: str | None = None, render: bool = True) -> Outcome:
+    """`render=False` decides without producing the rewritten bytes (audit, hook): output == source."""
     tree = parse_domain(data, label)
     facts = domain.extract(tree.getroot())
     resolution = engine.resolve(facts, host)
     chosen, source = policy.effective_policy(cli_policy, config.policy, facts.override_policy)
     style = cli_style or config.style
     decision = policy.decide(resolution, chosen, style)
-    insertions = rewrite.plan(tree.getroot(), style) if decision.action == "inject" else []
+    insertions = rewrite.plan(tree.getroot(), style) if decision.action == "inject" and render else []
     return Outcome(label, resolution, decision, source, style, data, rewrite.render(data, tree, insertions))

@@ -184,7 +184,7 @@ def restart_libvirtd() -> None:
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline and os.path.exists(f"/proc/{pid}"):
         time.sleep(0.1)
-    subprocess.run(["libvirtd", "-d"], check=True)
+    subprocess.run(["libvirtd", "-d", "--listen"], check=True)
     wait_for_libvirtd()
 
 

@@ -22,9 +22,20 @@ getent passwd libvirt-qemu >/dev/null || useradd -r -g libvirt-qemu -G kvm -d /v
 chgrp kvm /dev/kvm && chmod 0660 /dev/kvm
 mkdir -p /var/log/libvirt /var/lib/libvirt/qemu /var/cache/libvirt /run/libvirt /var/lib/libvirt/images
 
+# Also listen on loopback TCP (qemu+tcp://127.0.0.1/system), without auth, for the fleet tests.
+conf=/etc/libvirt/libvirtd.conf
+if ! grep -q '^listen_tcp *= *1' "$conf" 2>/dev/null; then
+  printf '\n# virtxml-cpu test lab: loopback TCP, no auth\nlisten_tls = 0\nlisten_tcp = 1\nlisten_addr = "127.0.0.1"\nauth_tcp = "none"\n' >> "$conf"
+fi
+listening() { python3 -c 'import socket; socket.create_connection(("127.0.0.1", 16509), 1).close()' 2>/dev/null; }
+
 if ! pgrep -x virtlogd >/dev/null; then virtlogd -d; fi
+if pgrep -x libvirtd >/dev/null && ! listening; then
+  pkill -TERM -x libvirtd
+  for _ in $(seq 1 100); do pgrep -x libvirtd >/dev/null || break; sleep 0.1; done
+fi
 if ! virsh -c qemu:///system version >/dev/null 2>&1; then
-  pgrep -x libvirtd >/dev/null || libvirtd -d
+  pgrep -x libvirtd >/dev/null || libvirtd -d --listen
   for _ in $(seq 1 100); do
     virsh -c qemu:///system version >/dev/null 2>&1 && break
     sleep 0.2

@@ -1,0 +1,194 @@
+"""Live libvirt verbs against the real daemon: apply, audit, watch, and a fleet of connections.
+
+The fleet uses two real connections at once (the local socket and a remote URI over loopback TCP,
+which tests/lab/up.sh enables) plus one unreachable URI.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import libvirt
+import pytest
+
+from tests.lab import harness
+from virtxml_cpu.config import Config
+from virtxml_cpu.live import apply as live_apply
+
+from .conftest import ROOT
+
+pytestmark = pytest.mark.lab
+HM = "<cpu mode='host-model' check='partial'/>"
+HP = "<cpu mode='host-passthrough' check='none'/>"
+CUSTOM = "<cpu mode='custom' match='exact'><model fallback='forbid'>qemu64</model></cpu>"
+TCP = "qemu+tcp://127.0.0.1/system"
+DOWN = "qemu+tcp://127.0.0.1:1/system"
+SECURE_INACTIVE = libvirt.VIR_DOMAIN_XML_INACTIVE | libvirt.VIR_DOMAIN_XML_SECURE
+PV_UNHALT = 1 << 7
+
+
+def cli(*args, check=None):
+    r = subprocess.run([sys.executable, "-m", "virtxml_cpu", *args], capture_output=True, text=True, cwd=ROOT,
+                       timeout=300)
+    if check is not None:
+        assert r.returncode == check, (r.returncode, r.stdout, r.stderr)
+    return r
+
+
+def define(conn, stem, cpu, machine="pc-q35-7.2", devices_extra=""):
+    name = harness.unique_name(stem)
+    xml = harness.boot_sector_guest(name, machine, cpu)
+    if devices_extra:
+        xml = xml.replace(b"</devices>", devices_extra.encode() + b"</devices>")
+    return conn.defineXML(harness.startable(xml).decode())
+
+
+def qom_unhalt(dom) -> bool:
+    path = harness.qmp(dom, {"execute": "query-cpus-fast"})[0]["qom-path"]
+    return harness.qmp(dom, {"execute": "qom-get", "arguments": {"path": path, "property": "kvm-pv-unhalt"}})
+
+
+def test_apply_changes_exactly_the_picked_domains_and_they_boot_with_the_bit(lab):
+    doms = {"hm": define(lab, "pick-hm", HM), "custom": define(lab, "pick-custom", CUSTOM),
+            "hp": define(lab, "keep-hp", HP), "old": define(lab, "keep-old", CUSTOM, machine="pc-i440fx-2.10")}
+    try:
+        before = {k: d.XMLDesc(SECURE_INACTIVE) for k, d in doms.items()}
+        r = cli("apply", "--yes", *[d.name() for d in doms.values()], check=0)
+        assert "changed 2," in r.stderr
+        after = {k: d.XMLDesc(SECURE_INACTIVE) for k, d in doms.items()}
+        assert after["hp"] == before["hp"] and after["old"] == before["old"]
+        for k in ("hm", "custom"):
+            assert "<pvspinlock state='on'/>" in after[k] and after[k] != before[k]
+            eax = harness.start_and_read_cpuid(doms[k])
+            print(f"\napply {k}: CPUID 0x40000001.EAX at next boot {eax}")
+            assert int(eax, 16) & PV_UNHALT
+        assert cli("apply", "--yes", *[d.name() for d in doms.values()], check=0).stderr.startswith("changed 0,")
+    finally:
+        for d in doms.values():
+            d.undefine()
+
+
+def test_apply_keeps_secrets(lab):
+    vnc = "<graphics type='vnc' port='-1' autoport='yes' passwd='s3cretpw'/>"
+    dom = define(lab, "secret", HM, devices_extra=vnc)
+    try:
+        assert "s3cretpw" in dom.XMLDesc(SECURE_INACTIVE)
+        cli("apply", "--yes", dom.name(), check=0)
+        xml = dom.XMLDesc(SECURE_INACTIVE)
+        assert "<pvspinlock state='on'/>" in xml and "passwd='s3cretpw'" in xml
+    finally:
+        dom.undefine()
+
+
+def test_apply_never_touches_the_running_guest(lab):
+    dom = define(lab, "running", HM)
+    try:
+        dom.createWithFlags(libvirt.VIR_DOMAIN_START_PAUSED)
+        assert qom_unhalt(dom) is False
+        r = cli("apply", "--yes", dom.name(), check=0)
+        assert "next cold boot" in r.stdout
+        assert qom_unhalt(dom) is False  # the running QEMU is as it was
+        assert "pvspinlock" not in dom.XMLDesc(0)  # live definition untouched
+        dom.destroy()
+        dom.createWithFlags(libvirt.VIR_DOMAIN_START_PAUSED)
+        assert qom_unhalt(dom) is True
+        dom.destroy()
+    finally:
+        dom.undefine()
+
+
+def test_a_definition_changed_meanwhile_is_not_overwritten(lab):
+    dom = define(lab, "race", HM)
+    try:
+        def someone_else_edits(_prompt):
+            xml = dom.XMLDesc(SECURE_INACTIVE).replace("</name>", "</name><description>edited</description>", 1)
+            lab.defineXML(xml)
+            return True
+
+        res = live_apply(harness.URI, [dom.name()], False, False, Config(), None, None, False, False, False,
+                         confirm=someone_else_edits)
+        assert res.skipped == 1 and res.changed == 0
+        xml = dom.XMLDesc(SECURE_INACTIVE)
+        assert "<description>edited</description>" in xml and "pvspinlock" not in xml
+    finally:
+        dom.undefine()
+
+
+def test_fleet_audit_and_apply_over_two_connections_and_one_unreachable(lab):
+    dom = define(lab, "fleet", HM)
+    running = define(lab, "fleet-run", HP)
+    try:
+        running.createWithFlags(libvirt.VIR_DOMAIN_START_PAUSED)
+        r = cli("audit", "--connect", harness.URI, "--connect", TCP, "--connect", DOWN, "--observe",
+                "--format", "json", dom.name(), running.name(), check=1)
+        rows = [json.loads(line) for line in r.stdout.splitlines()]
+        by = {(x.get("host"), x.get("domain")): x for x in rows}
+        for uri in (harness.URI, TCP):
+            assert by[(uri, dom.name())]["needs_work"] is True
+            assert by[(uri, dom.name())]["pv_unhalt"] == "off"
+            run = by[(uri, running.name())]
+            assert run["needs_work"] is False and run["live_pv_unhalt"] == "on" and run["observed_pv_unhalt"] == "on"
+        assert any(x.get("host") == DOWN and "error" in x for x in rows)
+        assert DOWN in r.stderr and "unreachable" in r.stderr
+        r = cli("apply", "--yes", "--connect", TCP, "--connect", DOWN, "--connect", harness.URI, dom.name(), check=3)
+        assert "changed 1," in r.stderr and f"unreachable: {DOWN}" in r.stderr
+        assert "<pvspinlock state='on'/>" in dom.XMLDesc(SECURE_INACTIVE)
+        cli("audit", "--connect", TCP, dom.name(), check=0)
+    finally:
+        running.destroy()
+        running.undefine()
+        dom.undefine()
+
+
+def _wait_for(predicate, timeout, step=0.2):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(step)
+    return False
+
+
+def test_watch_fixes_new_definitions_does_not_loop_and_survives_a_restart(lab_up, tmp_path):
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(f'[hook]\nspool = "{tmp_path / "spool"}"\nsyslog_socket = "{tmp_path / "no-syslog"}"\n')
+    log = open(tmp_path / "watch.log", "w+")
+    proc = subprocess.Popen([sys.executable, "-m", "virtxml_cpu", "watch", "--config", str(cfg)], cwd=ROOT,
+                            stdout=log, stderr=subprocess.STDOUT)
+    conn = harness.connect()
+    names = []
+    try:
+        assert _wait_for(lambda: "watching" in (tmp_path / "watch.log").read_text(), 20)
+        dom = define(conn, "watch1", HM)
+        names.append(dom.name())
+        t = time.monotonic()
+        assert _wait_for(lambda: "pvspinlock" in dom.XMLDesc(SECURE_INACTIVE), 10), "watch did not fix it"
+        print(f"\nwatch fixed a new definition in {time.monotonic() - t:.1f}s")
+        time.sleep(3)
+        text = (tmp_path / "watch.log").read_text()
+        assert text.count(f"{dom.name()}: added kvm-pv-unhalt") == 1, text  # its own update did not loop
+        conn.close()
+        harness.restart_libvirtd()
+        conn = harness.connect()
+        assert _wait_for(lambda: (tmp_path / "watch.log").read_text().count("watching") >= 2, 40), \
+            (tmp_path / "watch.log").read_text()
+        dom2 = define(conn, "watch2", CUSTOM)
+        names.append(dom2.name())
+        assert _wait_for(lambda: "pvspinlock" in dom2.XMLDesc(SECURE_INACTIVE), 10), "not fixed after restart"
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=10) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        for n in names:
+            try:
+                conn.lookupByName(n).undefine()
+            except libvirt.libvirtError:
+                pass
+        conn.close()
+        log.close()

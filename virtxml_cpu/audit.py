@@ -1,0 +1,136 @@
+"""`virtxml-cpu audit`: what every domain on one or more libvirt hosts has, and what it needs.
+
+Read-only. Connections are audited concurrently; an unreachable host is reported and the others finish.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+from .config import Config
+from .errors import VirtxmlCpuError
+from .hostfacts import HostFacts, probe_kvm
+from .libvirt_conn import _libvirt, host_facts, open_connection
+from .live import is_local
+from .pipeline import process
+
+STATES = {0: "no state", 1: "running", 2: "blocked", 3: "paused", 4: "shutdown", 5: "shut off", 6: "crashed",
+          7: "suspended"}
+
+
+@dataclass
+class HostAudit:
+    uri: str
+    rows: list[dict] = field(default_factory=list)
+    error: str | None = None
+    seconds: float = 0.0
+
+
+def observe_pv_unhalt(dom) -> str:
+    """QMP qom-get on vCPU 0 of a running guest (libvirt marks the domain tainted: custom-monitor)."""
+    import json
+
+    import libvirt_qemu
+
+    def qmp(cmd):
+        return json.loads(libvirt_qemu.qemuMonitorCommand(dom, json.dumps(cmd), 0))["return"]
+
+    path = qmp({"execute": "query-cpus-fast"})[0]["qom-path"]
+    return "on" if qmp({"execute": "qom-get", "arguments": {"path": path, "property": "kvm-pv-unhalt"}}) else "off"
+
+
+def audit_host(uri: str, names: list[str], cfg: Config, policy: str | None, style: str | None,
+               observe: bool, probe: bool, progress=None) -> HostAudit:
+    started = time.monotonic()
+    result = HostAudit(uri)
+    try:
+        libvirt = _libvirt()
+        conn = open_connection(uri, read_only=not observe)
+        host = (probe_kvm() if probe and is_local(uri) else HostFacts()).merged(host_facts(uri))
+    except VirtxmlCpuError as e:
+        result.error = str(e)
+        return result
+    try:
+        doms = [conn.lookupByName(n) for n in names] if names else conn.listAllDomains()
+        # Two list calls instead of two round trips per domain.
+        persistent = {d.UUIDString() for d in conn.listAllDomains(libvirt.VIR_CONNECT_LIST_DOMAINS_PERSISTENT)}
+        active = {d.UUIDString() for d in conn.listAllDomains(libvirt.VIR_CONNECT_LIST_DOMAINS_ACTIVE)}
+        for i, dom in enumerate(doms, 1):
+            uuid = dom.UUIDString()
+            result.rows.append(_audit_domain(libvirt, uri, dom, host, cfg, policy, style, observe,
+                                             uuid in active, uuid in persistent))
+            if progress:
+                progress(uri, i, len(doms))
+    except libvirt.libvirtError as e:
+        result.error = e.get_error_message()
+    finally:
+        conn.close()
+        result.seconds = time.monotonic() - started
+    return result
+
+
+def _audit_domain(libvirt, uri, dom, host, cfg, policy, style, observe, active, persistent) -> dict:
+    name = dom.name()
+    state = STATES.get(dom.state()[0], "?") if active else "shut off"
+    row = {"host": uri, "domain": name, "uuid": dom.UUIDString(), "state": state, "persistent": persistent}
+    flags = libvirt.VIR_DOMAIN_XML_INACTIVE if persistent else 0
+    o = process(dom.XMLDesc(flags).encode(), name, host, cfg, policy, style, render=False)
+    row["pv_unhalt"] = o.resolution.features["kvm-pv-unhalt"].state
+    row["decision"] = {"action": o.decision.action, "rule": o.decision.rule, "reason": o.decision.reason,
+                       "notes": list(o.decision.notes)}
+    row["needs_work"] = o.decision.action == "inject" and bool(persistent)
+    if active:
+        live = process(dom.XMLDesc(0).encode(), name, host, cfg, policy, style, render=False)
+        row["live_pv_unhalt"] = live.resolution.features["kvm-pv-unhalt"].qemu_property
+        if observe:
+            try:
+                row["observed_pv_unhalt"] = observe_pv_unhalt(dom)
+            except Exception as e:  # noqa: BLE001 - report, keep auditing
+                row["observed_pv_unhalt"] = f"error: {e}"
+    if not persistent:
+        row["decision"]["reason"] = "transient domain: nothing persistent to fix; " + row["decision"]["reason"]
+    return row
+
+
+def audit(uris: list[str], names: list[str], cfg: Config, policy: str | None, style: str | None,
+          observe: bool, probe: bool, progress=None) -> list[HostAudit]:
+    with ThreadPoolExecutor(max_workers=max(1, min(8, len(uris)))) as pool:
+        return list(pool.map(lambda u: audit_host(u, names, cfg, policy, style, observe, probe, progress), uris))
+
+
+def table(results: list[HostAudit]) -> str:
+    lines = [f"{'HOST':<28} {'DOMAIN':<24} {'STATE':<9} {'PV-UNHALT':<9} {'LIVE':<5} {'QEMU':<5} {'DECISION':<7} REASON"]
+    for h in results:
+        if h.error:
+            lines.append(f"{h.uri:<28} {'-':<24} {'UNREACHABLE':<9} {h.error}")
+        for r in h.rows:
+            lines.append(f"{h.uri:<28} {r['domain']:<24} {r['state']:<9} {r['pv_unhalt']:<9} "
+                         f"{r.get('live_pv_unhalt', '-'):<5} {r.get('observed_pv_unhalt', '-'):<5} "
+                         f"{('FIX' if r['needs_work'] else 'ok'):<7} {r['decision']['reason']}")
+    return "\n".join(lines)
+
+
+def summary(results: list[HostAudit]) -> str:
+    rows = [r for h in results for r in h.rows]
+    down = [h.uri for h in results if h.error]
+    per = sum(h.seconds for h in results) / max(1, len(rows))
+    text = (f"{len(rows)} domains on {len(results) - len(down)} host(s): {sum(r['needs_work'] for r in rows)} need "
+            f"kvm-pv-unhalt, {sum(r['pv_unhalt'] == 'on' for r in rows)} have it ({per * 1000:.1f} ms per domain)")
+    if down:
+        text += f"; unreachable: {', '.join(down)}"
+    return text
+
+
+def stderr_progress():
+    last = [0.0]
+
+    def report(uri: str, i: int, n: int) -> None:
+        now = time.monotonic()
+        if n >= 50 and (now - last[0] > 1 or i == n):
+            last[0] = now
+            end = "\n" if i == n or not sys.stderr.isatty() else "\r"
+            print(f"audit {uri}: {i}/{n} domains", end=end, file=sys.stderr, flush=True)
+    return report
