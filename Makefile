@@ -38,6 +38,7 @@ test: $(PY)
 
 bench: $(PY)
 	$(PY) bench/hook_latency.py
+	$(PY) bench/audit_scale.py
 
 clean:
 	rm -rf $(VENV) build demo-out .pytest_cache

@@ -70,6 +70,18 @@ def define(conn, stem, cpu, features=""):
     return conn.defineXML(harness.startable(harness.boot_sector_guest(name, "pc-q35-7.2", cpu, features)).decode())
 
 
+def starts_paused(conn, stem, cpu) -> tuple[str, str]:
+    """Define a guest, start it paused (it must start), destroy and undefine it; its name and uuid."""
+    dom = define(conn, stem, cpu)
+    try:
+        dom.createWithFlags(libvirt.VIR_DOMAIN_START_PAUSED)
+        assert dom.isActive()
+        dom.destroy()
+        return dom.name(), dom.UUIDString()
+    finally:
+        dom.undefine()
+
+
 def test_status_reports_the_installed_hook(hook):
     r = cli("hook", "status", "--hooks-dir", HOOKS)
     assert "qemu.d/virtxml-cpu: installed" in r.stdout and "interpreter" in r.stdout and "ok" in r.stdout
@@ -79,16 +91,10 @@ def test_audit_logs_decisions_and_both_guests_start(lab, hook):
     hook.mode("audit")
     hook.logs()
     for stem, cpu, decision in (("audit-hm", HM, "decision=inject"), ("audit-hp", HP, "decision=keep")):
-        dom = define(lab, stem, cpu)
-        try:
-            dom.createWithFlags(libvirt.VIR_DOMAIN_START_PAUSED)
-            assert dom.isActive()
-            lines = [line for line in hook.logs() if f"domain={dom.name()}" in line]
-            assert len(lines) == 1, lines
-            assert decision in lines[0] and "op=prepare" in lines[0] and f"uuid={dom.UUIDString()}" in lines[0]
-            dom.destroy()
-        finally:
-            dom.undefine()
+        name, uuid = starts_paused(lab, stem, cpu)
+        lines = [line for line in hook.logs() if f"domain={name}" in line]
+        assert len(lines) == 1, lines
+        assert decision in lines[0] and "op=prepare" in lines[0] and f"uuid={uuid}" in lines[0]
 
 
 def test_enforce_refuses_with_a_visible_message_then_starts_once_fixed(lab, hook):
@@ -159,13 +165,9 @@ def test_save_restore_passes_and_an_xml_changing_hook_would_break_it(lab, hook, 
 
 def test_broken_config_does_not_stop_a_guest(lab, hook):
     hook.config.write_text("this is [not toml\n")
-    dom = define(lab, "badcfg", HM)
     try:
-        dom.createWithFlags(libvirt.VIR_DOMAIN_START_PAUSED)
-        assert dom.isActive()
-        dom.destroy()
+        starts_paused(lab, "badcfg", HM)
     finally:
-        dom.undefine()
         hook.mode("audit")
 
 

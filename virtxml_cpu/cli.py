@@ -24,6 +24,17 @@ def _policy_opts(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", help=f"config file (default {configmod.DEFAULT_PATH})")
 
 
+def _live_opts(p: argparse.ArgumentParser, several: bool = True) -> None:
+    """Options of the verbs that talk to libvirt."""
+    if several:
+        p.add_argument("domains", nargs="*", metavar="DOMAIN")
+        p.add_argument("--connect", metavar="URI", action="append", help="repeatable; default qemu:///system")
+    else:
+        p.add_argument("--connect", metavar="URI", default="qemu:///system")
+    p.add_argument("--no-host-probe", action="store_true", help="do not read /dev/kvm (local URIs only)")
+    _policy_opts(p)
+
+
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("files", nargs="*", default=["-"], metavar="FILE", help="domain XML files, - for stdin")
     _policy_opts(p)
@@ -58,8 +69,7 @@ def build_parser() -> argparse.ArgumentParser:
                         description="Rewrite the persistent definitions of libvirt domains (read with "
                                     "INACTIVE|SECURE, so secrets survive) and define them again. A running "
                                     "guest is never touched: the change applies at its next cold boot.")
-    ap.add_argument("domains", nargs="*", metavar="DOMAIN")
-    ap.add_argument("--connect", metavar="URI", action="append", help="repeatable; default qemu:///system")
+    _live_opts(ap)
     which = ap.add_mutually_exclusive_group()
     which.add_argument("--all", action="store_true", help="every domain on the connection")
     which.add_argument("--pending", action="store_true", help="the fixes the hook queued (queue mode)")
@@ -67,29 +77,22 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("--dry-run", action="store_true", help="say what would change; exit 1 if anything would")
     show.add_argument("--diff", action="store_true", help="show the diffs; change nothing")
     ap.add_argument("-y", "--yes", action="store_true", help="do not ask before defining")
-    ap.add_argument("--no-host-probe", action="store_true", help="do not read /dev/kvm (local URIs only)")
-    _policy_opts(ap)
 
     au = sub.add_parser("audit", epilog=EPILOG, help="report kvm-pv-unhalt of every domain on libvirt hosts",
                         description="For each domain on each connection: kvm-pv-unhalt in its persistent "
                                     "definition and, for running guests, in the live definition. Exit 1 when "
                                     "any domain needs the fix. Connections are audited concurrently.")
-    au.add_argument("domains", nargs="*", metavar="DOMAIN")
-    au.add_argument("--connect", metavar="URI", action="append", help="repeatable; default qemu:///system")
+    _live_opts(au)
     au.add_argument("--observe", action="store_true",
                     help="also read what QEMU really has for running guests (QMP qom-get through libvirt; "
                          "libvirt then marks those domains 'tainted: custom-monitor')")
     au.add_argument("--format", choices=("table", "json"), default="table")
-    au.add_argument("--no-host-probe", action="store_true", help="do not read /dev/kvm (local URIs only)")
-    _policy_opts(au)
 
     wa = sub.add_parser("watch", epilog=EPILOG, help="fix each newly defined or updated domain (service)",
                         description="Listen to libvirt lifecycle events and apply the policy to every domain "
                                     "defined or redefined; also applies the hook's queue. Reconnects when "
                                     "libvirtd restarts; stops on SIGTERM. See contrib/systemd/.")
-    wa.add_argument("--connect", metavar="URI", default="qemu:///system")
-    wa.add_argument("--no-host-probe", action="store_true", help="do not read /dev/kvm (local URIs only)")
-    _policy_opts(wa)
+    _live_opts(wa, several=False)
 
     hk = sub.add_parser("hook", help="install, remove or inspect the libvirt qemu hook", epilog=EPILOG)
     hk.add_argument("action", choices=("install", "uninstall", "status"))

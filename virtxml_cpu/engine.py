@@ -175,6 +175,9 @@ def resolve(facts: DomainFacts, host: HostFacts | None = None) -> Resolution:
         for p in rules.PROPERTIES:
             if p in bits:
                 slots[p] = _Slot(bits[p], "cpu-model", why)
+            elif p == "kvm-pv-unhalt":
+                slots[p] = _Slot(False, "qemu-default", "upstream kvm_default_props never includes it (QEMU 1.2 to "
+                                 "master); only -cpu host/max or <pvspinlock state='on'/> turns it on")
             elif p == "kvm-hint-dedicated":
                 slots[p] = _Slot(False, "qemu-default", "off unless asked for (FEAT_KVM_HINTS, be7773268d, 2.12)")
             else:
