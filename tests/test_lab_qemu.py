@@ -36,13 +36,14 @@ HM = CPU_MODES["host-model"]
 CUSTOM = CPU_MODES["custom"]
 SKY = "<cpu mode='custom' match='exact'><model fallback='forbid'>Skylake-Client</model></cpu>"
 QNS = "xmlns:qemu='http://libvirt.org/schemas/domain/qemu/1.0'"
+NO_PCI = "<controller type='usb' model='none'/><memballoon model='none'/>"
 
 
 def qargs(*args):
     return "<qemu:commandline>" + "".join(f"<qemu:arg value='{a}'/>" for a in args) + "</qemu:commandline>"
 
 
-# (label, machine, cpu, features, type, extra)
+# (label, machine, cpu, features, type, extra[, devices, vcpus])
 VARIANTS = [
     ("pvspinlock-on", "pc-q35-7.2", HM, "<pvspinlock state='on'/>", "kvm", ""),
     ("pvspinlock-on-custom-2.0", "pc-i440fx-2.0", CUSTOM, "<pvspinlock state='on'/>", "kvm", ""),
@@ -85,17 +86,23 @@ VARIANTS = [
     ("tcg-pvspinlock-on-refused", "pc-i440fx-7.2", "", "<pvspinlock state='on'/>", "qemu", ""),
     ("hidden-pvspinlock-on-refused", "pc-q35-7.2", HM, "<kvm><hidden state='on'/></kvm><pvspinlock state='on'/>",
      "kvm", ""),
+    # Machines without PCI (libvirt wants no USB controller / balloon there); isapc has one CPU at most.
+    ("isapc", "isapc", "", "", "kvm", "", NO_PCI, 1),
+    ("isapc-qemu64", "isapc", CUSTOM, "", "kvm", "", NO_PCI, 1),
+    ("microvm", "microvm", "", "", "kvm", "", NO_PCI),
+    ("microvm-passthrough", "microvm", HP, "", "kvm", "", NO_PCI),
+    ("pc-q35-4.0-split-default", "pc-q35-4.0", CUSTOM, "", "kvm", ""),
     ("metadata-override", "pc-q35-7.2", HM, "", "kvm",
      "<metadata><vxc:cpu xmlns:vxc='urn:virtxml-cpu:domain:1' policy='never'/></metadata>"),
 ]
 
 
-def domain_xml(name, machine, cpu, features="", vtype="kvm", extra="") -> bytes:
+def domain_xml(name, machine, cpu, features="", vtype="kvm", extra="", devices="", vcpus=2) -> bytes:
     mattr = f" machine='{machine}'" if machine else ""
     feats = f"<features>{features}</features>" if features else ""
-    return (f"<domain type='{vtype}' {QNS}><name>{name}</name><memory unit='MiB'>64</memory><vcpu>2</vcpu>"
+    return (f"<domain type='{vtype}' {QNS}><name>{name}</name><memory unit='MiB'>64</memory><vcpu>{vcpus}</vcpu>"
             f"<os><type arch='x86_64'{mattr}>hvm</type></os>{feats}{cpu}"
-            f"<devices><emulator>/usr/bin/qemu-system-x86_64</emulator></devices>{extra}</domain>").encode()
+            f"<devices><emulator>/usr/bin/qemu-system-x86_64</emulator>{devices}</devices>{extra}</domain>").encode()
 
 
 @pytest.fixture(scope="module")
