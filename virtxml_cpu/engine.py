@@ -122,7 +122,7 @@ def _rule_applies(rule: rules.Rule, machine: Machine, irqchip: str) -> bool | No
 
 def _model_bits(facts: DomainFacts, host: HostFacts, model: str | None) -> tuple[dict[str, bool | None], str]:
     """x2apic/svm as the CPU model defines them (host-model: as libvirt expands it)."""
-    if facts.cpu_mode == "host-model":
+    if facts.cpu_mode == "host-model" and not facts.qemu.cpu:
         if host.host_model:
             base, feats = host.host_model
             bits = dict(MODEL_BITS.get(base or "", {"x2apic": None, "svm": None}))
@@ -159,7 +159,7 @@ def resolve(facts: DomainFacts, host: HostFacts | None = None) -> Resolution:
     else:
         cpu_props = libvirt_props
         kind = {"host-passthrough": "host", "maximum": "max"}.get(facts.cpu_mode, "named")
-        if facts.cpu_mode in ("none",) or (facts.cpu_mode == "custom" and not facts.cpu_model):
+        if facts.cpu_mode == "none" or (facts.cpu_mode == "custom" and not facts.cpu_model):
             model = rules.ISAPC_DEFAULT_MODEL if machine.family == "isapc" else \
                 rules.DEFAULT_MODEL.get(facts.arch or "x86_64", "qemu64")
         elif facts.cpu_mode == "host-model":
@@ -170,8 +170,7 @@ def resolve(facts: DomainFacts, host: HostFacts | None = None) -> Resolution:
 
     # 1. The CPU model's own bits, or host/max.
     if kind == "named":
-        bits, why = _model_bits(facts, host, model) if not facts.qemu.cpu else \
-            (dict(MODEL_BITS.get(model or "", {"x2apic": None, "svm": None})), f"CPU model {model} definition")
+        bits, why = _model_bits(facts, host, model)
         for p in rules.PROPERTIES:
             if p in bits:
                 slots[p] = _Slot(bits[p], "cpu-model", why)
