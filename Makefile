@@ -5,16 +5,17 @@
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
 EXAMPLES := $(wildcard examples/*.xml)
 
 .PHONY: demo test lab bench clean
 
-$(PY): pyproject.toml
+$(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q -e '.[test]'
-	@touch $(PY)
+	@touch $(STAMP)
 
-demo: $(PY)
+demo: $(STAMP)
 	@echo "### virtxml-cpu explain examples/*.xml"
 	@$(PY) -m virtxml_cpu explain $(EXAMPLES)
 	@echo "### virtxml-cpu rewrite --diff examples/*.xml   (what would change; files untouched)"
@@ -24,11 +25,11 @@ demo: $(PY)
 
 # The real libvirtd + QEMU/KVM lab (root only): Debian packages, libvirt-qemu user, virtlogd, libvirtd,
 # and libvirt-python in the venv.
-lab: $(PY)
+lab: $(STAMP)
 	bash tests/lab/up.sh
 	$(PY) -c 'import libvirt' 2>/dev/null || $(PY) -m pip install -q 'libvirt-python>=9.0'
 
-test: $(PY)
+test: $(STAMP)
 	@if [ "$$(id -u)" = 0 ] && [ -e /dev/kvm ]; then \
 	  $(MAKE) --no-print-directory lab; \
 	else \
@@ -36,7 +37,7 @@ test: $(PY)
 	fi
 	$(PY) -m pytest -ra tests
 
-bench: $(PY)
+bench: $(STAMP)
 	$(PY) bench/hook_latency.py
 	$(PY) bench/audit_scale.py
 
