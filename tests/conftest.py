@@ -42,15 +42,25 @@ def host() -> HostFacts:
     return recorded_host()
 
 
-@pytest.fixture(scope="session")
-def lab_up():
-    """A running libvirtd with QEMU/KVM; skips (loudly) only without root or /dev/kvm."""
+def require_lab():
+    """For lab test modules: skip the module, loudly, only without root or /dev/kvm; else libvirt."""
     from tests.lab import harness
 
     missing = harness.lab_missing()
     if missing:
         _lab_skip_reasons.append(missing)
-        pytest.skip(f"REAL LIBVIRT/QEMU TESTS SKIPPED: {missing}")
+        pytest.skip(f"REAL LIBVIRT/QEMU TESTS SKIPPED: {missing}", allow_module_level=True)
+    import libvirt  # as root with /dev/kvm, `make test` installed it: missing here is a failure
+
+    return libvirt
+
+
+@pytest.fixture(scope="session")
+def lab_up():
+    """A running libvirtd with QEMU/KVM; skips (loudly) only without root or /dev/kvm."""
+    from tests.lab import harness
+
+    require_lab()
     harness.bring_up()
     return harness
 

@@ -13,15 +13,15 @@ import subprocess
 import sys
 import time
 
-import libvirt
 import pytest
 
 from tests.lab import harness
 from virtxml_cpu.config import Config
 from virtxml_cpu.live import apply as live_apply
 
-from .conftest import ROOT
+from .conftest import ROOT, require_lab
 
+libvirt = require_lab()
 pytestmark = pytest.mark.lab
 HM = "<cpu mode='host-model' check='partial'/>"
 HP = "<cpu mode='host-passthrough' check='none'/>"

@@ -12,8 +12,9 @@ import pytest
 
 from tests.lab import harness
 
-from .conftest import ROOT
+from .conftest import ROOT, require_lab
 
+libvirt = require_lab()
 pytestmark = pytest.mark.lab
 PV_UNHALT = 1 << 7
 GUESTS = {

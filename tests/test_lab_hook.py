@@ -9,13 +9,13 @@ import sys
 import time
 from pathlib import Path
 
-import libvirt
 import pytest
 
 from tests.lab import harness
 
-from .conftest import ROOT
+from .conftest import ROOT, require_lab
 
+libvirt = require_lab()
 pytestmark = pytest.mark.lab
 HOOKS = "/etc/libvirt/hooks"
 HM = "<cpu mode='host-model' check='partial'/>"

@@ -11,16 +11,18 @@ import os
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-import libvirt
 import pytest
 
 from tests.lab import harness
+
+from .conftest import require_lab
 from virtxml_cpu import engine, rules
 from virtxml_cpu.domain import extract
 from virtxml_cpu.hostfacts import probe_kvm
 from virtxml_cpu.libvirt_conn import host_facts
 from virtxml_cpu.xmlio import parse_domain
 
+libvirt = require_lab()
 pytestmark = pytest.mark.lab
 REPORT = Path(os.environ.get("VIRTXML_CPU_LAB_REPORT", "build/lab-report.json"))
 
