@@ -102,6 +102,19 @@ def test_apply_never_touches_the_running_guest(lab):
         dom.undefine()
 
 
+def test_transient_domains_are_skipped_with_a_reason(lab):
+    name = harness.unique_name("transient")
+    xml = harness.startable(harness.boot_sector_guest(name, "pc-q35-7.2", HM)).decode()
+    dom = lab.createXML(xml, libvirt.VIR_DOMAIN_START_PAUSED)
+    try:
+        r = cli("apply", "--yes", name, check=0)
+        assert f"{name}: skipped: transient domain" in r.stdout
+        r = cli("audit", name, check=0)  # nothing persistent to fix: not counted as work
+        assert "transient domain" in r.stdout
+    finally:
+        dom.destroy()
+
+
 def test_a_definition_changed_meanwhile_is_not_overwritten(lab):
     dom = define(lab, "race", HM)
     try:
@@ -157,13 +170,20 @@ def _wait_for(predicate, timeout, step=0.2):
 def test_watch_fixes_new_definitions_does_not_loop_and_survives_a_restart(lab_up, tmp_path):
     cfg = tmp_path / "c.toml"
     cfg.write_text(f'[hook]\nspool = "{tmp_path / "spool"}"\nsyslog_socket = "{tmp_path / "no-syslog"}"\n')
+    conn = harness.connect()
+    queued = define(conn, "watch-queued", HM)  # defined before the watcher runs, queued by the hook
+    spool = tmp_path / "spool"
+    spool.mkdir()
+    (spool / f"{queued.UUIDString()}.json").write_text(json.dumps({"uuid": queued.UUIDString(),
+                                                                    "name": queued.name()}))
     log = open(tmp_path / "watch.log", "w+")
     proc = subprocess.Popen([sys.executable, "-m", "virtxml_cpu", "watch", "--config", str(cfg)], cwd=ROOT,
                             stdout=log, stderr=subprocess.STDOUT)
-    conn = harness.connect()
-    names = []
+    names = [queued.name()]
     try:
         assert _wait_for(lambda: "watching" in (tmp_path / "watch.log").read_text(), 20)
+        assert _wait_for(lambda: "pvspinlock" in queued.XMLDesc(SECURE_INACTIVE), 10), "queue not applied"
+        assert _wait_for(lambda: not list(spool.iterdir()), 5)
         dom = define(conn, "watch1", HM)
         names.append(dom.name())
         t = time.monotonic()
