@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from .config import Config
 from .errors import VirtxmlCpuError
 from .hostfacts import HostFacts, probe_kvm
-from .libvirt_conn import _libvirt, host_facts, open_connection
+from .libvirt_conn import _libvirt, host_facts_from, open_for_reading
 from .live import is_local
 from .pipeline import process
 
@@ -48,8 +48,8 @@ def audit_host(uri: str, names: list[str], cfg: Config, policy: str | None, styl
     result = HostAudit(uri)
     try:
         libvirt = _libvirt()
-        conn = open_connection(uri, read_only=not observe)
-        host = (probe_kvm() if probe and is_local(uri) else HostFacts()).merged(host_facts(uri))
+        conn = open_for_reading(uri)  # --observe and domain capabilities need read-write
+        host = (probe_kvm() if probe and is_local(uri) else HostFacts()).merged(host_facts_from(conn, uri))
     except VirtxmlCpuError as e:
         result.error = str(e)
         return result

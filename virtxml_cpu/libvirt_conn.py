@@ -23,25 +23,36 @@ def open_connection(uri: str, read_only: bool = True):
         raise EnvironmentProblem(f"cannot connect to {uri}: {e.get_error_message()}") from None
 
 
-def host_facts(uri: str) -> HostFacts:
-    """Machine aliases, the host-model CPU and the QEMU version from a libvirt connection."""
-    libvirt = _libvirt()
-    try:  # domain capabilities need a read-write connection; fall back to read-only without them
-        conn = open_connection(uri, read_only=False)
+def open_for_reading(uri: str):
+    """Read-write when allowed (domain capabilities need it), else read-only."""
+    try:
+        return open_connection(uri, read_only=False)
     except EnvironmentProblem:
-        conn = open_connection(uri)
+        return open_connection(uri)
+
+
+def host_facts(uri: str) -> HostFacts:
+    """Machine aliases, the host-model CPU and the QEMU version from a new libvirt connection."""
+    conn = open_for_reading(uri)
+    try:
+        return host_facts_from(conn, uri)
+    finally:
+        conn.close()
+
+
+def host_facts_from(conn, uri: str) -> HostFacts:
+    """The same facts from an open connection (one connection per host: over ssh each costs a handshake)."""
+    libvirt = _libvirt()
     try:
         caps = parse_capabilities(conn.getCapabilities().encode())
         try:
             dom = parse_domcapabilities(conn.getDomainCapabilities(None, "x86_64", None, "kvm", 0).encode())
-        except libvirt.libvirtError:
+        except libvirt.libvirtError:  # read-only connections may not ask
             dom = HostFacts()
         v = conn.getVersion()
         version = (v // 1000000, v // 1000 % 1000, v % 1000)
     except libvirt.libvirtError as e:
         raise EnvironmentProblem(f"{uri}: {e.get_error_message()}") from None
-    finally:
-        conn.close()
     facts = caps.merged(dom)
     return HostFacts(facts.cpuid, facts.aliases, facts.machines, facts.host_model, version,
                      tuple(f"{s} ({uri})" for s in facts.sources))

@@ -16,7 +16,7 @@ from urllib.parse import urlparse
 from .config import Config
 from .errors import EnvironmentProblem
 from .hostfacts import HostFacts, probe_kvm
-from .libvirt_conn import _libvirt, host_facts, open_connection
+from .libvirt_conn import _libvirt, host_facts_from, open_connection, open_for_reading
 from .pipeline import process
 from .report import unified_diff
 
@@ -50,8 +50,8 @@ def apply(uri: str, names: list[str], all_domains: bool, pending: bool, cfg: Con
           style: str | None, dry_run: bool, diff: bool, yes: bool, probe: bool = True, out=sys.stdout,
           confirm=None) -> ApplyResult:
     libvirt = _libvirt()
-    conn = open_connection(uri, read_only=dry_run or diff)
-    host = (probe_kvm() if probe and is_local(uri) else HostFacts()).merged(host_facts(uri))
+    conn = open_for_reading(uri) if dry_run or diff else open_connection(uri, read_only=False)
+    host = (probe_kvm() if probe and is_local(uri) else HostFacts()).merged(host_facts_from(conn, uri))
     res = ApplyResult()
     spool_of: dict[str, str] = {}
     try:

@@ -16,7 +16,7 @@ from .config import Config
 from .errors import VirtxmlCpuError
 from .hook import Log
 from .hostfacts import HostFacts, probe_kvm
-from .libvirt_conn import _libvirt, host_facts
+from .libvirt_conn import _libvirt, host_facts_from
 from .live import ApplyResult, _apply_one, apply, is_local, pending_entries
 
 SPOOL_EVERY = 10.0  # seconds between looks at the hook's queue
@@ -79,7 +79,7 @@ def watch(uri: str | None, cfg: Config, policy: str | None, style: str | None, p
         conn.registerCloseCallback(lambda *_: closed.set(), None)
         cb = conn.domainEventRegisterAny(None, libvirt.VIR_DOMAIN_EVENT_ID_LIFECYCLE, on_event, None)
         try:
-            host = (probe_kvm() if probe and is_local(uri) else HostFacts()).merged(host_facts(uri))
+            host = (probe_kvm() if probe and is_local(uri) else HostFacts()).merged(host_facts_from(conn, uri))
         except VirtxmlCpuError as e:
             log(f"host facts unavailable ({e}); continuing without them", warning=True)
             host = HostFacts()
