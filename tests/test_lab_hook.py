@@ -163,6 +163,31 @@ def test_save_restore_passes_and_an_xml_changing_hook_would_break_it(lab, hook, 
         dom.undefine()
 
 
+def test_a_previous_scripts_restore_xml_passes_through_the_hook(lab, hook, tmp_path):
+    """In the qemu.d chain our hook prints nothing on restore, so the previous script's XML stands."""
+    hook.mode("enforce")
+    dom = define(lab, "chain", HP)  # host-passthrough: allowed to start under enforce
+    image = tmp_path / "saved.img"
+    before = Path(HOOKS) / "qemu.d" / "00-vxc-test-describe"
+    try:
+        dom.createWithFlags(libvirt.VIR_DOMAIN_START_PAUSED)
+        dom.save(str(image))
+        before.write_text("#!/bin/sh\nif [ \"$2\" = restore ]; then\n"
+                          "  sed \"s#</name>#</name><description>set-by-previous-hook</description>#\"\nfi\n")
+        before.chmod(0o755)
+        harness.reload_hooks()
+        lab.restore(str(image))
+        assert "<description>set-by-previous-hook</description>" in dom.XMLDesc(0)
+    finally:
+        if before.exists():
+            before.unlink()
+            harness.reload_hooks()
+        if dom.isActive():
+            dom.destroy()
+        dom.undefine()
+        hook.mode("audit")
+
+
 def test_broken_config_does_not_stop_a_guest(lab, hook):
     hook.config.write_text("this is [not toml\n")
     try:
