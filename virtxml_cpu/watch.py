@@ -76,7 +76,7 @@ def watch(uri: str | None, cfg: Config, policy: str | None, style: str | None, p
             continue
         backoff = 1.0
         closed = threading.Event()
-        conn.registerCloseCallback(lambda *_: closed.set(), None)
+        conn.registerCloseCallback(lambda *_, ev=closed: ev.set(), None)  # this connection's event only
         cb = conn.domainEventRegisterAny(None, libvirt.VIR_DOMAIN_EVENT_ID_LIFECYCLE, on_event, None)
         try:
             host = (probe_kvm() if probe and is_local(uri) else HostFacts()).merged(host_facts_from(conn, uri))
