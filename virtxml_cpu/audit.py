@@ -12,9 +12,7 @@ from dataclasses import dataclass, field
 
 from .config import Config
 from .errors import VirtxmlCpuError
-from .hostfacts import HostFacts, probe_kvm
-from .libvirt_conn import _libvirt, host_facts_from, open_for_reading
-from .live import is_local
+from .libvirt_conn import _libvirt, connection_host_facts, open_for_reading
 from .pipeline import process
 
 STATES = {0: "no state", 1: "running", 2: "blocked", 3: "paused", 4: "shutdown", 5: "shut off", 6: "crashed",
@@ -49,11 +47,11 @@ def audit_host(uri: str, names: list[str], cfg: Config, policy: str | None, styl
     try:
         libvirt = _libvirt()
         conn = open_for_reading(uri)  # --observe and domain capabilities need read-write
-        host = (probe_kvm() if probe and is_local(uri) else HostFacts()).merged(host_facts_from(conn, uri))
     except VirtxmlCpuError as e:
         result.error = str(e)
         return result
     try:
+        host = connection_host_facts(conn, uri, probe)
         doms = [conn.lookupByName(n) for n in names] if names else conn.listAllDomains()
         # Two list calls instead of two round trips per domain.
         persistent = {d.UUIDString() for d in conn.listAllDomains(libvirt.VIR_CONNECT_LIST_DOMAINS_PERSISTENT)}
@@ -66,6 +64,8 @@ def audit_host(uri: str, names: list[str], cfg: Config, policy: str | None, styl
                 progress(uri, i, len(doms))
     except libvirt.libvirtError as e:
         result.error = e.get_error_message()
+    except VirtxmlCpuError as e:
+        result.error = str(e)
     finally:
         conn.close()
         result.seconds = time.monotonic() - started

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from urllib.parse import urlparse
+
 from .errors import EnvironmentProblem
-from .hostfacts import HostFacts, parse_capabilities, parse_domcapabilities
+from .hostfacts import HostFacts, parse_capabilities, parse_domcapabilities, probe_kvm
 
 
 def _libvirt():
@@ -56,3 +58,14 @@ def host_facts_from(conn, uri: str) -> HostFacts:
     facts = caps.merged(dom)
     return HostFacts(facts.cpuid, facts.aliases, facts.machines, facts.host_model, version,
                      tuple(f"{s} ({uri})" for s in facts.sources))
+
+
+def is_local(uri: str) -> bool:
+    """/dev/kvm describes this host only when the URI has no remote host part."""
+    return not urlparse(uri).hostname
+
+
+def connection_host_facts(conn, uri: str, probe: bool) -> HostFacts:
+    """Facts for the host behind an open connection: /dev/kvm when it is this host, then libvirt's."""
+    local = probe_kvm() if probe and is_local(uri) else HostFacts()
+    return local.merged(host_facts_from(conn, uri))

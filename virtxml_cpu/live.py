@@ -11,19 +11,11 @@ import json
 import os
 import sys
 from dataclasses import dataclass
-from urllib.parse import urlparse
-
 from .config import Config
 from .errors import EnvironmentProblem
-from .hostfacts import HostFacts, probe_kvm
-from .libvirt_conn import _libvirt, host_facts_from, open_connection, open_for_reading
+from .libvirt_conn import _libvirt, connection_host_facts, open_connection, open_for_reading
 from .pipeline import process
 from .report import unified_diff
-
-
-def is_local(uri: str) -> bool:
-    """/dev/kvm describes this host only when the URI has no remote host part."""
-    return not urlparse(uri).hostname
 
 
 def pending_entries(spool: str) -> list[tuple[str, dict]]:
@@ -51,10 +43,10 @@ def apply(uri: str, names: list[str], all_domains: bool, pending: bool, cfg: Con
           confirm=None) -> ApplyResult:
     libvirt = _libvirt()
     conn = open_for_reading(uri) if dry_run or diff else open_connection(uri, read_only=False)
-    host = (probe_kvm() if probe and is_local(uri) else HostFacts()).merged(host_facts_from(conn, uri))
     res = ApplyResult()
     spool_of: dict[str, str] = {}
     try:
+        host = connection_host_facts(conn, uri, probe)
         if pending:
             targets = []
             for path, entry in pending_entries(cfg.spool):

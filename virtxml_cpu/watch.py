@@ -15,9 +15,9 @@ import threading
 from .config import Config
 from .errors import VirtxmlCpuError
 from .hook import Log
-from .hostfacts import HostFacts, probe_kvm
-from .libvirt_conn import _libvirt, host_facts_from
-from .live import ApplyResult, _apply_one, apply, is_local, pending_entries
+from .hostfacts import HostFacts
+from .libvirt_conn import _libvirt, connection_host_facts
+from .live import ApplyResult, _apply_one, apply, pending_entries
 
 SPOOL_EVERY = 10.0  # seconds between looks at the hook's queue
 MAX_BACKOFF = 30.0
@@ -79,7 +79,7 @@ def watch(uri: str | None, cfg: Config, policy: str | None, style: str | None, p
         conn.registerCloseCallback(lambda *_, ev=closed: ev.set(), None)  # this connection's event only
         cb = conn.domainEventRegisterAny(None, libvirt.VIR_DOMAIN_EVENT_ID_LIFECYCLE, on_event, None)
         try:
-            host = (probe_kvm() if probe and is_local(uri) else HostFacts()).merged(host_facts_from(conn, uri))
+            host = connection_host_facts(conn, uri, probe)
         except VirtxmlCpuError as e:
             log(f"host facts unavailable ({e}); continuing without them", warning=True)
             host = HostFacts()
