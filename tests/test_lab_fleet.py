@@ -7,7 +7,6 @@ which tests/lab/up.sh enables) plus one unreachable URI.
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys

@@ -7,6 +7,7 @@ import socket
 import subprocess
 import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -68,6 +69,20 @@ def hook(lab, tmp_path_factory):
 def define(conn, stem, cpu, features=""):
     name = harness.unique_name(stem)
     return conn.defineXML(harness.startable(harness.boot_sector_guest(name, "pc-q35-7.2", cpu, features)).decode())
+
+
+@contextmanager
+def restore_script(name: str, sed_expr: str):
+    """Another script in the qemu.d chain that rewrites the XML on `restore` with sed."""
+    path = Path(HOOKS) / "qemu.d" / name
+    path.write_text(f"#!/bin/sh\nif [ \"$2\" = restore ]; then\n  sed \"{sed_expr}\"\nfi\n")
+    path.chmod(0o755)
+    harness.reload_hooks()
+    try:
+        yield
+    finally:
+        path.unlink()
+        harness.reload_hooks()
 
 
 def starts_paused(conn, stem, cpu) -> tuple[str, str]:
@@ -137,7 +152,6 @@ def test_save_restore_passes_and_an_xml_changing_hook_would_break_it(lab, hook, 
     hook.mode("audit")
     dom = define(lab, "restore", HM)
     image = tmp_path / "saved.img"
-    breaker = Path(HOOKS) / "qemu.d" / "zz-vxc-test-modify"
     try:
         dom.createWithFlags(libvirt.VIR_DOMAIN_START_PAUSED)
         dom.save(str(image))
@@ -146,18 +160,12 @@ def test_save_restore_passes_and_an_xml_changing_hook_would_break_it(lab, hook, 
         assert any(f"domain={dom.name()}" in line and "op=restore" in line for line in hook.logs())
         dom.save(str(image))
         # A hook that adds one CPU feature on restore: libvirt's ABI check must reject it.
-        breaker.write_text("#!/bin/sh\nif [ \"$2\" = restore ]; then\n"
-                           "  sed \"s#</cpu>#<feature policy='disable' name='avx512f'/></cpu>#\"\nfi\n")
-        breaker.chmod(0o755)
-        harness.reload_hooks()
-        with pytest.raises(libvirt.libvirtError) as e:
-            lab.restore(str(image))
+        with restore_script("zz-vxc-test-modify", "s#</cpu>#<feature policy='disable' name='avx512f'/></cpu>#"):
+            with pytest.raises(libvirt.libvirtError) as e:
+                lab.restore(str(image))
         print(f"\nrestore with an XML-changing hook: {e.value.get_error_message()}")
         assert "CPU feature count" in e.value.get_error_message()
     finally:
-        if breaker.exists():
-            breaker.unlink()
-            harness.reload_hooks()
         if dom.isActive():
             dom.destroy()
         dom.undefine()
@@ -168,20 +176,13 @@ def test_a_previous_scripts_restore_xml_passes_through_the_hook(lab, hook, tmp_p
     hook.mode("enforce")
     dom = define(lab, "chain", HP)  # host-passthrough: allowed to start under enforce
     image = tmp_path / "saved.img"
-    before = Path(HOOKS) / "qemu.d" / "00-vxc-test-describe"
     try:
         dom.createWithFlags(libvirt.VIR_DOMAIN_START_PAUSED)
         dom.save(str(image))
-        before.write_text("#!/bin/sh\nif [ \"$2\" = restore ]; then\n"
-                          "  sed \"s#</name>#</name><description>set-by-previous-hook</description>#\"\nfi\n")
-        before.chmod(0o755)
-        harness.reload_hooks()
-        lab.restore(str(image))
+        with restore_script("00-vxc-test-describe", "s#</name>#</name><description>set-by-previous-hook</description>#"):
+            lab.restore(str(image))
         assert "<description>set-by-previous-hook</description>" in dom.XMLDesc(0)
     finally:
-        if before.exists():
-            before.unlink()
-            harness.reload_hooks()
         if dom.isActive():
             dom.destroy()
         dom.undefine()
