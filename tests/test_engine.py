@@ -6,17 +6,25 @@ import pytest
 from lxml import etree
 
 from virtxml_cpu import domain, engine, policy, rules
+from virtxml_cpu.flavours import FLAVOURS, UPSTREAM
 from virtxml_cpu.hostfacts import HostFacts
 from virtxml_cpu.machines import classify
 
-NO_HOST = HostFacts()
+# Nothing known about the host but the QEMU build: upstream, as these rules are read from upstream QEMU.
+NO_HOST = HostFacts(qemu_flavour="upstream", flavour_source="test")
 
 
-def dom(machine="pc-q35-7.2", cpu="", features="", vtype="kvm", extra="", vcpus=2):
+def up(**kw) -> HostFacts:
+    return HostFacts(qemu_flavour="upstream", flavour_source="test", **kw)
+
+
+def dom(machine="pc-q35-7.2", cpu="", features=None, vtype="kvm", extra="", vcpus=2):
+    """A domain; `features=None` writes no <features> element at all (a different path than an empty one)."""
     mattr = f" machine='{machine}'" if machine else ""
+    feats = "" if features is None else f"<features>{features}</features>"
     xml = (f"<domain type='{vtype}' xmlns:qemu='http://libvirt.org/schemas/domain/qemu/1.0'>"
            f"<name>t</name><vcpu>{vcpus}</vcpu><os><type arch='x86_64'{mattr}>hvm</type></os>"
-           f"<features>{features}</features>{cpu}<devices/>{extra}</domain>")
+           f"{feats}{cpu}<devices/>{extra}</domain>")
     return domain.extract(etree.fromstring(xml))
 
 
@@ -38,8 +46,8 @@ def test_x2apic_kept_as_model_bit_up_to_1_7():
 
 
 def test_svm_model_bit_up_to_2_1_filtered_by_host():
-    nested = HostFacts(cpuid={(0x80000001, "ecx"): 1 << 2, (0x40000001, "eax"): 0xFFFFFFFF, (1, "ecx"): 1 << 21})
-    bare = HostFacts(cpuid={(0x80000001, "ecx"): 0, (0x40000001, "eax"): 0xFFFFFFFF, (1, "ecx"): 1 << 21})
+    nested = up(cpuid={(0x80000001, "ecx"): 1 << 2, (0x40000001, "eax"): 0xFFFFFFFF, (1, "ecx"): 1 << 21})
+    bare = up(cpuid={(0x80000001, "ecx"): 0, (0x40000001, "eax"): 0xFFFFFFFF, (1, "ecx"): 1 << 21})
     assert states(dom("pc-i440fx-2.1"), nested)["svm"] == "on"
     assert states(dom("pc-i440fx-2.1"), bare)["svm"] == "off"
     assert states(dom("pc-i440fx-2.1"))["svm"] == "host-dependent"
@@ -74,7 +82,7 @@ def test_rhel_machines_have_pv_unhalt_and_asyncpf_int_rows():
     s = states(dom("pc-q35-rhel8.4.0"))
     assert s["kvm-pv-unhalt"] == "on" and s["kvm-asyncpf-int"] == "off"
     assert states(dom("pc-q35-rhel8.5.0"))["kvm-asyncpf-int"] == "host-dependent"  # on, if KVM has it
-    host = HostFacts(cpuid={(0x40000001, "eax"): 1 << 14 | 1 << 7})
+    host = HostFacts(cpuid={(0x40000001, "eax"): 1 << 14 | 1 << 7})  # no flavour: the rhel name pins it
     assert states(dom("pc-q35-rhel9.2.0"), host)["kvm-asyncpf-int"] == "on"
     assert states(dom("pc-i440fx-rhel7.3.0"))["l3-cache"] == "off"
     assert states(dom("pc-i440fx-rhel7.6.0"))["l3-cache"] == "on"
@@ -92,8 +100,8 @@ def test_hidden_and_tcg_clear_the_kvm_leaf_but_not_hints():
 def test_tcg_x2apic_depends_on_qemu_version():
     sky = "<cpu mode='custom'><model>Skylake-Client</model></cpu>"
     assert states(dom(cpu=sky, vtype="qemu"))["x2apic"] == "host-dependent"
-    assert states(dom(cpu=sky, vtype="qemu"), HostFacts(qemu_version=(7, 2, 22)))["x2apic"] == "off"
-    assert states(dom(cpu=sky, vtype="qemu"), HostFacts(qemu_version=(9, 0, 0)))["x2apic"] == "on"
+    assert states(dom(cpu=sky, vtype="qemu"), up(qemu_version=(7, 2, 22)))["x2apic"] == "off"
+    assert states(dom(cpu=sky, vtype="qemu"), up(qemu_version=(9, 0, 0)))["x2apic"] == "on"
 
 
 def test_commandline_global_and_cpu_pm():
@@ -117,11 +125,11 @@ def test_commandline_cpu_replaces_libvirt_cpu():
 
 def test_alias_resolution_from_capabilities():
     host = HostFacts(aliases={"pc": "pc-i440fx-7.2", "q35": "pc-q35-7.2", "": "pc-i440fx-7.2"})
-    assert classify("q35", host.aliases).version == (7, 2)
-    assert classify(None, host.aliases).alias_of == "pc-i440fx-7.2"
-    assert classify("pc-q35-4.0.1").version == (4, 0, 1)
-    assert classify("pc-0.15").family == "pc-i440fx"
-    assert classify("microvm").family == "microvm"
+    assert classify("q35", UPSTREAM, host.aliases).version == (7, 2)
+    assert classify(None, UPSTREAM, host.aliases).alias_of == "pc-i440fx-7.2"
+    assert classify("pc-q35-4.0.1", UPSTREAM).version == (4, 0, 1)
+    assert classify("pc-0.15", UPSTREAM).family == "pc-i440fx"
+    assert classify("microvm", UPSTREAM).family == "microvm"
 
 
 def test_unresolved_alias_is_new_enough_for_old_rows_but_not_for_5_1():
@@ -132,9 +140,14 @@ def test_unresolved_alias_is_new_enough_for_old_rows_but_not_for_5_1():
 
 
 def test_every_rule_cites_its_source():
-    for rule in rules.KVM_DEFAULTS + rules.MACHINE_ROWS:
-        assert rule.prop in rules.PROPERTIES
-        assert len(rule.source) > 10 and any(ch.isdigit() for ch in rule.source) or "RHEL" in rule.source
+    """A commit hash or the downstream patch and its array: every row says where it comes from."""
+    for flavour in FLAVOURS.values():
+        for rule in flavour.kvm_defaults + flavour.machine_rows:
+            assert rule.prop in rules.PROPERTIES
+            cites_commit = any(len(w) >= 10 and all(c in "0123456789abcdef" for c in w.strip("'(),;"))
+                               for w in rule.source.split())
+            cites_patch = "patch" in rule.source or "pc_rhel" in rule.source
+            assert cites_commit or cites_patch, (flavour.name, rule)
 
 
 @pytest.mark.parametrize("machine,vcpus,numa,pol,action,rule", [
@@ -158,7 +171,8 @@ def test_decisions(machine, vcpus, numa, pol, action, rule):
 def test_host_without_pv_unhalt_is_left_alone():
     host = HostFacts(cpuid={(0x40000001, "eax"): 0x7B & ~0x80})
     d = policy.decide(engine.resolve(dom(), host), "compat")
-    assert (d.action, d.rule) == ("keep", "host-unsupported")
+    assert (d.action, d.rule) == ("keep", "accelerator-unsupported")
+    assert "does not support" in d.reason
 
 
 def test_single_vcpu_and_dedicated_notes():

@@ -51,7 +51,7 @@ def audit_host(uri: str, names: list[str], cfg: Config, policy: str | None, styl
         result.error = str(e)
         return result
     try:
-        host = connection_host_facts(conn, uri, probe)
+        host = connection_host_facts(conn, uri, probe, cfg.qemu_flavour)
         doms = [conn.lookupByName(n) for n in names] if names else conn.listAllDomains()
         # Two list calls instead of two round trips per domain.
         persistent = {d.UUIDString() for d in conn.listAllDomains(libvirt.VIR_CONNECT_LIST_DOMAINS_PERSISTENT)}

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import replace
 
 from . import __version__, config as configmod, report
 from .config import HOOK_MODES
+from .flavours import NAMES as FLAVOUR_NAMES
 from .errors import EXIT_BAD_INPUT, EXIT_ENVIRONMENT, EXIT_OK, EXIT_WORK_FOUND, BadInput, VirtxmlCpuError
 from .hookinstall import DEFAULT_HOOKS_DIR
 from .files import read_input, replace_atomically
-from .hostfacts import HostFacts, parse_capabilities, parse_domcapabilities, probe_kvm
+from .hostfacts import HostFacts, parse_capabilities, parse_domcapabilities, probe_kvm, probe_local_qemu
 from .pipeline import process
 from .policy import POLICIES, STYLES
 
@@ -22,6 +24,9 @@ def _policy_opts(p: argparse.ArgumentParser) -> None:
     p.add_argument("--policy", choices=POLICIES, help="when to add kvm-pv-unhalt (default: config, else compat)")
     p.add_argument("--style", choices=STYLES, help="how to add it (default: pvspinlock)")
     p.add_argument("--config", help=f"config file (default {configmod.DEFAULT_PATH})")
+    p.add_argument("--qemu-flavour", choices=FLAVOUR_NAMES,
+                   help="the QEMU build the guests run on (default: config, else libvirt's machine list, else "
+                        "the local qemu-system-x86_64 --version, else the machine name)")
 
 
 def _live_opts(p: argparse.ArgumentParser, several: bool = True) -> None:
@@ -107,7 +112,9 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def gather_host_facts(args) -> HostFacts:
+def gather_host_facts(args, cfg) -> HostFacts:
+    """Host facts in order of authority; the QEMU build from, first to last: --qemu-flavour, the config,
+    libvirt (--connect or --capabilities), the local QEMU's --version, and else the machine name alone."""
     facts = HostFacts()
     if not args.no_host_probe:
         facts = facts.merged(probe_kvm())
@@ -119,6 +126,19 @@ def gather_host_facts(args) -> HostFacts:
         from .libvirt_conn import host_facts
 
         facts = facts.merged(host_facts(args.connect))
+    if facts.qemu_flavour is None and not args.no_host_probe and not args.connect:
+        local = probe_local_qemu()
+        facts = facts.merged(HostFacts(qemu_flavour=local.qemu_flavour, flavour_source=local.flavour_source,
+                                       qemu_version=facts.qemu_version or local.qemu_version))
+    return with_flavour_choice(facts, args.qemu_flavour, cfg)
+
+
+def with_flavour_choice(facts: HostFacts, option: str | None, cfg) -> HostFacts:
+    """An explicit --qemu-flavour or config `qemu_flavour` outranks anything detected."""
+    if option:
+        return facts.merged(HostFacts(qemu_flavour=option, flavour_source="--qemu-flavour"))
+    if cfg.qemu_flavour:
+        return facts.merged(HostFacts(qemu_flavour=cfg.qemu_flavour, flavour_source=f"qemu_flavour in {cfg.path}"))
     return facts
 
 
@@ -143,8 +163,8 @@ def main(argv: list[str] | None = None) -> int:
                 raise BadInput("-o takes exactly one input file")
             if args.in_place and "-" in args.files:
                 raise BadInput("--in-place needs files, not stdin")
-        cfg = configmod.load(args.config)
-        host = gather_host_facts(args)
+        cfg = _live_config(args)
+        host = gather_host_facts(args, cfg)
     except VirtxmlCpuError as e:
         _err(str(e))
         return e.exit_code
@@ -191,13 +211,19 @@ def _emit(args, path: str, o) -> int:
     return EXIT_OK
 
 
+def _live_config(args):
+    """The config, with --qemu-flavour folded in: the live verbs hand one Config to each host."""
+    cfg = configmod.load(args.config)
+    return replace(cfg, qemu_flavour=args.qemu_flavour) if args.qemu_flavour else cfg
+
+
 def _apply(args) -> int:
     from .errors import EnvironmentProblem
     from .live import ApplyResult, apply
 
     if not (args.domains or args.all or args.pending):
         raise BadInput("name domains, or use --all or --pending")
-    cfg = configmod.load(args.config)
+    cfg = _live_config(args)
     confirm = None
     if not args.yes and sys.stdin.isatty():
         def confirm(prompt: str) -> bool:
@@ -230,7 +256,7 @@ def _audit(args) -> int:
 
     from . import audit
 
-    cfg = configmod.load(args.config)
+    cfg = _live_config(args)
     uris = args.connect or ["qemu:///system"]
     results = audit.audit(uris, args.domains, cfg, args.policy, args.style, args.observe,
                           not args.no_host_probe, audit.stderr_progress())
@@ -254,7 +280,7 @@ def _audit(args) -> int:
 def _watch(args) -> int:
     from .watch import watch
 
-    return watch(args.connect, configmod.load(args.config), args.policy, args.style, not args.no_host_probe)
+    return watch(args.connect, _live_config(args), args.policy, args.style, not args.no_host_probe)
 
 
 def _hook(args) -> int:

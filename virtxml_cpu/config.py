@@ -2,6 +2,7 @@
 
     policy = "compat"        # compat | never | always | numa
     style = "pvspinlock"     # pvspinlock | cpu-feature
+    qemu_flavour = "ubuntu"  # upstream | ubuntu | rhel (default: detected)
     [hook]
     mode = "audit"           # audit | enforce | queue
     spool = "/var/lib/virtxml-cpu/pending"
@@ -15,6 +16,7 @@ import tomllib
 from dataclasses import dataclass
 
 from .errors import BadInput
+from .flavours import NAMES as FLAVOURS
 from .policy import POLICIES, STYLES
 
 DEFAULT_PATH = "/etc/virtxml-cpu/config.toml"
@@ -30,6 +32,7 @@ class Config:
     spool: str = DEFAULT_SPOOL
     syslog_socket: str | None = None
     path: str | None = None
+    qemu_flavour: str | None = None
 
 
 def parse(text: str, path: str = "<config>") -> Config:
@@ -41,12 +44,13 @@ def parse(text: str, path: str = "<config>") -> Config:
     if not isinstance(hook, dict):
         raise BadInput(f"config {path}: [hook] must be a table")
     cfg = Config(data.get("policy"), data.get("style", "pvspinlock"), hook.get("mode"),
-                 hook.get("spool", DEFAULT_SPOOL), hook.get("syslog_socket"), path)
+                 hook.get("spool", DEFAULT_SPOOL), hook.get("syslog_socket"), path, data.get("qemu_flavour"))
     for key, value, allowed in (("policy", cfg.policy, POLICIES + (None,)), ("style", cfg.style, STYLES),
+                                ("qemu_flavour", cfg.qemu_flavour, FLAVOURS + (None,)),
                                 ("hook.mode", cfg.hook_mode, HOOK_MODES + (None,))):
         if value not in allowed:
             raise BadInput(f"config {path}: {key} = {value!r} is not one of {', '.join(a for a in allowed if a)}")
-    unknown = set(data) - {"policy", "style", "hook"} | set(hook) - {"mode", "spool", "syslog_socket"}
+    unknown = set(data) - {"policy", "style", "hook", "qemu_flavour"} | set(hook) - {"mode", "spool", "syslog_socket"}
     if unknown:
         raise BadInput(f"config {path}: unknown setting(s) {', '.join(sorted(unknown))}")
     return cfg

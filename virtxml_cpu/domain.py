@@ -12,6 +12,19 @@ OWN_NS = "urn:virtxml-cpu:domain:1"
 LIBOSINFO_NS = "http://libosinfo.org/xmlns/libvirt/domain/1.0"
 
 
+# QEMU options that take no argument (qemu-options.hx: DEF(name, 0, ...)), current and historical. Every
+# other option consumes the next argv element, as QEMU's own lookup_opt() does.
+NO_ARG_OPTIONS = frozenset({
+    "h", "help", "version", "S", "s", "snapshot", "nographic", "no-quit", "full-screen", "alt-grab",
+    "ctrl-grab", "no-frame", "noframe", "sdl", "curses", "portrait", "win2k-hack", "no-fd-bootchk", "no-acpi",
+    "no-hpet", "no-reboot", "no-shutdown", "enable-kvm", "no-kvm", "no-kvm-irqchip", "no-kvm-pit",
+    "no-kvm-pit-reinjection", "enable-nesting", "nodefaults", "nodefconfig", "no-user-config", "daemonize",
+    "usb", "old-param", "semihosting", "rtc-td-hack", "show-cursor", "singlestep", "preconfig",
+    "only-migratable", "enable-fips", "xen-attach", "xen-domid-restrict", "enable-sync-profile", "localtime",
+    "mem-prealloc", "no-kqemu", "kernel-kqemu", "enable-kqemu", "tdf", "audio-help", "std-vga",
+})
+
+
 @dataclass(frozen=True)
 class QemuArgs:
     """What `<qemu:commandline>` does to the CPU."""
@@ -33,7 +46,8 @@ class DomainFacts:
     cpu_model: str | None
     cpu_check: str | None
     cpu_features: tuple[tuple[str, str], ...]  # (name, policy)
-    pvspinlock: str | None  # on/off/None
+    cpu_cache: tuple[str, str | None] | None  # <cpu><cache mode= level=>
+    pvspinlock: str | None  # on/off/None; <pvspinlock/> without state is on (libvirt reads it so)
     apic_eoi: str | None
     kvm_hidden: bool
     hint_dedicated: str | None
@@ -59,6 +73,13 @@ def _state(el, attr="state"):
     return el.get(attr) if el is not None else None
 
 
+def _pvspinlock(feats) -> str | None:
+    el = feats.find("pvspinlock") if feats is not None else None
+    if el is None:
+        return None
+    return el.get("state") or "on"  # virDomainFeaturesDefParse: a bare <pvspinlock/> is on
+
+
 def _int(text, default):
     try:
         return int(text)
@@ -73,11 +94,11 @@ def parse_qemu_args(values: list[str]) -> QemuArgs:
     irqchip = None
     i = 0
     while i < len(values):
-        opt = values[i].lstrip("-") if values[i].startswith("-") else None
-        arg = values[i + 1] if i + 1 < len(values) else ""
-        if opt is None:
+        opt = _option_name(values[i])
+        if opt is None or opt in NO_ARG_OPTIONS:
             i += 1
             continue
+        arg = values[i + 1] if i + 1 < len(values) else ""
         if opt == "cpu":
             cpu = arg
         elif opt == "global":
@@ -93,6 +114,13 @@ def parse_qemu_args(values: list[str]) -> QemuArgs:
                 irqchip = m.group(1)
         i += 2
     return QemuArgs(cpu, tuple(globals_), cpu_pm, irqchip)
+
+
+def _option_name(value: str) -> str | None:
+    """`-cpu` and `--cpu` are the same option to QEMU; anything else is a stray argument."""
+    if not value.startswith("-") or value == "-":
+        return None
+    return value[2:] if value.startswith("--") else value[1:]
 
 
 def _parse_global(arg: str) -> tuple[str, str, str] | None:
@@ -112,6 +140,7 @@ def extract(root: etree._Element) -> DomainFacts:
     feats = root.find("features")
     kvm = feats.find("kvm") if feats is not None else None
 
+    cache = None
     if cpu is None:
         mode, model, check, cpu_features = "none", None, None, ()
     else:
@@ -120,6 +149,9 @@ def extract(root: etree._Element) -> DomainFacts:
         mode = cpu.get("mode") or "custom"
         check = cpu.get("check")
         cpu_features = tuple((f.get("name") or "", f.get("policy") or "require") for f in cpu.findall("feature"))
+        cache_el = cpu.find("cache")
+        if cache_el is not None:
+            cache = (cache_el.get("mode") or "", cache_el.get("level"))
 
     vcpu_el = root.find("vcpu")
     vcpus = _int(vcpu_el.text.strip() if vcpu_el is not None and vcpu_el.text else None, 1)
@@ -149,7 +181,8 @@ def extract(root: etree._Element) -> DomainFacts:
         cpu_model=model,
         cpu_check=check,
         cpu_features=cpu_features,
-        pvspinlock=_state(feats.find("pvspinlock")) if feats is not None else None,
+        cpu_cache=cache,
+        pvspinlock=_pvspinlock(feats),
         apic_eoi=_state(feats.find("apic"), "eoi") if feats is not None else None,
         kvm_hidden=_state(kvm.find("hidden")) == "on" if kvm is not None else False,
         hint_dedicated=_state(kvm.find("hint-dedicated")) if kvm is not None else None,

@@ -1,10 +1,15 @@
 """Effective CPU features with provenance: DomainFacts + HostFacts -> Resolution (pure).
 
-Follows QEMU's own order (shared reference qemu.md section 1): CPU model bits, then KVM default
-properties as machine compat changed them (named models under KVM only), then machine compat_props
-(every x86 CPU, counted as user-set), then -global, then -cpu properties (libvirt's <cpu>/<features>, or a
-<qemu:commandline> -cpu that replaces them), then host/max auto-enable, then `kvm=off`/TCG clearing the
-KVM leaf, then the filter against what the accelerator supports, then what KVM itself strips.
+An interpreter of the flavour tables (flavours/) in QEMU's own order (target/i386 and hw/core/qdev.c):
+the CPU model's bits, then the build's kvm_default_props as machine compat changed them (named models
+under KVM only), then machine compat_props (every x86 CPU, counted as user-set), then -global, then -cpu
+properties (libvirt's <cpu>/<features>, or a <qemu:commandline> -cpu that replaces them), then host/max
+auto-enable, then `kvm=off`/TCG clearing the KVM leaf, then the filter against what the accelerator
+supports, then what KVM itself strips. One function per step; STEPS is the order.
+
+When the QEMU build is not known and the machine name does not pin it down, the domain is resolved under
+every build that has such a machine and the answers are merged: a property on which they disagree is
+host-dependent, with each build's answer in its detail.
 """
 
 from __future__ import annotations
@@ -15,11 +20,15 @@ from dataclasses import dataclass, field
 from . import rules
 from .cpu_models import MODEL_BITS
 from .domain import DomainFacts
+from .flavours import FLAVOURS, UPSTREAM, Flavour, Rule
 from .hostfacts import HostFacts
-from .machines import Machine, classify, version_at_most
+from .machines import Machine, claimants, classify, own_version_at_most, version_at_most
 
 ON, OFF, HOST = "on", "off", "host-dependent"
 TCG_X2APIC_SINCE = (9, 0)  # x2APIC emulation for TCG (Bui Quang Minh's series, merged for QEMU 9.0)
+
+# Provenance tags a policy may act on.
+SRC_TCG, SRC_HIDDEN, SRC_CPU_PM, SRC_FILTERED, SRC_FLAVOUR = "tcg", "kvm-hidden", "kvm-cpu-pm", "filtered", "qemu-flavour"
 
 
 @dataclass(frozen=True)
@@ -47,6 +56,10 @@ class Resolution:
     warnings: tuple[str, ...] = ()
     start_refusal: str | None = None  # libvirt's error when it will refuse to start the domain
     host: HostFacts = field(default_factory=HostFacts)
+    flavour: str = "upstream"  # the QEMU build assumed; "a|b" when unknown and the answers were merged
+    flavour_basis: str = ""  # why that build
+    support: dict[str, tuple[bool | None, str]] = field(default_factory=dict)  # would the accelerator keep it
+    cpu_from_commandline: bool = False  # <qemu:commandline> -cpu replaced libvirt's -cpu
 
 
 @dataclass
@@ -56,6 +69,22 @@ class _Slot:
     detail: str
     user_set: bool = False
     auto: bool = False  # host/max: to be filled from host support
+
+
+@dataclass
+class _Context:
+    """Everything the steps read; computed once per (domain, flavour)."""
+
+    facts: DomainFacts
+    host: HostFacts
+    flavour: Flavour
+    machine: Machine
+    accel: str
+    irqchip: str
+    kind: str
+    model: str | None
+    cpu_props: list[tuple[str, bool, str, str]]
+    warnings: list[str]
 
 
 def _bool(text: str) -> bool | None:
@@ -72,7 +101,7 @@ def _qemu_name(name: str) -> str:
 
 
 def parse_cpu_option(text: str) -> tuple[str, list[tuple[str, bool]]]:
-    """`-cpu model,+feat,-feat,feat=on` -> (model, [(prop, value)])."""
+    """`-cpu model,+feat,-feat,feat=on,feat` -> (model, [(prop, value)]); a bare `feat` means feat=on."""
     parts = text.split(",")
     props: list[tuple[str, bool]] = []
     for p in parts[1:]:
@@ -85,7 +114,13 @@ def parse_cpu_option(text: str) -> tuple[str, list[tuple[str, bool]]]:
             b = _bool(v)
             if b is not None:
                 props.append((_qemu_name(k), b))
+        else:
+            props.append((_qemu_name(p), True))
     return parts[0], props
+
+
+def _accel(virt_type: str | None) -> str:
+    return {"kvm": "kvm", "qemu": "tcg"}.get(virt_type or "", virt_type or "unknown")
 
 
 def _irqchip(facts: DomainFacts, machine: Machine) -> str:
@@ -95,33 +130,27 @@ def _irqchip(facts: DomainFacts, machine: Machine) -> str:
         return "split"
     if facts.ioapic_driver == "kvm":
         return "on"
-    if machine.family == "microvm":
-        return "split"  # microvm default_kernel_irqchip_split (0ebf007dda, 4.2)
-    if machine.family == "pc-q35" and machine.version == (4, 0):
-        return "split"  # pc-q35-4.0 only (b2fc91db84, c87759ce87)
-    return "on"
+    return machine.irqchip
 
 
-def _accel(virt_type: str | None) -> str:
-    return {"kvm": "kvm", "qemu": "tcg"}.get(virt_type or "", virt_type or "unknown")
-
-
-def _rule_applies(rule: rules.Rule, machine: Machine, irqchip: str) -> bool | None:
-    if rule.flavour != "any" and rule.flavour != machine.flavour:
-        return False
+def _rule_applies(rule: Rule, machine: Machine, irqchip: str) -> bool | None:
     if rule.when and rule.when != f"irqchip={irqchip}":
         return False
     if rule.families is not None and machine.family not in rule.families:
         return False
-    if rule.rhel_up_to is not None:
-        return machine.rhel_version is not None and machine.rhel_version <= rule.rhel_up_to
+    if rule.own_up_to is not None:
+        return own_version_at_most(machine, rule.own_up_to)
     if rule.up_to is not None:
         return version_at_most(machine, rule.up_to)
     return True
 
 
-def _model_bits(facts: DomainFacts, host: HostFacts, model: str | None) -> tuple[dict[str, bool | None], str]:
+# ---------------------------------------------------------------------------------------------------------
+# The steps, in QEMU's order.
+
+def _model_bits(ctx: _Context) -> tuple[dict[str, bool | None], str]:
     """x2apic/svm as the CPU model defines them (host-model: as libvirt expands it)."""
+    facts, host = ctx.facts, ctx.host
     if facts.cpu_mode == "host-model" and not facts.qemu.cpu:
         if host.host_model:
             base, feats = host.host_model
@@ -133,44 +162,16 @@ def _model_bits(facts: DomainFacts, host: HostFacts, model: str | None) -> tuple
         inferred = {b: host.supports(*rules.HOST_CPUID_BIT[b]) for b in ("x2apic", "svm")}
         how = "inferred from /dev/kvm" if host.cpuid is not None else "unknown without host facts"
         return inferred, f"host-model: libvirt names every host CPU feature in its CPU map ({how})"
-    bits = MODEL_BITS.get(model or "")
+    bits = MODEL_BITS.get(ctx.model or "")
     if bits is None:
-        return {"x2apic": None, "svm": None}, f"CPU model {model} is not in the model table"
-    return dict(bits), f"CPU model {model} definition"
+        return {"x2apic": None, "svm": None}, f"CPU model {ctx.model} is not in the model table"
+    return dict(bits), f"CPU model {ctx.model} definition"
 
 
-def resolve(facts: DomainFacts, host: HostFacts | None = None) -> Resolution:
-    host = host or HostFacts()
-    machine = classify(facts.machine, host.aliases)
-    accel = _accel(facts.virt_type)
-    irqchip = _irqchip(facts, machine)
-    warnings: list[str] = []
-    if host.machines and facts.machine and facts.machine not in host.machines:
-        warnings.append(f"machine type {facts.machine} is not offered by this host's QEMU")
-
-    # The CPU QEMU is asked for: libvirt's, unless <qemu:commandline> passes its own -cpu (last one wins).
-    libvirt_props = _libvirt_cpu_props(facts, warnings)
-    if facts.qemu.cpu:
-        model, cmd_props = parse_cpu_option(facts.qemu.cpu)
-        cpu_props = [(p, v, "qemu:commandline -cpu", f"-cpu {facts.qemu.cpu}") for p, v in cmd_props]
-        warnings.append("<qemu:commandline> passes its own -cpu, which replaces libvirt's -cpu "
-                        "(and every <features>/<cpu> setting libvirt put there)")
-        kind = {"host": "host", "max": "max"}.get(model, "named")
-    else:
-        cpu_props = libvirt_props
-        kind = {"host-passthrough": "host", "maximum": "max"}.get(facts.cpu_mode, "named")
-        if facts.cpu_mode == "none" or (facts.cpu_mode == "custom" and not facts.cpu_model):
-            model = rules.ISAPC_DEFAULT_MODEL if machine.family == "isapc" else \
-                rules.DEFAULT_MODEL.get(facts.arch or "x86_64", "qemu64")
-        elif facts.cpu_mode == "host-model":
-            model = (host.host_model[0] if host.host_model else None)
-        else:
-            model = facts.cpu_model
-    slots: dict[str, _Slot] = {}
-
-    # 1. The CPU model's own bits, or host/max.
-    if kind == "named":
-        bits, why = _model_bits(facts, host, model)
+def step_cpu_model(ctx: _Context, slots: dict[str, _Slot]) -> None:
+    """1. The CPU model's own bits, or host/max (filled from host support in step 6)."""
+    if ctx.kind == "named":
+        bits, why = _model_bits(ctx)
         for p in rules.PROPERTIES:
             if p in bits:
                 slots[p] = _Slot(bits[p], "cpu-model", why)
@@ -184,95 +185,226 @@ def resolve(facts: DomainFacts, host: HostFacts | None = None) -> Resolution:
                                  "or an explicit property turns this on")
     else:
         for p in rules.PROPERTIES:
-            slots[p] = _Slot(None, f"-cpu {kind}", f"-cpu {kind} enables what the accelerator supports", auto=True)
-        slots["kvm-hint-dedicated"] = _Slot(False, f"-cpu {kind}",
+            slots[p] = _Slot(None, f"-cpu {ctx.kind}", f"-cpu {ctx.kind} enables what the accelerator supports",
+                             auto=True)
+        slots["kvm-hint-dedicated"] = _Slot(False, f"-cpu {ctx.kind}",
                                             "FEAT_KVM_HINTS is never auto-enabled (0d914f39a7, 2.12)")
     slots["l3-cache"] = _Slot(True, "qemu-default", "l3-cache property default true (14c985cffa, 2.8)")
 
-    # 2. KVM default properties, as machine compat changed them (named models under KVM only).
-    if kind == "named" and accel == "kvm":
-        base = {p: (s.value, s.source, s.detail) for p, s in slots.items()}
-        for rule in rules.KVM_DEFAULTS + tuple(r for r in rules.MACHINE_ROWS if r.layer == "kvm-default"):
-            applies = _rule_applies(rule, machine, irqchip)
-            if applies is False:
-                continue
-            if applies is None:
-                slots[rule.prop] = _Slot(None, "machine-compat",
-                                         f"depends on which machine {machine.label()} stands for: {rule.source}")
-                continue
-            if rule.value is None:
-                v, _src, d = base[rule.prop]
-                slots[rule.prop] = _Slot(v, "machine-compat", f"{machine.label()}: {rule.source}; so {d}")
-            else:
-                src = "kvm-default" if rule.flavour != "rhel" else "rhel-kvm-default"
-                slots[rule.prop] = _Slot(rule.value == ON, src, rule.source)
 
-    # 3. Machine compat_props: every x86 CPU, user-set.
-    for rule in (r for r in rules.MACHINE_ROWS if r.layer == "compat"):
-        applies = _rule_applies(rule, machine, irqchip)
+def step_kvm_defaults(ctx: _Context, slots: dict[str, _Slot]) -> None:
+    """2. The build's kvm_default_props as machine compat changed them (named models under KVM only)."""
+    if ctx.kind != "named" or ctx.accel != "kvm":
+        return
+    base = {p: (s.value, s.detail) for p, s in slots.items()}
+    for rule in ctx.flavour.kvm_defaults + tuple(r for r in ctx.flavour.machine_rows if r.layer == "kvm-default"):
+        applies = _rule_applies(rule, ctx.machine, ctx.irqchip)
         if applies is False:
             continue
         if applies is None:
             slots[rule.prop] = _Slot(None, "machine-compat",
-                                     f"depends on which machine {machine.label()} stands for: {rule.source}",
+                                     f"depends on which machine {ctx.machine.label()} stands for: {rule.source}")
+        elif rule.value is None:
+            v, d = base[rule.prop]
+            slots[rule.prop] = _Slot(v, "machine-compat", f"{ctx.machine.label()}: {rule.source}; so {d}")
+        else:
+            src = "kvm-default" if rule in UPSTREAM.kvm_defaults else f"{ctx.flavour.name}-kvm-default"
+            slots[rule.prop] = _Slot(rule.value == ON, src, rule.source)
+    if ctx.flavour is not UPSTREAM and not any(r.prop == "svm" for r in ctx.flavour.kvm_defaults):
+        v, d = base["svm"]
+        slots["svm"] = _Slot(v, f"{ctx.flavour.name}-kvm-default",
+                             f"{ctx.flavour.title} does not disable svm under KVM (enable-svm-by-default.patch); so {d}")
+
+
+def step_machine_compat(ctx: _Context, slots: dict[str, _Slot]) -> None:
+    """3. Machine compat_props: every x86 CPU, counted as user-set."""
+    for rule in (r for r in ctx.flavour.machine_rows if r.layer == "compat"):
+        applies = _rule_applies(rule, ctx.machine, ctx.irqchip)
+        if applies is False:
+            continue
+        if applies is None:
+            slots[rule.prop] = _Slot(None, "machine-compat",
+                                     f"depends on which machine {ctx.machine.label()} stands for: {rule.source}",
                                      user_set=True)
         else:
-            slots[rule.prop] = _Slot(rule.value == ON, "machine-compat",
-                                     f"{machine.label()}: {rule.source}", user_set=True)
+            slots[rule.prop] = _Slot(rule.value == ON, "machine-compat", f"{ctx.machine.label()}: {rule.source}",
+                                     user_set=True)
 
-    # 4. -global, then -cpu properties.
-    for driver, prop, value in facts.qemu.globals:
+
+def step_globals(ctx: _Context, slots: dict[str, _Slot]) -> None:
+    """4. -global DRIVER.PROP=VALUE from <qemu:commandline>, after compat_props (qdev global order)."""
+    for driver, prop, value in ctx.facts.qemu.globals:
         p = _qemu_name(prop)
-        if p in slots and _global_matches(driver, kind, model):
+        if p in slots and _global_matches(driver, ctx.kind, ctx.model):
             b = _bool(value)
             if b is not None:
                 slots[p] = _Slot(b, "qemu:commandline -global", f"-global {driver}.{prop}={value}", user_set=True)
-    for p, v, src, detail in cpu_props:
-        if p == "kvm":
-            continue
+
+
+def step_cpu_properties(ctx: _Context, slots: dict[str, _Slot]) -> None:
+    """5. -cpu MODEL,prop=... (libvirt's, or the last -cpu of <qemu:commandline>)."""
+    for p, v, src, detail in ctx.cpu_props:
         if p in slots:
             slots[p] = _Slot(v, src, detail, user_set=True)
-    expose_kvm = not any(p == "kvm" and not v for p, v, *_ in cpu_props)
 
-    # 5. host/max: auto-enable what the accelerator supports, except user-set properties.
+
+def step_host_max(ctx: _Context, slots: dict[str, _Slot]) -> None:
+    """6. host/max: auto-enable what the accelerator supports, except user-set properties."""
     for p, s in slots.items():
         if s.auto and not s.user_set:
-            sup, why = _supported(p, accel, irqchip, host)
+            sup, why = _supported(p, ctx)
             slots[p] = _Slot(sup, s.source, f"passed through: {why}")
 
-    # 6. The KVM leaf cleared as a whole.
-    for p in rules.KVM_LEAF_EAX_BIT:
-        if accel != "kvm" and slots[p].value is not False:
-            slots[p] = _Slot(False, "tcg", "not KVM: QEMU clears the KVM leaf (aec661de86, 2.8)")
-        elif not expose_kvm and slots[p].value is not False:
-            slots[p] = _Slot(False, "kvm-hidden", "<kvm><hidden state='on'/> = -cpu ...,kvm=off: no KVM leaf")
 
-    # 7. Filter what the accelerator cannot provide.
+def step_kvm_leaf(ctx: _Context, slots: dict[str, _Slot]) -> None:
+    """7. The KVM leaf cleared as a whole: not KVM, or kvm=off."""
+    hidden = any(p == "kvm" and not v for p, v, *_ in ctx.cpu_props)
+    for p in rules.KVM_LEAF_EAX_BIT:  # recorded even where the bit was off already: it is the final cause
+        if ctx.accel != "kvm":
+            slots[p] = _Slot(False, SRC_TCG, "not KVM: QEMU clears the KVM leaf (aec661de86, 2.8)")
+        elif hidden:
+            slots[p] = _Slot(False, SRC_HIDDEN, "<kvm><hidden state='on'/> = -cpu ...,kvm=off: no KVM leaf")
+
+
+def step_filter(ctx: _Context, slots: dict[str, _Slot]) -> None:
+    """8. Drop what the accelerator cannot provide."""
     for p, s in slots.items():
         if s.value is False or p == "l3-cache":
             continue
-        sup, why = _supported(p, accel, irqchip, host)
+        sup, why = _supported(p, ctx)
         if sup is False:
-            slots[p] = _Slot(False, "filtered", f"{s.detail}; dropped: {why}")
+            slots[p] = _Slot(False, SRC_FILTERED, f"{s.detail}; dropped: {why}")
         elif sup is None and s.value is True:
             slots[p] = _Slot(None, s.source, f"{s.detail}; kept only if {why}")
 
-    values = {p: Value(_state(s.value), s.source, s.detail) for p, s in slots.items()}
 
-    # 8. What KVM strips after QEMU: HLT exits disabled -> no PV_UNHALT (kvm_update_cpuid_runtime).
-    if facts.qemu.cpu_pm and accel == "kvm" and values["kvm-pv-unhalt"].state != OFF:
-        v = values["kvm-pv-unhalt"]
-        values["kvm-pv-unhalt"] = Value(OFF, "kvm-cpu-pm",
-                                        "-overcommit cpu-pm=on disables HLT exits; KVM clears PV_UNHALT "
-                                        "from the guest CPUID (caa057a2cad6)", qom=v.state)
-    refusal = None
-    if facts.pvspinlock == "on" and not facts.qemu.cpu and values["kvm-pv-unhalt"].qemu_property == OFF:
-        # qemuProcessVerifyKVMFeatures checks the started vCPU, whatever check= says.
-        refusal = "host doesn't support paravirtual spinlocks"
-        warnings.append(f"libvirt will refuse to start this domain ('{refusal}'): <pvspinlock state='on'/> but "
-                        f"kvm-pv-unhalt ends up off ({values['kvm-pv-unhalt'].source})")
+STEPS = (step_cpu_model, step_kvm_defaults, step_machine_compat, step_globals, step_cpu_properties,
+         step_host_max, step_kvm_leaf, step_filter)
+
+
+def _kvm_strips(ctx: _Context, values: dict[str, Value]) -> None:
+    """9. What KVM strips after QEMU: HLT exits disabled -> no PV_UNHALT (kvm_update_cpuid_runtime)."""
+    v = values["kvm-pv-unhalt"]
+    if ctx.facts.qemu.cpu_pm and ctx.accel == "kvm" and v.source != SRC_HIDDEN:
+        values["kvm-pv-unhalt"] = Value(OFF, SRC_CPU_PM, "-overcommit cpu-pm=on disables HLT exits; KVM clears "
+                                        "PV_UNHALT from the guest CPUID (caa057a2cad6)", qom=v.state)
+
+
+# ---------------------------------------------------------------------------------------------------------
+
+def resolve(facts: DomainFacts, host: HostFacts | None = None) -> Resolution:
+    """Resolve under the host's QEMU build, or under every build that has this machine when it is unknown."""
+    host = host or HostFacts()
+    candidates, basis, warnings = _flavour_candidates(facts.machine, host)
+    results = [_resolve_one(facts, host, flavour, machine, list(warnings)) for flavour, machine in candidates]
+    res = results[0] if len(results) == 1 else _merge(results)
+    return Resolution(**{**res.__dict__, "flavour_basis": basis})
+
+
+def _flavour_candidates(name: str | None, host: HostFacts) -> tuple[list[tuple[Flavour, Machine]], str, list[str]]:
+    claim = claimants(name, host.aliases)
+    machine_label = name or "(none: the default machine)"
+    if host.qemu_flavour:
+        chosen = FLAVOURS[host.qemu_flavour]
+        mine = classify(name, chosen, host.aliases)
+        basis = f"{chosen.name}: {host.flavour_source}"
+        if mine is not None:
+            return [(chosen, mine)], basis, []
+        if claim:
+            names = ", ".join(f.title for f, _ in claim)
+            return claim, f"{'/'.join(f.name for f, _ in claim)}: machine {machine_label} exists only in {names}", [
+                f"machine type {machine_label} does not exist in {chosen.title} ({host.flavour_source}); "
+                f"resolved as {names}, where it does"]
+        return [(chosen, Machine(name, "unknown", chosen.name, how="no flavour knows this name"))], basis, []
+    if not claim:
+        return [(UPSTREAM, Machine(name, "unknown", UPSTREAM.name, how="no flavour knows this name"))], \
+            "upstream: no QEMU build has this machine name; nothing is known about it", []
+    if len(claim) == 1:
+        return claim, f"{claim[0][0].name}: machine type {machine_label} exists only in {claim[0][0].title}", []
+    return claim, (f"not known ({' or '.join(f.name for f, _ in claim)}: machine {machine_label} exists in each; "
+                   "give --qemu-flavour, --connect or run where the QEMU is installed)"), []
+
+
+def _resolve_one(facts: DomainFacts, host: HostFacts, flavour: Flavour, machine: Machine,
+                 warnings: list[str]) -> Resolution:
+    accel = _accel(facts.virt_type)
+    irqchip = _irqchip(facts, machine)
+    if host.machines and facts.machine and facts.machine not in host.machines:
+        warnings.append(f"machine type {facts.machine} is not offered by this host's QEMU")
+    libvirt_props = _libvirt_cpu_props(facts, warnings)
+    if facts.qemu.cpu:
+        model, cmd = parse_cpu_option(facts.qemu.cpu)
+        cpu_props = [(p, v, "qemu:commandline -cpu", f"-cpu {facts.qemu.cpu}") for p, v in cmd]
+        warnings.append("<qemu:commandline> passes its own -cpu, which replaces libvirt's -cpu "
+                        "(and every <features>/<cpu> setting libvirt put there)")
+        kind = {"host": "host", "max": "max"}.get(model, "named")
+    else:
+        cpu_props = libvirt_props
+        kind = {"host-passthrough": "host", "maximum": "max"}.get(facts.cpu_mode, "named")
+        if facts.cpu_mode == "none" or (facts.cpu_mode == "custom" and not facts.cpu_model):
+            model = rules.ISAPC_DEFAULT_MODEL if machine.family == "isapc" else \
+                rules.DEFAULT_MODEL.get(facts.arch or "x86_64", "qemu64")
+        elif facts.cpu_mode == "host-model":
+            model = host.host_model[0] if host.host_model else None
+        else:
+            model = facts.cpu_model
+    ctx = _Context(facts, host, flavour, machine, accel, irqchip, kind, model, cpu_props, warnings)
+    slots: dict[str, _Slot] = {}
+    for step in STEPS:
+        step(ctx, slots)
+    values = {p: Value(_state(s.value), s.source, s.detail) for p, s in slots.items()}
+    _kvm_strips(ctx, values)
+    refusal = _start_refusal(ctx, values)
+    support = {p: _supported(p, ctx) for p in rules.PROPERTIES}
     return Resolution(facts, machine, accel, irqchip, kind, model, values, _explicit_unhalt(facts),
-                      tuple(warnings), start_refusal=refusal, host=host)
+                      tuple(dict.fromkeys(warnings)), start_refusal=refusal, host=host, flavour=flavour.name,
+                      support=support, cpu_from_commandline=bool(facts.qemu.cpu))
+
+
+def _start_refusal(ctx: _Context, values: dict[str, Value]) -> str | None:
+    """libvirt's own checks that stop the start (qemuProcessStartValidate, qemuProcessVerifyKVMFeatures)."""
+    facts = ctx.facts
+    if any(_qemu_name(n) == "kvm-pv-unhalt" for n, _ in facts.cpu_features):
+        return "unknown CPU feature: kvm_pv_unhalt"
+    if facts.cpu_cache and not facts.qemu.cpu:
+        mode, level = facts.cpu_cache
+        if mode == "passthrough" and ctx.kind == "named":
+            return "CPU cache mode 'passthrough' can only be used with"
+    if facts.pvspinlock == "on" and not facts.qemu.cpu and values["kvm-pv-unhalt"].qemu_property == OFF:
+        ctx.warnings.append(f"libvirt will refuse to start this domain ('host doesn't support paravirtual "
+                            f"spinlocks'): <pvspinlock state='on'/> but kvm-pv-unhalt ends up off "
+                            f"({values['kvm-pv-unhalt'].source})")
+        return "host doesn't support paravirtual spinlocks"
+    return None
+
+
+def _merge(results: list[Resolution]) -> Resolution:
+    """One Resolution for several possible builds: agreement stays, disagreement is host-dependent."""
+    first = results[0]
+    features: dict[str, Value] = {}
+    for p in rules.PROPERTIES:
+        vals = [r.features[p] for r in results]
+        if len({v.qemu_property for v in vals}) == 1 and len({v.state for v in vals}) == 1:
+            features[p] = vals[0]
+        else:
+            features[p] = Value(HOST, SRC_FLAVOUR, "depends on the QEMU build: " + "; ".join(
+                f"{r.flavour}: {v.state} ({v.source})" for r, v in zip(results, vals)))
+    machines = [r.machine for r in results]
+    lows = [m.low for m in machines]
+    highs = [m.high for m in machines]
+    machine = Machine(first.machine.name, first.machine.family if len({m.family for m in machines}) == 1 else "unknown",
+                      "|".join(r.flavour for r in results),
+                      None if None in lows else min(lows), None if None in highs else max(highs),
+                      alias_of=first.machine.alias_of if len({m.alias_of for m in machines}) == 1 else None,
+                      irqchip=first.irqchip, how="; ".join(f"{r.flavour}: {r.machine.how}" for r in results))
+    refusals = {r.start_refusal for r in results}
+    support = {p: first.support[p] if len({r.support[p][0] for r in results}) == 1
+               else (None, "depends on the QEMU build") for p in rules.PROPERTIES}
+    return Resolution(first.facts, machine, first.accel, first.irqchip, first.cpu_kind, first.model, features,
+                      first.explicit_unhalt, tuple(dict.fromkeys(w for r in results for w in r.warnings)),
+                      start_refusal=first.start_refusal if len(refusals) == 1 else None, host=first.host,
+                      flavour="|".join(r.flavour for r in results), support=support,
+                      cpu_from_commandline=first.cpu_from_commandline)
 
 
 def _state(v: bool | None) -> str:
@@ -280,10 +412,12 @@ def _state(v: bool | None) -> str:
 
 
 def _global_matches(driver: str, kind: str, model: str | None) -> bool:
-    if driver in ("x86_64-cpu", "i386-cpu", "x86-cpu"):
+    """Whether `-global driver.prop` reaches this vCPU: TYPE_X86_CPU, or the CPU's type or a QOM parent."""
+    if driver in rules.X86_CPU_DRIVERS:
         return True
     name = {"host": "host", "max": "max"}.get(kind, model or "")
-    return driver in (f"{name}-x86_64-cpu", f"{name}-i386-cpu")
+    types = (name,) + rules.CPU_TYPE_PARENTS.get(name, ())
+    return any(driver in (f"{t}-x86_64-cpu", f"{t}-i386-cpu") for t in types)
 
 
 def _libvirt_cpu_props(facts: DomainFacts, warnings: list[str]) -> list[tuple[str, bool, str, str]]:
@@ -292,7 +426,7 @@ def _libvirt_cpu_props(facts: DomainFacts, warnings: list[str]) -> list[tuple[st
     for name, policy in facts.cpu_features:
         q = _qemu_name(name)
         if q == "kvm-pv-unhalt":
-            warnings.append("<cpu><feature name='kvm_pv_unhalt'/>: libvirt 9.0-11.3 refuse to start this domain "
+            warnings.append(f"<cpu><feature name='{name}'/>: libvirt 9.0-11.3 refuse to start this domain "
                             "('unknown CPU feature: kvm_pv_unhalt'); use <features><pvspinlock state='on'/>")
         if policy in ("require", "force"):
             out.append((q, True, "<cpu><feature>", f"<feature policy='{policy}' name='{name}'/>"))
@@ -315,11 +449,20 @@ def _libvirt_cpu_props(facts: DomainFacts, warnings: list[str]) -> list[tuple[st
         on = facts.kvmclock_present == "yes"
         out.append(("kvmclock", on, "<clock><timer>",
                     f"<timer name='kvmclock' present='{facts.kvmclock_present}'/> -> kvmclock={'on' if on else 'off'}"))
+    if facts.cpu_cache:
+        mode, _level = facts.cpu_cache
+        if mode in ("emulate", "passthrough", "disable"):
+            on = mode == "emulate"
+            out.append(("l3-cache", on, "<cpu><cache>",
+                        f"<cache mode='{mode}'/> -> l3-cache={'on' if on else 'off'} (qemuBuildCpuCommandLine)"))
     return out
 
 
-def _supported(prop: str, accel: str, irqchip: str, host: HostFacts) -> tuple[bool | None, str]:
+def _supported(prop: str, ctx: _Context) -> tuple[bool | None, str]:
     """Whether the accelerator would keep `prop` on (QEMU's filter), with the reason."""
+    accel, irqchip, host = ctx.accel, ctx.irqchip, ctx.host
+    if prop == "l3-cache":
+        return True, "a property of QEMU's CPUID, not filtered"
     if accel != "kvm":
         if prop == "svm":
             return True, "TCG emulates SVM"
@@ -349,13 +492,17 @@ def _supported(prop: str, accel: str, irqchip: str, host: HostFacts) -> tuple[bo
     return sup, ("the host's KVM supports it" if sup else "the host's KVM does not support it") + " (/dev/kvm)"
 
 
+_UNHALT = re.compile(r"(^|,)[+-]?kvm[-_]pv[-_]unhalt($|[,=])")
+
+
 def _explicit_unhalt(facts: DomainFacts) -> str | None:
+    """Who chose kvm-pv-unhalt explicitly, in any form libvirt or QEMU accepts; such a choice is never changed."""
     if facts.pvspinlock:
         return f"<features><pvspinlock state='{facts.pvspinlock}'/>"
     for name, policy in facts.cpu_features:
         if _qemu_name(name) == "kvm-pv-unhalt":
             return f"<cpu><feature policy='{policy}' name='{name}'/>"
-    if facts.qemu.cpu and re.search(r"kvm[-_]pv[-_]unhalt", facts.qemu.cpu):
+    if facts.qemu.cpu and _UNHALT.search(facts.qemu.cpu):
         return f"<qemu:commandline> -cpu {facts.qemu.cpu}"
     for driver, prop, value in facts.qemu.globals:
         if _qemu_name(prop) == "kvm-pv-unhalt":

@@ -8,16 +8,20 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import sys
 import time
 
 from . import config as configmod
-from .hostfacts import probe_kvm
+import re
+
+from .hostfacts import HostFacts, probe_kvm, probe_local_qemu
 from .pipeline import process
 from .xmlio import MAX_INPUT_BYTES
 
 SYSLOG_SOCKET = "/dev/log"
+EMULATOR = re.compile(rb"<emulator>([^<]{1,4096})</emulator>")
 OWN_NS = "urn:virtxml-cpu:domain:1"
 
 
@@ -57,6 +61,16 @@ def write_spool_entry(spool: str, entry: dict) -> str:
     return path
 
 
+def hook_host_facts(data: bytes, cfg) -> HostFacts:
+    """/dev/kvm, and the QEMU build: configured, else the domain's <emulator> --version (the hook must not
+    call back into libvirt, so capabilities are out of reach)."""
+    facts = probe_kvm()
+    if cfg.qemu_flavour:
+        return facts.merged(HostFacts(qemu_flavour=cfg.qemu_flavour, flavour_source=f"qemu_flavour in {cfg.path}"))
+    m = EMULATOR.search(data)
+    return facts.merged(probe_local_qemu(m.group(1).decode("utf-8", "replace").strip() if m else "qemu-system-x86_64"))
+
+
 def enforce_message(name: str, why: str) -> str:
     """The one line `virsh start` shows: what is missing, the fix, the exemption."""
     return (f"virtxml-cpu: refusing to start '{name}': it lacks kvm-pv-unhalt (paravirtual spinlocks; {why}). "
@@ -78,7 +92,7 @@ def run(argv: list[str], mode: str | None = None, config_path: str | None = None
     log = Log(cfg.syslog_socket) if cfg.syslog_socket and log.path == SYSLOG_SOCKET else log
     try:
         data = stdin.read(MAX_INPUT_BYTES + 1)
-        outcome = process(data, name, probe_kvm(), cfg, render=False)
+        outcome = process(data, name, hook_host_facts(data, cfg), cfg, render=False)
     except Exception as e:  # noqa: BLE001 - fail open, whatever went wrong
         log(f"domain={name} op={op} cannot evaluate ({type(e).__name__}: {e}); guest not checked", warning=True)
         return 0

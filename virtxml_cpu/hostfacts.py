@@ -11,7 +11,8 @@ import struct
 from dataclasses import dataclass, field
 
 from .errors import BadInput
-from .machines import parse_version
+from .flavours import FLAVOURS
+from .machines import classify, parse_version
 from .xmlio import parse_xml
 
 KVM_GET_SUPPORTED_CPUID = 0xC008AE05  # _IOWR(KVMIO=0xAE, 0x05, struct kvm_cpuid2)
@@ -29,6 +30,8 @@ class HostFacts:
     host_model: tuple[str | None, tuple[tuple[str, str], ...]] | None = None  # model, features
     qemu_version: tuple[int, ...] | None = None
     sources: tuple[str, ...] = ()
+    qemu_flavour: str | None = None  # upstream | ubuntu | rhel, when known
+    flavour_source: str = ""  # how it is known, for explain
 
     def supports(self, leaf: int, reg: str, bit: int) -> bool | None:
         if self.cpuid is None:
@@ -43,6 +46,8 @@ class HostFacts:
             host_model=other.host_model or self.host_model,
             qemu_version=other.qemu_version or self.qemu_version,
             sources=self.sources + other.sources,
+            qemu_flavour=other.qemu_flavour or self.qemu_flavour,
+            flavour_source=other.flavour_source if other.qemu_flavour else self.flavour_source,
         )
 
 
@@ -88,19 +93,68 @@ def parse_capabilities(data: bytes, arch: str = "x86_64") -> HostFacts:
         raise BadInput("capabilities file is not <capabilities> XML")
     aliases: dict[str, str] = {}
     machines: set[str] = set()
+    emulator = ""
     for guest in root.iterfind("guest"):
         arch_el = guest.find("arch")
         if arch_el is None or arch_el.get("name") != arch:
             continue
-        for m in arch_el.iterfind("machine"):
+        emulator = emulator or (arch_el.findtext("emulator") or "").strip()
+        for i, m in enumerate(arch_el.iterfind("machine")):
             name = (m.text or "").strip()
+            canonical = m.get("canonical")
             machines.add(name)
-            if m.get("canonical"):
-                aliases[name] = m.get("canonical")
-                machines.add(m.get("canonical"))
-    if "pc" in aliases:
-        aliases.setdefault("", aliases["pc"])
-    return HostFacts(aliases=aliases, machines=frozenset(machines), sources=("capabilities",))
+            if canonical:
+                aliases[name] = canonical
+                machines.add(canonical)
+            if i == 0:  # libvirt lists QEMU's default machine first (virQEMUCapsProbeQMPMachineTypes)
+                aliases.setdefault("", canonical or name)
+    flavour, why = flavour_from_machines(machines, emulator)
+    return HostFacts(aliases=aliases, machines=frozenset(machines), sources=("capabilities",),
+                     qemu_flavour=flavour, flavour_source=why)
+
+
+def flavour_from_machines(machines, emulator: str = "") -> tuple[str | None, str]:
+    """The build a host's machine list (and emulator path) shows: its own machine names give it away."""
+    for flavour in FLAVOURS.values():
+        if flavour.emulator_marker and flavour.emulator_marker.search(emulator):
+            return flavour.name, f"the emulator is {emulator}"
+    for name in sorted(machines):
+        owners = [f for f in FLAVOURS.values() if classify(name, f) is not None]
+        if len(owners) == 1 and owners[0].name != "upstream" and name not in owners[0].aliases:
+            return owners[0].name, f"the host's QEMU offers machine type {name}"
+    if any(m.startswith(("pc-i440fx-", "pc-q35-")) for m in machines):
+        return "upstream", "the host's QEMU offers only upstream machine type names"
+    return None, ""
+
+
+def flavour_from_version(text: str, what: str) -> HostFacts:
+    """`qemu-system-x86_64 --version`: the package string names the build (Ubuntu, RHEL) or not (upstream)."""
+    first = text.strip().splitlines()[0] if text.strip() else ""
+    version = parse_qemu_version(first)
+    if version is None:
+        return HostFacts()
+    for flavour in FLAVOURS.values():
+        if flavour.version_marker and flavour.version_marker.search(first):
+            return HostFacts(qemu_version=version, qemu_flavour=flavour.name, flavour_source=f"{what}: {first}",
+                             sources=(what,))
+    return HostFacts(qemu_version=version, qemu_flavour="upstream", flavour_source=f"{what}: {first}",
+                     sources=(what,))
+
+
+def probe_local_qemu(binary: str = "qemu-system-x86_64") -> HostFacts:
+    """Ask the local QEMU binary for its version string (one short process); empty facts when absent."""
+    import shutil
+    import subprocess
+
+    path = binary if os.path.isabs(binary) else shutil.which(binary)
+    if not path or not os.access(path, os.X_OK):
+        return HostFacts()
+    try:
+        out = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=10,
+                             stdin=subprocess.DEVNULL).stdout
+    except (OSError, subprocess.SubprocessError):
+        return HostFacts()
+    return flavour_from_version(out, f"{path} --version")
 
 
 def parse_domcapabilities(data: bytes) -> HostFacts:
@@ -119,5 +173,5 @@ def parse_domcapabilities(data: bytes) -> HostFacts:
 
 
 def parse_qemu_version(text: str) -> tuple[int, ...] | None:
-    m = re.search(r"version (\d+\.\d+(?:\.\d+)?)", text)
+    m = re.search(r"version ([0-9]+\.[0-9]+(?:\.[0-9]+)?)", text, re.ASCII)
     return parse_version(m.group(1)) if m else None

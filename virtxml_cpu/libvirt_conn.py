@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from urllib.parse import urlparse
 
 from .errors import EnvironmentProblem
@@ -56,8 +57,8 @@ def host_facts_from(conn, uri: str) -> HostFacts:
     except libvirt.libvirtError as e:
         raise EnvironmentProblem(f"{uri}: {e.get_error_message()}") from None
     facts = caps.merged(dom)
-    return HostFacts(facts.cpuid, facts.aliases, facts.machines, facts.host_model, version,
-                     tuple(f"{s} ({uri})" for s in facts.sources))
+    return replace(facts, qemu_version=version, sources=tuple(f"{s} ({uri})" for s in facts.sources),
+                   flavour_source=f"{facts.flavour_source} ({uri})" if facts.qemu_flavour else "")
 
 
 def is_local(uri: str) -> bool:
@@ -65,7 +66,11 @@ def is_local(uri: str) -> bool:
     return not urlparse(uri).hostname
 
 
-def connection_host_facts(conn, uri: str, probe: bool) -> HostFacts:
-    """Facts for the host behind an open connection: /dev/kvm when it is this host, then libvirt's."""
+def connection_host_facts(conn, uri: str, probe: bool, qemu_flavour: str | None = None) -> HostFacts:
+    """Facts for the host behind an open connection: /dev/kvm when it is this host, then libvirt's; a
+    configured QEMU flavour outranks the one libvirt's machine list shows."""
     local = probe_kvm() if probe and is_local(uri) else HostFacts()
-    return local.merged(host_facts_from(conn, uri))
+    facts = local.merged(host_facts_from(conn, uri))
+    if qemu_flavour:
+        facts = replace(facts, qemu_flavour=qemu_flavour, flavour_source="configured qemu_flavour")
+    return facts

@@ -46,7 +46,7 @@ def apply(uri: str, names: list[str], all_domains: bool, pending: bool, cfg: Con
     res = ApplyResult()
     spool_of: dict[str, str] = {}
     try:
-        host = connection_host_facts(conn, uri, probe)
+        host = connection_host_facts(conn, uri, probe, cfg.qemu_flavour)
         if pending:
             targets = []
             for path, entry in pending_entries(cfg.spool):

@@ -1,63 +1,39 @@
-"""Machine type names -> (family, version, flavour).
+"""Machine type names -> Machine, by interpreting one flavour's naming data (flavours/).
 
-QEMU's compat rules are keyed by machine family and version; RHEL's qemu-kvm has its own machine names
-whose compat levels follow the upstream release each RHEL minor release was based on.
+A machine's compat level is the upstream machine version whose options it is built from. It is known
+exactly for upstream names and for downstream names in the flavour's tables; for aliases and for downstream
+versions the tables have never seen it is a range (`low`..`high`), and a rule whose boundary falls inside
+that range cannot be decided from the name alone.
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
-Version = tuple[int, ...]
+from .flavours import FLAVOURS, I440FX, PC, Q35, Flavour, NameTable, Release, Version
 
-I440FX = "pc-i440fx"
-Q35 = "pc-q35"
-PC_FAMILIES = frozenset({I440FX, Q35})
-ALIAS_FLOOR: "Version" = (4, 2)
-
-_VERSIONED = re.compile(r"^(pc-i440fx|pc-q35)-(\d+(?:\.\d+)+)$")
-_OLD_PC = re.compile(r"^pc-(\d+\.\d+)$")  # pc-0.10 ... pc-1.3: the i440fx family before its rename
-_RHEL = re.compile(r"^(pc-i440fx|pc-q35)-rhel(\d+(?:\.\d+)+)$")
-
-# RHEL machine -> the upstream machine version whose compat level it carries
-# (reference qemu.md section 11, from the "from pc_compat_X_Y" comments of the RHEL patches; the
-# entries marked there as inferred stay inferred).
-RHEL_UPSTREAM_EQUIVALENT: dict[Version, Version] = {
-    (7, 0, 0): (1, 5),
-    (7, 1, 0): (2, 1),
-    (7, 2, 0): (2, 3),
-    (7, 3, 0): (2, 6),
-    (7, 4, 0): (2, 9),
-    (7, 5, 0): (2, 10),
-    (7, 6, 0): (2, 12),
-    (8, 0, 0): (3, 1),
-    (8, 1, 0): (4, 1),
-    (8, 2, 0): (4, 2),
-    (8, 3, 0): (5, 1),
-    (8, 4, 0): (5, 2),
-    (8, 5, 0): (6, 0),
-    (8, 6, 0): (6, 2),
-    (9, 0, 0): (6, 2),
-    (9, 2, 0): (7, 2),
-    (9, 4, 0): (8, 2),
-    (9, 6, 0): (9, 1),
-}
+PC_FAMILIES = PC
+__all__ = ["I440FX", "Q35", "PC_FAMILIES", "Machine", "classify", "claimants", "version_at_least",
+           "version_at_most", "own_version_at_most", "parse_version", "format_version"]
 
 
 @dataclass(frozen=True)
 class Machine:
-    """What the rules need to know about a machine type."""
+    """What the rules need to know about a machine type, under one flavour."""
 
     name: str | None  # as written in the XML (None when absent)
-    family: str  # pc-i440fx, pc-q35, microvm, isapc, xenfv, unknown
-    version: Version | None  # None for unversioned machines and unresolved aliases
-    flavour: str = "upstream"  # upstream | rhel
-    rhel_version: Version | None = None
+    family: str  # pc-i440fx, pc-q35, microvm, isapc, xenfv, ..., unknown
+    flavour: str  # the flavour whose naming data read it
+    low: Version | None = None  # compat level range (upstream machine version), inclusive
+    high: Version | None = None
+    own_version: Version | None = None  # a downstream machine's own version (RHEL X.Y.Z)
     alias_of: str | None = None  # the canonical name an alias or absent machine resolved to
-    # Lowest version an unresolved alias can stand for: libvirt >= 8.1 requires QEMU >= 4.2, and an
-    # alias is the newest machine of its QEMU.
-    floor: Version | None = None
+    irqchip: str = "on"  # default kernel_irqchip
+    how: str = ""  # which table row or grammar read the name
+
+    @property
+    def version(self) -> Version | None:
+        return self.low if self.low is not None and self.low == self.high else None
 
     @property
     def is_pc(self) -> bool:
@@ -70,58 +46,128 @@ class Machine:
 
 
 def parse_version(text: str) -> Version:
-    return tuple(int(p) for p in text.split("."))
+    """ASCII digits only: '٣.٠' or '7.2\\n' are not versions."""
+    parts = text.split(".")
+    if not all(p.isascii() and p.isdigit() for p in parts):
+        raise ValueError(f"not a version: {text!r}")
+    return tuple(int(p) for p in parts)
 
 
 def format_version(v: Version | None) -> str:
     return ".".join(str(p) for p in v) if v else "?"
 
 
-def classify(name: str | None, aliases: dict[str, str] | None = None) -> Machine:
-    """Classify a machine name; `aliases` maps `pc`/`q35`/default to canonical names (host capabilities).
+def classify(name: str | None, flavour: Flavour, host_aliases: dict[str, str] | None = None) -> Machine | None:
+    """Read `name` with `flavour`'s naming data; None when that build has no such machine.
 
-    An absent machine is QEMU's default machine, i.e. the `pc` alias on x86.
+    `host_aliases` (from the host's capabilities) says what `pc`, `q35` and the default machine are there.
+    An absent machine is the flavour's default machine.
     """
-    aliases = aliases or {}
-    lookup = name if name else ""
-    canonical = aliases.get(lookup) or (aliases.get("pc") if not name else None)
+    host_aliases = host_aliases or {}
+    key = name or ""
+    canonical = host_aliases.get(key)
     if canonical and canonical != name:
-        resolved = classify(canonical)
-        return Machine(name, resolved.family, resolved.version, resolved.flavour,
-                       resolved.rhel_version, alias_of=canonical)
-    if name is None or name in ("pc", ""):
-        return Machine(name, I440FX, None, floor=ALIAS_FLOOR)
-    if name == "q35":
-        return Machine(name, Q35, None, floor=ALIAS_FLOOR)
-    m = _VERSIONED.match(name)
-    if m:
-        return Machine(name, m.group(1), parse_version(m.group(2)))
-    m = _OLD_PC.match(name)
-    if m:
-        return Machine(name, I440FX, parse_version(m.group(1)))
-    m = _RHEL.match(name)
-    if m:
-        rv = parse_version(m.group(2))
-        return Machine(name, m.group(1), RHEL_UPSTREAM_EQUIVALENT.get(rv), "rhel", rv)
-    for family in ("microvm", "isapc", "xenfv", "xenpv"):
-        if name == family or name.startswith(family + "-"):
-            return Machine(name, family, None)
-    return Machine(name, "unknown", None)
+        resolved = classify(canonical, flavour)
+        if resolved is None:
+            return None
+        return Machine(name, resolved.family, flavour.name, resolved.low, resolved.high, resolved.own_version,
+                       canonical, resolved.irqchip, f"host capabilities: {key or 'default'} = {canonical}")
+    alias_name = name or flavour.default_machine
+    alias = flavour.aliases.get(alias_name)
+    if alias is not None:
+        if alias.canonical:
+            resolved = classify(alias.canonical, flavour)
+            assert resolved is not None, alias.canonical  # data error, caught by the flavour tests
+            return Machine(name, resolved.family, flavour.name, resolved.low, resolved.high, resolved.own_version,
+                           alias.canonical, resolved.irqchip, alias.source)
+        return Machine(name, alias.family, flavour.name, alias.floor, None,
+                       alias_of=None if name else alias_name, how=alias.source)
+    if not name:
+        return None
+    if name in flavour.fixed:
+        return Machine(name, flavour.fixed[name], flavour.name, irqchip=flavour.irqchip_defaults.get(name, "on"),
+                       how=f"{flavour.title}: unversioned machine")
+    for pattern, family in flavour.versioned:
+        m = pattern.fullmatch(name)
+        if m:
+            fam = family or m.group("family")
+            v = parse_version(m.group("version"))
+            return Machine(name, fam, flavour.name, v, v, irqchip=flavour.irqchip_defaults.get(name, "on"),
+                           how=f"{flavour.title}: versioned machine")
+    for table in flavour.tables:
+        m = table.pattern.fullmatch(name)
+        if m:
+            return _from_table(name, m, table, flavour)
+    return None
+
+
+def claimants(name: str | None, host_aliases: dict[str, str] | None = None) -> list[tuple[Flavour, Machine]]:
+    """Every flavour that has a machine of this name, with the machine as it reads it."""
+    out = []
+    for flavour in FLAVOURS.values():
+        machine = classify(name, flavour, host_aliases)
+        if machine is not None:
+            out.append((flavour, machine))
+    return out
+
+
+def _from_table(name: str, m, table: NameTable, flavour: Flavour) -> Machine:
+    groups = m.groupdict()
+    family = groups.get("family") or table.family_of_bare or I440FX
+    key, suffix = groups["key"], groups.get("suffix") or ""
+    release = table.suffix_overrides.get(key + suffix) or next((r for r in table.releases if r.key == key), None)
+    own = parse_version(key) if table.order == "version" else None
+    if release is not None:
+        base = _base(release, family)
+        irqchip = release.irqchip.get(family) or flavour.irqchip_defaults.get(f"{family}-{format_version(base)}", "on")
+        return Machine(name, family, flavour.name, base, base, own, irqchip=irqchip,
+                       how=f"{release.source} ({key}{suffix}: {family}-{format_version(base)} options)")
+    below, above = _neighbours(key, table)
+    low = _base(below, family) if below else None
+    high = _base(above, family) if above else None
+    around = " and ".join(f"{r.key}" for r in (below, above) if r)
+    return Machine(name, family, flavour.name, low, high, own,
+                   how=f"{table.source}: {key} is not in the table; its compat level lies between its "
+                       f"neighbours ({around or 'none known'})")
+
+
+def _base(release: Release, family: str) -> Version:
+    return release.bases.get(family) or next(iter(release.bases.values()))
+
+
+def _neighbours(key: str, table: NameTable) -> tuple[Release | None, Release | None]:
+    if table.order == "version":
+        v = parse_version(key)
+        ordered = sorted(table.releases, key=lambda r: parse_version(r.key))
+        below = [r for r in ordered if parse_version(r.key) <= v]
+        above = [r for r in ordered if parse_version(r.key) >= v]
+    else:  # alphabetical from `ordered_from`; a name sorting before it is from the next alphabet cycle
+        start = next(i for i, r in enumerate(table.releases) if r.key == table.ordered_from)
+        ordered = sorted(table.releases[start:], key=lambda r: r.key)
+        if key < ordered[0].key:
+            return ordered[-1], None
+        below = [r for r in ordered if r.key <= key]
+        above = [r for r in ordered if r.key >= key]
+    return (below[-1] if below else None), (above[0] if above else None)
 
 
 def version_at_least(machine: Machine, floor: Version) -> bool | None:
-    """True/False when known; None when the version is not known (unresolved alias)."""
-    if machine.version is not None:
-        return machine.version >= floor
-    if machine.floor is not None and machine.floor >= floor:
+    """True/False when the machine's compat level range decides it; None when it straddles `floor`."""
+    if machine.low is not None and machine.low >= floor:
         return True
+    if machine.high is not None and machine.high < floor:
+        return False
     return None
 
 
 def version_at_most(machine: Machine, ceiling: Version) -> bool | None:
-    """Whether a `pc_compat_X_Y` row (machines <= X.Y) applies; None when it cannot be known."""
+    """Whether a `pc_compat_X_Y` row (machines <= X.Y, including X.Y.z) applies; None when undecidable."""
     at_least = version_at_least(machine, _next(ceiling))
     return None if at_least is None else not at_least
+
+
+def own_version_at_most(machine: Machine, ceiling: Version) -> bool | None:
+    return None if machine.own_version is None else machine.own_version <= ceiling
 
 
 def _next(v: Version) -> Version:

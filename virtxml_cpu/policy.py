@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .engine import OFF, ON, Resolution
+from .engine import OFF, ON, SRC_CPU_PM, SRC_HIDDEN, SRC_TCG, Resolution
 from .machines import PC_FAMILIES, version_at_least
 
 POLICIES = ("compat", "never", "always", "numa")
@@ -34,36 +34,39 @@ def effective_policy(cli_policy: str | None, config_policy: str | None, override
 
 
 def decide(res: Resolution, policy: str, style: str = "pvspinlock") -> Decision:
-    f = res.facts
+    """Decide from the resolution and its provenance only: what QEMU/KVM did with kvm-pv-unhalt and why,
+    and whether the accelerator could provide it (`res.support`)."""
     notes = _notes(res, style)
     unhalt = res.features["kvm-pv-unhalt"]
+    can_have, why_not = res.support["kvm-pv-unhalt"]
 
     def keep(rule: str, reason: str) -> Decision:
         return Decision("keep", rule, reason, policy, notes)
 
     if policy == "never":
         return keep("policy-never", "policy 'never': report only")
-    if f.arch and f.arch not in X86:
-        return keep("not-x86", f"arch {f.arch}: kvm-pv-unhalt is an x86 CPUID bit")
-    if res.accel != "kvm":
-        return keep("not-kvm", f"domain type '{f.virt_type}' is not KVM: QEMU clears the KVM leaf under TCG, "
-                               "so there is nothing to add")
+    arch = res.facts.arch
+    if arch and arch not in X86:
+        return keep("not-x86", f"arch {arch}: kvm-pv-unhalt is an x86 CPUID bit")
+    if res.accel != "kvm" or unhalt.source == SRC_TCG:
+        return keep("not-kvm", f"domain type '{res.facts.virt_type}' is not KVM: QEMU clears the KVM leaf under "
+                               "TCG, so there is nothing to add")
     if res.explicit_unhalt:
         return keep("user-choice", f"already chosen explicitly by {res.explicit_unhalt}; an explicit choice wins")
-    if f.qemu.cpu:
+    if res.cpu_from_commandline:
         return keep("qemu-cpu-override", "<qemu:commandline> passes its own -cpu, which replaces libvirt's; "
                                           "add kvm-pv-unhalt=on to that -cpu yourself")
-    if f.kvm_hidden:
+    if unhalt.source == SRC_HIDDEN:
         return keep("kvm-hidden", "<kvm><hidden state='on'/> removes the whole KVM leaf (kvm=off)")
-    if f.qemu.cpu_pm:
+    if unhalt.source == SRC_CPU_PM:
         return keep("cpu-pm", "-overcommit cpu-pm=on disables HLT exits and KVM then strips PV_UNHALT")
     if unhalt.state == ON:
         return keep("already-on", f"kvm-pv-unhalt is already on ({unhalt.source}: {unhalt.detail})")
     if res.machine.family not in PC_FAMILIES:
         return keep("machine-family", f"machine {res.machine.label()} is not pc-i440fx/pc-q35; "
                                       "the rule covers the PC machine types only")
-    if f.cpu_mode not in ("none", "custom", "host-model"):
-        return keep("cpu-mode", f"CPU mode {f.cpu_mode}: QEMU already decides kvm-pv-unhalt from the host")
+    if res.cpu_kind != "named":
+        return keep("cpu-mode", f"CPU mode {res.facts.cpu_mode}: QEMU already decides kvm-pv-unhalt from the host")
     if policy in ("compat", "numa"):
         newer = version_at_least(res.machine, COMPAT_SINCE)
         if newer is False:
@@ -74,17 +77,14 @@ def decide(res: Resolution, policy: str, style: str = "pvspinlock") -> Decision:
             return keep("machine-version-unknown",
                         f"cannot tell the version of machine {res.machine.label()}; give --capabilities or "
                         "--connect, or use --policy always")
-    if res.irqchip == "off":
-        return keep("no-kernel-irqchip", "without the in-kernel irqchip QEMU cannot offer kvm-pv-unhalt")
-    supported = res.host.supports(0x40000001, "eax", 7)
-    if supported is False:
-        return keep("host-unsupported", "the host's KVM does not offer PV_UNHALT; libvirt would refuse the start "
-                                        "('host doesn't support paravirtual spinlocks')")
-    if policy == "numa" and f.numa_cells <= 1:
-        return keep("numa-single-node", f"policy 'numa': {f.numa_cells or 'no'} guest NUMA cell(s); "
+    if can_have is False:
+        return keep("accelerator-unsupported", f"adding it would not help: {why_not}; libvirt would refuse the "
+                                               "start ('host doesn't support paravirtual spinlocks')")
+    if policy == "numa" and res.facts.numa_cells <= 1:
+        return keep("numa-single-node", f"policy 'numa': {res.facts.numa_cells or 'no'} guest NUMA cell(s); "
                                         "only multi-node guests get it")
     why = {"compat": f"machine {res.machine.label()} is 2.11 or newer",
-           "numa": f"machine {res.machine.label()} is 2.11 or newer and the guest has {f.numa_cells} NUMA cells",
+           "numa": f"machine {res.machine.label()} is 2.11 or newer and the guest has {res.facts.numa_cells} NUMA cells",
            "always": "policy 'always'"}[policy]
     where = ("<features><pvspinlock state='on'/>" if style == "pvspinlock"
              else "<cpu><feature policy='require' name='kvm_pv_unhalt'/>")
@@ -98,7 +98,7 @@ def _notes(res: Resolution, style: str) -> tuple[str, ...]:
     notes: list[str] = list(res.warnings)
     if f.vcpus <= 1:
         notes.append("1 vCPU: Linux guests do not use PV spinlocks on a single CPU (kvm_spinlock_init)")
-    if f.hint_dedicated == "on":
+    if res.features["kvm-hint-dedicated"].state == ON:
         notes.append("kvm hint-dedicated (KVM_HINTS_REALTIME): Linux guests keep native spinlocks")
     if f.looks_windows:
         notes.append("Windows guest: it does not use KVM PV spinlocks; its enlightenment is <hyperv><spinlocks>"
@@ -106,7 +106,7 @@ def _notes(res: Resolution, style: str) -> tuple[str, ...]:
     if style == "cpu-feature":
         notes.append("style cpu-feature: libvirt 9.0-11.3 refuse to start a domain with "
                      "<feature name='kvm_pv_unhalt'/> ('unknown CPU feature'); prefer --style pvspinlock")
-    if res.features["kvm-pv-unhalt"].qom and res.features["kvm-pv-unhalt"].state == OFF:
+    if res.features["kvm-pv-unhalt"].qom == ON and res.features["kvm-pv-unhalt"].state == OFF:
         notes.append("QEMU sets kvm-pv-unhalt but KVM strips it from the guest (cpu-pm=on)")
     return tuple(notes)
 

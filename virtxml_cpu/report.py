@@ -24,6 +24,8 @@ def to_json(o: Outcome) -> dict:
         "machine": r.facts.machine,
         "machine_resolved": r.machine.alias_of or r.facts.machine,
         "machine_family": r.machine.family,
+        "qemu_flavour": r.flavour,
+        "qemu_flavour_basis": r.flavour_basis,
         "cpu_mode": r.facts.cpu_mode,
         "cpu_model": r.model,
         "accel": r.accel,
@@ -45,7 +47,8 @@ def table(o: Outcome, verbose: bool = False) -> str:
     accel = {"kvm": "KVM", "tcg": "TCG"}.get(r.accel, r.accel)
     model = f" ({r.model})" if r.model and r.cpu_kind == "named" else ""
     lines = [f"== {r.facts.name or '?'}  [{o.label}]",
-             f"   machine {r.machine.label()}, CPU {r.facts.cpu_mode}{model}, {accel}, kernel_irqchip={r.irqchip}"]
+             f"   machine {r.machine.label()}, CPU {r.facts.cpu_mode}{model}, {accel}, kernel_irqchip={r.irqchip}",
+             f"   QEMU build: {r.flavour_basis}"]
     width = max(len(p) for p in PROPERTIES)
     lines.append(f"   {'FEATURE':<{width}}  {'STATE':<14}  {'SOURCE':<26}  REASON")
     for p in PROPERTIES:

@@ -1,19 +1,9 @@
-"""The rules, as data: QEMU's KVM default properties and the machine-type compat rows that change them.
-
-Read like QEMU's own tables. Resolution (engine.py) applies, for a named CPU model under KVM:
-KVM_DEFAULTS (in order, `when` conditions checked) -> MACHINE_ROWS of layer "kvm-default" that match the
-machine (a value of None means `x86_cpu_change_kvm_default(prop, NULL)`: keep the model's own bit) ->
-MACHINE_ROWS of layer "compat" (QEMU compat_props, which apply to every x86 CPU, `host`/`max` included,
-and count as user-set so `host`/`max` do not auto-enable over them).
-Adding a QEMU release means adding rows here. Sources: upstream QEMU commits (see
-shared reference qemu.md sections 2, 3, 7, 11).
+"""Facts about the CPU properties themselves, the same in every QEMU build: which properties the tool
+resolves, where each lives in CPUID, what every KVM reports. Per-build rules (kvm_default_props, machine
+compat rows, machine names) are in flavours/.
 """
 
 from __future__ import annotations
-
-from dataclasses import dataclass
-
-from .machines import I440FX, Q35, Version
 
 PROPERTIES: tuple[str, ...] = (
     "kvm-pv-unhalt", "kvm-pv-eoi", "kvmclock", "kvm-nopiodelay", "kvm-asyncpf", "kvm-asyncpf-int",
@@ -45,69 +35,13 @@ QEMU_SYNTHESIZED = {
     "kvm-hint-dedicated": "always reported as supported by QEMU (kvm_arch_get_supported_cpuid, EDX)",
 }
 
-
-@dataclass(frozen=True)
-class Rule:
-    layer: str  # "kvm-default" | "compat"
-    prop: str
-    value: str | None  # "on" | "off" | None (keep the CPU model's own bit)
-    source: str
-    families: frozenset[str] | None = None  # None: every machine family
-    up_to: Version | None = None  # applies to machines <= up_to (pc_compat_X_Y); None: all versions
-    flavour: str = "any"  # "upstream" | "rhel" | "any"
-    rhel_up_to: Version | None = None  # RHEL-only rows keyed by the RHEL machine version
-    when: str | None = None  # "irqchip=split" | "irqchip=off"
-
-
-PC = frozenset({I440FX, Q35})
-
-# kvm_default_props (target/i386/kvm/kvm-cpu.c since 6.1; target/i386/cpu.c 2.5-6.0), applied to builtin
-# CPU models only, under KVM only. Identical text in v6.0, v8.2, v9.0 and master.
-KVM_DEFAULTS: tuple[Rule, ...] = (
-    Rule("kvm-default", "kvmclock", "on", "kvm_default_props; 5114e84222 (2.5), default since 1.2"),
-    Rule("kvm-default", "kvm-nopiodelay", "on", "kvm_default_props; 5114e84222 (2.5), default since 1.2"),
-    Rule("kvm-default", "kvm-asyncpf", "on", "kvm_default_props; 5114e84222 (2.5), default since 1.2"),
-    Rule("kvm-default", "kvm-steal-time", "on", "kvm_default_props; 5114e84222 (2.5), default since 1.2"),
-    Rule("kvm-default", "kvm-pv-eoi", "on", "kvm_default_props; 2969475869 (1.4)"),
-    Rule("kvm-default", "kvmclock-stable-bit", "on", "kvm_default_props; 5114e84222 (2.5), default since 1.2"),
-    Rule("kvm-default", "x2apic", "on", "kvm_default_props; ef02ef5f45 'Enable x2apic by default on KVM' (2.0)"),
-    Rule("kvm-default", "svm", "off", "kvm_default_props; 75d373ef97 'Disable SVM by default in KVM mode' (2.2)"),
-    Rule("kvm-default", "kvm-msi-ext-dest-id", "off", "kvm_default_props; c1bb5418e3 (6.0)"),
-    Rule("kvm-default", "kvm-msi-ext-dest-id", "on",
-         "kvm_cpu_instance_init: on with kernel_irqchip=split; c1bb5418e3 (6.0), dc89f32d92 (7.1)",
-         when="irqchip=split"),
-    Rule("kvm-default", "x2apic", "off",
-         "kvm_cpu_instance_init: off without in-kernel irqchip; 492a4c94be (2.6)", when="irqchip=off"),
-    Rule("kvm-default", "kvm-pv-unhalt", "on",
-         "RHEL qemu-kvm appends {kvm-pv-unhalt, on} to kvm_default_props (x86_64 machine-types patch)",
-         flavour="rhel"),
-)
-
-# Machine-type rows: pc_compat_X_Y arrays and the pc_compat_X_Y_fn() calls of x86_cpu_change_kvm_default.
-MACHINE_ROWS: tuple[Rule, ...] = (
-    Rule("kvm-default", "kvm-pv-eoi", None,
-         "pc_compat_1_2: x86_cpu_change_kvm_default('kvm-pv-eoi', NULL); 2969475869 (1.4)",
-         families=PC, up_to=(1, 2)),
-    Rule("kvm-default", "x2apic", None,
-         "pc_compat_1_7: x86_cpu_change_kvm_default('x2apic', NULL); ef02ef5f45 (2.0)",
-         families=PC, up_to=(1, 7)),
-    Rule("kvm-default", "svm", None,
-         "pc_compat_2_1: x86_cpu_change_kvm_default('svm', NULL); 75d373ef97 (2.2)",
-         families=PC, up_to=(2, 1)),
-    Rule("compat", "l3-cache", "off", "pc_compat_2_7 {TYPE_X86_CPU, l3-cache, off}; 14c985cffa (2.8)",
-         families=PC, up_to=(2, 7)),
-    Rule("compat", "kvm-msi-ext-dest-id", "off",
-         "pc_compat_5_1 {TYPE_X86_CPU, kvm-msi-ext-dest-id, off}; c1bb5418e3 (6.0)",
-         families=PC, up_to=(5, 1)),
-    Rule("compat", "kvm-asyncpf-int", "on",
-         "RHEL pc_rhel_compat {TYPE_X86_CPU, kvm-asyncpf-int, on} (bz 1941397)",
-         families=PC, flavour="rhel"),
-    Rule("compat", "kvm-asyncpf-int", "off",
-         "RHEL pc_rhel_8_4_compat {TYPE_X86_CPU, kvm-asyncpf-int, off}",
-         families=PC, flavour="rhel", rhel_up_to=(8, 4, 0)),
-)
-
 # Default CPU model QEMU uses when libvirt passes no -cpu (no <cpu> element): libvirt writes it in as
-# mode='custom'. pc/q35 default to qemu64 on x86_64; isapc to 486; microvm to qemu64 as well.
+# mode='custom'. pc/q35/microvm default to qemu64 on x86_64; isapc to 486.
 DEFAULT_MODEL = {"x86_64": "qemu64", "i686": "qemu32"}
 ISAPC_DEFAULT_MODEL = "486"
+
+# -global drivers that reach every x86 vCPU (TYPE_X86_CPU of the 64- and 32-bit binaries).
+X86_CPU_DRIVERS = ("x86_64-cpu", "i386-cpu")
+# QOM parents: `host` is a subclass of `max` (target/i386: host_x86_cpu_type_info.parent = max), so a
+# -global on max-x86_64-cpu reaches -cpu host too.
+CPU_TYPE_PARENTS = {"host": ("max",)}

@@ -79,7 +79,7 @@ def watch(uri: str | None, cfg: Config, policy: str | None, style: str | None, p
         conn.registerCloseCallback(lambda *_, ev=closed: ev.set(), None)  # this connection's event only
         cb = conn.domainEventRegisterAny(None, libvirt.VIR_DOMAIN_EVENT_ID_LIFECYCLE, on_event, None)
         try:
-            host = connection_host_facts(conn, uri, probe)
+            host = connection_host_facts(conn, uri, probe, cfg.qemu_flavour)
         except VirtxmlCpuError as e:
             log(f"host facts unavailable ({e}); continuing without them", warning=True)
             host = HostFacts()

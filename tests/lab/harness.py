@@ -159,7 +159,8 @@ def boot_and_read_cpuid(conn, xml: bytes, name: str, timeout: float = 20.0) -> s
 
 
 def libvirtd_pid() -> int:
-    return int(subprocess.run(["pidof", "libvirtd"], capture_output=True, text=True, check=True).stdout.split()[0])
+    """The host lab's libvirtd, by its pidfile (the second lab's daemon in its chroot has the same name)."""
+    return int(Path("/run/libvirtd.pid").read_text().split()[0])
 
 
 def wait_for_libvirtd(timeout: float = 30.0) -> None:

@@ -28,14 +28,16 @@ if ! grep -q '^listen_tcp *= *1' "$conf" 2>/dev/null; then
   printf '\n# virtxml-cpu test lab: loopback TCP, no auth\nlisten_tls = 0\nlisten_tcp = 1\nlisten_addr = "127.0.0.1"\nauth_tcp = "none"\n' >> "$conf"
 fi
 listening() { python3 -c 'import socket; socket.create_connection(("127.0.0.1", 16509), 1).close()' 2>/dev/null; }
+# The host's daemons by their pidfiles: a second lab (up-bpo.sh) runs daemons of the same name in a chroot.
+alive() { [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
 
-if ! pgrep -x virtlogd >/dev/null; then virtlogd -d; fi
-if pgrep -x libvirtd >/dev/null && ! listening; then
-  pkill -TERM -x libvirtd
-  for _ in $(seq 1 100); do pgrep -x libvirtd >/dev/null || break; sleep 0.1; done
+alive /run/virtlogd.pid || virtlogd -d
+if alive /run/libvirtd.pid && ! listening; then
+  kill -TERM "$(cat /run/libvirtd.pid)"
+  for _ in $(seq 1 100); do alive /run/libvirtd.pid || break; sleep 0.1; done
 fi
 if ! virsh -c qemu:///system version >/dev/null 2>&1; then
-  pgrep -x libvirtd >/dev/null || libvirtd -d --listen
+  alive /run/libvirtd.pid || libvirtd -d --listen
   for _ in $(seq 1 100); do
     virsh -c qemu:///system version >/dev/null 2>&1 && break
     sleep 0.2

@@ -1,0 +1,18 @@
+"""The QEMU builds the rules know, in the order a machine name is tried against them.
+
+Adding a QEMU release or a distribution means adding data here (a Release row, a Rule row, a Flavour), not
+code: machines.py and engine.py interpret whatever these tables say.
+"""
+
+from __future__ import annotations
+
+from .model import I440FX, PC, Q35, Alias, Flavour, NameTable, Release, Rule, Version
+from .rhel import RHEL
+from .ubuntu import UBUNTU
+from .upstream import UPSTREAM
+
+FLAVOURS: dict[str, Flavour] = {f.name: f for f in (UPSTREAM, UBUNTU, RHEL)}
+NAMES: tuple[str, ...] = tuple(FLAVOURS)
+
+__all__ = ["FLAVOURS", "NAMES", "I440FX", "PC", "Q35", "Alias", "Flavour", "NameTable", "Release", "Rule",
+           "Version", "UPSTREAM", "UBUNTU", "RHEL"]

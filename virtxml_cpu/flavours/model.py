@@ -1,0 +1,89 @@
+"""The shape of a QEMU flavour: how its machine types are named, what they are built from, and the rows that
+change the CPU's KVM defaults and properties. Data only; machines.py and engine.py interpret it.
+
+Mirrors QEMU's own structure: a machine type is "the options of upstream machine X.Y" plus a flavour's deltas
+(Ubuntu's and RHEL's patches map their names onto upstream option chains), kvm_default_props is one table per
+build, and compat rows apply to machines at or below a version (pc_compat_X_Y).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+Version = tuple[int, ...]
+
+I440FX = "pc-i440fx"
+Q35 = "pc-q35"
+PC = frozenset({I440FX, Q35})
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One row: a kvm_default_props entry, an x86_cpu_change_kvm_default() call or a compat property."""
+
+    layer: str  # "kvm-default" (named CPU models under KVM) | "compat" (every x86 CPU, counts as user-set)
+    prop: str
+    value: str | None  # "on" | "off" | None (x86_cpu_change_kvm_default(prop, NULL): keep the model's bit)
+    source: str
+    families: frozenset[str] | None = None  # None: every machine family
+    up_to: Version | None = None  # machines whose upstream compat level is <= up_to (pc_compat_X_Y)
+    own_up_to: Version | None = None  # machines whose own (downstream) version is <= own_up_to
+    when: str | None = None  # "irqchip=split" | "irqchip=off"
+
+
+@dataclass(frozen=True)
+class Release:
+    """A downstream machine version (an Ubuntu codename, a RHEL X.Y.Z) and the upstream options it is built
+    from, per family. `irqchip` overrides the default kernel_irqchip of that upstream base."""
+
+    key: str
+    bases: dict[str, Version]
+    source: str
+    irqchip: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class NameTable:
+    """A grammar `family-KEY[suffix]` whose KEY is looked up in `releases` (oldest first).
+
+    `order` says how an unknown KEY relates to the known ones: "version" (RHEL X.Y.Z: bounded by its
+    neighbours), "alphabetical" (Ubuntu codenames from `ordered_from` on run in alphabetical order, so an
+    unknown one is bounded by its alphabetical neighbours; one sorting before them is a later cycle).
+    `suffix_overrides` maps KEY+suffix to its own release when a suffix changes the base (pc-q35-cosmic-hpb).
+    """
+
+    pattern: re.Pattern
+    releases: tuple[Release, ...]
+    order: str
+    source: str
+    ordered_from: str | None = None
+    suffix_overrides: dict[str, Release] = field(default_factory=dict)
+    family_of_bare: str | None = None  # for patterns without a family group (rhel6.x.0 is i440fx)
+
+
+@dataclass(frozen=True)
+class Alias:
+    """`pc`, `q35`, `ubuntu`: the newest machine of a family in whatever build runs. Its lowest possible
+    compat level: libvirt >= 8.1 requires QEMU >= 4.2, so an alias stands for 4.2 or newer."""
+
+    family: str
+    floor: Version | None
+    source: str
+    canonical: str | None = None  # when the build fixes what the alias means (RHEL: pc-i440fx-rhel7.6.0)
+
+
+@dataclass(frozen=True)
+class Flavour:
+    name: str  # upstream | ubuntu | rhel
+    title: str
+    versioned: tuple[tuple[re.Pattern, str | None], ...]  # upstream numeric names: (pattern, family or group)
+    tables: tuple[NameTable, ...]
+    aliases: dict[str, Alias]
+    default_machine: str  # the alias an absent machine means
+    fixed: dict[str, str]  # unversioned machine name -> family
+    irqchip_defaults: dict[str, str]  # machine name -> default kernel_irqchip where it is not "on"
+    kvm_defaults: tuple[Rule, ...]  # this build's kvm_default_props (+ kvm_cpu_instance_init changes)
+    machine_rows: tuple[Rule, ...]  # machine-keyed rows, oldest-first semantics as pc_compat_X_Y
+    version_marker: re.Pattern | None  # matches `qemu-system-x86_64 --version` of this build
+    emulator_marker: re.Pattern | None = None  # matches the emulator path of this build
