@@ -133,7 +133,7 @@ def _irqchip(facts: DomainFacts, machine: Machine) -> str:
     return machine.irqchip
 
 
-def _rule_applies(rule: Rule, machine: Machine, irqchip: str) -> bool | None:
+def rule_applies(rule: Rule, machine: Machine, irqchip: str) -> bool | None:
     if rule.when and rule.when != f"irqchip={irqchip}":
         return False
     if rule.families is not None and machine.family not in rule.families:
@@ -198,7 +198,7 @@ def step_kvm_defaults(ctx: _Context, slots: dict[str, _Slot]) -> None:
         return
     base = {p: (s.value, s.detail) for p, s in slots.items()}
     for rule in ctx.flavour.kvm_defaults + tuple(r for r in ctx.flavour.machine_rows if r.layer == "kvm-default"):
-        applies = _rule_applies(rule, ctx.machine, ctx.irqchip)
+        applies = rule_applies(rule, ctx.machine, ctx.irqchip)
         if applies is False:
             continue
         if applies is None:
@@ -219,7 +219,7 @@ def step_kvm_defaults(ctx: _Context, slots: dict[str, _Slot]) -> None:
 def step_machine_compat(ctx: _Context, slots: dict[str, _Slot]) -> None:
     """3. Machine compat_props: every x86 CPU, counted as user-set."""
     for rule in (r for r in ctx.flavour.machine_rows if r.layer == "compat"):
-        applies = _rule_applies(rule, ctx.machine, ctx.irqchip)
+        applies = rule_applies(rule, ctx.machine, ctx.irqchip)
         if applies is False:
             continue
         if applies is None:
@@ -364,13 +364,15 @@ def _resolve_one(facts: DomainFacts, host: HostFacts, flavour: Flavour, machine:
 def _start_refusal(ctx: _Context, values: dict[str, Value]) -> str | None:
     """libvirt's own checks that stop the start (qemuProcessStartValidate, qemuProcessVerifyKVMFeatures)."""
     facts = ctx.facts
-    if any(_qemu_name(n) == "kvm-pv-unhalt" for n, _ in facts.cpu_features):
-        return "unknown CPU feature: kvm_pv_unhalt"
+    for name, _policy in facts.cpu_features:  # not in libvirt's CPU map (virCPUx86ValidateFeatures)
+        if _qemu_name(name) == "kvm-pv-unhalt":
+            return f"unknown CPU feature: {name}"
     if facts.cpu_cache and not facts.qemu.cpu:
         mode, level = facts.cpu_cache
         if mode == "passthrough" and ctx.kind == "named":
             return "CPU cache mode 'passthrough' can only be used with"
-    if facts.pvspinlock == "on" and not facts.qemu.cpu and values["kvm-pv-unhalt"].qemu_property == OFF:
+    # qemuProcessVerifyKVMFeatures reads the started vCPU, also when a <qemu:commandline> -cpu replaced libvirt's.
+    if facts.pvspinlock == "on" and values["kvm-pv-unhalt"].qemu_property == OFF:
         ctx.warnings.append(f"libvirt will refuse to start this domain ('host doesn't support paravirtual "
                             f"spinlocks'): <pvspinlock state='on'/> but kvm-pv-unhalt ends up off "
                             f"({values['kvm-pv-unhalt'].source})")

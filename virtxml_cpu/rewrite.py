@@ -6,19 +6,9 @@ import copy
 
 from lxml import etree
 
+from . import libvirt_order
 from .errors import BadInput
 from .xmlio import Insertion, apply_insertions, parse_domain, same_tree
-
-# Children of <features> that libvirt formats after <pvspinlock> (virDomainFeature order).
-_AFTER_PVSPINLOCK = frozenset({
-    "capabilities", "pmu", "vmport", "gic", "smm", "ioapic", "hpt", "htm", "nested-hv", "msrs",
-    "ccf-assist", "xen", "cfpc", "sbbc", "ibs", "tcg", "async-teardown", "ras", "ps2", "aia",
-})
-# Top-level elements libvirt formats after <features> / after <cpu>.
-_AFTER_FEATURES = ("cpu", "clock", "on_poweroff", "on_reboot", "on_crash", "on_lockfailure", "pm", "perf",
-                   "devices")
-_AFTER_CPU = _AFTER_FEATURES[1:]
-_AFTER_CPU_FEATURE = frozenset({"numa", "cache", "maxphysaddr"})
 
 
 def _element(tag: str, **attrs: str) -> etree._Element:
@@ -28,18 +18,18 @@ def _element(tag: str, **attrs: str) -> etree._Element:
     return el
 
 
-def _index_before(parent: etree._Element, tags) -> int | None:
-    for i, child in enumerate(parent):
-        if isinstance(child.tag, str) and child.tag in tags:
+def insertion_index(parent: etree._Element, tag: str, order: tuple[str, ...]) -> int | None:
+    """Where libvirt's formatter would put a new `tag` among `parent`'s children: before the first child it
+    writes later (and before comments right above that child, which belong to it); None = append.
+    Children libvirt does not know are passed over."""
+    rank = order.index(tag)
+    kids = list(parent)
+    for i, child in enumerate(kids):
+        if isinstance(child.tag, str) and child.tag in order and order.index(child.tag) > rank:
+            while i > 0 and not isinstance(kids[i - 1].tag, str) and kids[i - 1].tag is etree.Comment:
+                i -= 1
             return i
     return None
-
-
-def _top_level_index(root: etree._Element, after: str, before: tuple[str, ...]) -> int | None:
-    anchor = root.find(after)
-    if anchor is not None:
-        return root.index(anchor) + 1
-    return _index_before(root, before)
 
 
 def plan(root: etree._Element, style: str) -> list[Insertion]:
@@ -48,20 +38,17 @@ def plan(root: etree._Element, style: str) -> list[Insertion]:
         pv = _element("pvspinlock", state="on")
         features = root.find("features")
         if features is not None:
-            return [Insertion(features, pv, _index_before(features, _AFTER_PVSPINLOCK))]
+            return [Insertion(features, pv, insertion_index(features, "pvspinlock", libvirt_order.FEATURES))]
         wrapper = _element("features")
         wrapper.append(pv)
-        return [Insertion(root, wrapper, _top_level_index(root, "os", _AFTER_FEATURES))]
+        return [Insertion(root, wrapper, insertion_index(root, "features", libvirt_order.DOMAIN))]
     feature = _element("feature", policy="require", name="kvm_pv_unhalt")
     cpu = root.find("cpu")
     if cpu is not None:
-        feats = cpu.findall("feature")
-        index = cpu.index(feats[-1]) + 1 if feats else _index_before(cpu, _AFTER_CPU_FEATURE)
-        return [Insertion(cpu, feature, index)]
+        return [Insertion(cpu, feature, insertion_index(cpu, "feature", libvirt_order.CPU))]
     wrapper = _element("cpu")
     wrapper.append(feature)
-    anchor = "features" if root.find("features") is not None else "os"
-    return [Insertion(root, wrapper, _top_level_index(root, anchor, _AFTER_CPU))]
+    return [Insertion(root, wrapper, insertion_index(root, "cpu", libvirt_order.DOMAIN))]
 
 
 def render(source: bytes, tree: etree._ElementTree, insertions: list[Insertion]) -> bytes:

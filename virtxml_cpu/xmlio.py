@@ -118,8 +118,15 @@ def detect_style(text: str) -> Style:
     quote = m.group(1) if m else "'"
     indents = re.findall(r"\n([ \t]+)<", text)
     unit = min(indents, key=len) if indents else "  "
-    newline = "\r\n" if "\r\n" in text else "\n"
-    return Style(quote, unit, newline)
+    return Style(quote, unit, _newline_after(text, 0))
+
+
+def _newline_after(text: str, pos: int) -> str:
+    """The line ending of the line at `pos` (CRLF, CR-only or LF files, and files that mix them)."""
+    m = re.compile(r"\r\n|\r|\n").search(text, pos)
+    if m is None:
+        m = re.compile(r"\r\n|\r|\n").search(text)
+    return m.group(0) if m else "\n"
 
 
 def render_element(el: etree._Element, indent: str, style: Style) -> str:
@@ -147,7 +154,7 @@ def _ws_before(text: str, pos: int) -> str:
 
 
 def _line_indent(text: str, pos: int) -> str:
-    line_start = text.rfind("\n", 0, pos) + 1
+    line_start = max(text.rfind("\n", 0, pos), text.rfind("\r", 0, pos)) + 1
     m = re.match(r"[ \t]*", text[line_start:pos])
     return m.group(0) if m else ""
 
@@ -171,36 +178,37 @@ def apply_insertions(text: str, root: etree._Element, insertions: list[Insertion
     if len(nodes) != len(spans):
         raise BadInput("cannot map the XML source onto its tree (unusual markup); nothing was changed")
     where = {id(n): s for n, s in zip(nodes, spans)}
-    style = detect_style(text)
+    base = detect_style(text)
     patches: list[tuple[int, int, str]] = []  # (start, end, replacement)
     for ins in insertions:
         ps = where[id(ins.parent)]
+        style = Style(base.quote, base.unit, _newline_after(text, ps.start))
         parent_indent = _line_indent(text, ps.start)
         kids = list(ins.parent)
         if ins.index is not None and ins.index < len(kids):
             ks = where[id(kids[ins.index])]
             ws = _ws_before(text, ks.start)
-            lead = ws if "\n" in ws else style.newline + parent_indent + style.unit
-            indent = lead.rsplit("\n", 1)[-1]
+            lead = ws if _has_newline(ws) else style.newline + parent_indent + style.unit
+            indent = _last_line(lead)
             patches.append((ks.start, ks.start, render_element(ins.new, indent, style) + lead))
         elif kids:
             last = where[id(kids[-1])]
             ws = _ws_before(text, last.start)
-            lead = ws if "\n" in ws else style.newline + parent_indent + style.unit
-            indent = lead.rsplit("\n", 1)[-1]
+            lead = ws if _has_newline(ws) else style.newline + parent_indent + style.unit
+            indent = _last_line(lead)
             end = last.end_end if last.end_end >= 0 else last.start_end
             patches.append((end, end, lead + render_element(ins.new, indent, style)))
         elif ps.empty:
             indent = parent_indent + style.unit
             tag = text[ps.start:ps.start_end]
-            opened = re.sub(r"\s*/>$", ">", tag)
+            opened = tag[:-2] + ">"  # only the '/' of '/>' goes; every other character stays
             body = style.newline + indent + render_element(ins.new, indent, style) + style.newline + parent_indent
             patches.append((ps.start, ps.start_end, f"{opened}{body}</{ins.parent.tag}>"))
         else:
             indent = parent_indent + style.unit
             ws = _ws_before(text, ps.end_start)
             at = ps.end_start - len(ws)
-            closing = ws if "\n" in ws else style.newline + parent_indent
+            closing = ws if _has_newline(ws) else style.newline + parent_indent
             patches.append((at, ps.end_start,
                             style.newline + indent + render_element(ins.new, indent, style) + closing))
     out = text
@@ -209,13 +217,25 @@ def apply_insertions(text: str, root: etree._Element, insertions: list[Insertion
     return out
 
 
+def _has_newline(ws: str) -> bool:
+    return "\n" in ws or "\r" in ws
+
+
+def _last_line(ws: str) -> str:
+    return re.split(r"\r\n|\r|\n", ws)[-1]
+
+
 def same_tree(a: etree._Element, b: etree._Element) -> bool:
-    """Structural equality ignoring whitespace-only text (the check on every rendering)."""
+    """Same elements, attributes and order, and the same character data in each element (whitespace
+    ignored, and where between the children it sits: libvirt ignores text among <features>, so text after
+    the last child may end up after the inserted one). The check on every rendering."""
     if a.tag != b.tag or dict(a.attrib) != dict(b.attrib):
         return False
-    if (a.text or "").strip() != (b.text or "").strip():
-        return False
     ka, kb = list(a), list(b)
-    if len(ka) != len(kb):
+    if len(ka) != len(kb) or _chars(a) != _chars(b):
         return False
-    return all(same_tree(x, y) and (x.tail or "").strip() == (y.tail or "").strip() for x, y in zip(ka, kb))
+    return all(same_tree(x, y) for x, y in zip(ka, kb))
+
+
+def _chars(el: etree._Element) -> str:
+    return "".join("".join(t.split()) for t in [el.text or ""] + [c.tail or "" for c in el])

@@ -8,6 +8,7 @@ import os
 import subprocess
 import time
 import uuid as uuidlib
+from dataclasses import dataclass
 from pathlib import Path
 
 from lxml import etree
@@ -16,6 +17,28 @@ HERE = Path(__file__).resolve().parent
 URI = "qemu:///system"
 IMAGES = Path("/var/lib/libvirt/images/virtxml-cpu-lab")
 PREFIX = "vxc-lab-"
+
+
+@dataclass(frozen=True)
+class Lab:
+    """One real libvirtd + QEMU: how to reach it and the filesystem its QEMU sees."""
+
+    key: str
+    title: str
+    uri: str
+    root: Path
+    up_script: str
+
+    def path(self, inside: Path) -> Path:
+        """Where a path of the lab's own filesystem is on this host."""
+        return self.root / inside.relative_to("/")
+
+
+BPO_ROOT = Path(os.environ.get("VIRTXML_CPU_BPO_ROOT", "/var/lib/virtxml-cpu-lab/bookworm-bpo"))
+HOST_LAB = Lab("7.2", "Debian 12 QEMU 7.2 + libvirt 9.0", URI, Path("/"), "up.sh")
+BPO_LAB = Lab("10.0", "bookworm-backports QEMU 10.0 + libvirt 11.3 (chroot)",
+              f"qemu:///system?socket={BPO_ROOT}/run/libvirt/libvirt-sock", BPO_ROOT, "up-bpo.sh")
+LABS = {lab.key: lab for lab in (HOST_LAB, BPO_LAB)}
 
 # 16-bit real mode: CPUID 0x40000001, print EAX as 8 hex digits + newline on COM1 (0x3F8), halt.
 # Source (nasm): mov eax,0x40000001; cpuid; mov ebx,eax; mov cx,8; mov dx,0x3f8;
@@ -37,15 +60,15 @@ def lab_missing() -> str | None:
     return None
 
 
-def bring_up() -> None:
-    subprocess.run(["bash", str(HERE / "up.sh")], check=True)
+def bring_up(lab: Lab = HOST_LAB) -> None:
+    subprocess.run(["bash", str(HERE / lab.up_script)], check=True)
 
 
-def connect():
+def connect(lab: Lab = HOST_LAB):
     import libvirt
 
     libvirt.registerErrorHandler(lambda *_: None, None)
-    return libvirt.open(URI)
+    return libvirt.open(lab.uri)
 
 
 def startable(xml: bytes) -> bytes:
@@ -92,11 +115,12 @@ def read_properties(conn, xml: bytes, props) -> dict[str, bool]:
         dom.undefine()
 
 
-def boot_sector_guest(name: str, machine: str, cpu_xml: str = "", features_xml: str = "") -> bytes:
+def boot_sector_guest(name: str, machine: str, cpu_xml: str = "", features_xml: str = "",
+                      lab: Lab = HOST_LAB) -> bytes:
     """A domain XML that boots the CPUID boot sector; serial output goes to a file."""
-    IMAGES.mkdir(parents=True, exist_ok=True)
+    lab.path(IMAGES).mkdir(parents=True, exist_ok=True)
     disk = IMAGES / f"{name}.img"
-    disk.write_bytes(BOOT_SECTOR + bytes(1024 * 1024 - 512))  # AHCI wants more than one sector
+    lab.path(disk).write_bytes(BOOT_SECTOR + bytes(1024 * 1024 - 512))  # AHCI wants more than one sector
     log = IMAGES / f"{name}.serial"
     q35 = "q35" in machine
     bus, dev = ("sata", "sda") if q35 else ("ide", "hda")
@@ -126,13 +150,13 @@ def boot_sector_guest(name: str, machine: str, cpu_xml: str = "", features_xml: 
 """.encode()
 
 
-def serial_path(name: str) -> Path:
-    return IMAGES / f"{name}.serial"
+def serial_path(name: str, lab: Lab = HOST_LAB) -> Path:
+    return lab.path(IMAGES / f"{name}.serial")
 
 
-def start_and_read_cpuid(dom, timeout: float = 20.0) -> str:
+def start_and_read_cpuid(dom, timeout: float = 20.0, lab: Lab = HOST_LAB) -> str:
     """Start a defined boot-sector guest, return the 8 hex digits it printed, destroy it."""
-    log = serial_path(dom.name())
+    log = serial_path(dom.name(), lab)
     if log.exists():
         log.unlink()
     dom.create()
@@ -149,11 +173,11 @@ def start_and_read_cpuid(dom, timeout: float = 20.0) -> str:
         dom.destroy()
 
 
-def boot_and_read_cpuid(conn, xml: bytes, name: str, timeout: float = 20.0) -> str:
+def boot_and_read_cpuid(conn, xml: bytes, name: str, timeout: float = 20.0, lab: Lab = HOST_LAB) -> str:
     """Define and start the boot-sector guest, return EAX of CPUID 0x40000001 as it printed it."""
     dom = conn.defineXML(xml.decode())
     try:
-        return start_and_read_cpuid(dom, timeout)
+        return start_and_read_cpuid(dom, timeout, lab)
     finally:
         dom.undefine()
 
@@ -161,6 +185,24 @@ def boot_and_read_cpuid(conn, xml: bytes, name: str, timeout: float = 20.0) -> s
 def libvirtd_pid() -> int:
     """The host lab's libvirtd, by its pidfile (the second lab's daemon in its chroot has the same name)."""
     return int(Path("/run/libvirtd.pid").read_text().split()[0])
+
+
+def qemu_in(lab: Lab) -> list[str]:
+    """The lab's qemu-system-x86_64, run in the lab's filesystem."""
+    if lab.root == Path("/"):
+        return ["qemu-system-x86_64"]
+    return ["chroot", str(lab.root), "/usr/bin/qemu-system-x86_64"]
+
+
+def qmp_direct(lab: Lab, commands: list[dict]) -> list[dict]:
+    """Talk QMP to a bare `-machine none` QEMU of the lab (no libvirt); the replies in order."""
+    lines = [json.dumps({"execute": "qmp_capabilities"})] + [json.dumps(c) for c in commands]
+    lines.append(json.dumps({"execute": "quit"}))
+    out = subprocess.run(qemu_in(lab) + ["-machine", "none", "-nodefaults", "-display", "none", "-qmp", "stdio"],
+                         input="\n".join(lines) + "\n", capture_output=True, text=True, check=True,
+                         timeout=120).stdout
+    replies = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+    return [r for r in replies if "return" in r or "error" in r][1:1 + len(commands)]
 
 
 def wait_for_libvirtd(timeout: float = 30.0) -> None:

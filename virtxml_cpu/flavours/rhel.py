@@ -72,6 +72,6 @@ RHEL = Flavour(
         Rule("compat", "kvm-asyncpf-int", "off", "pc_rhel_8_4_compat {TYPE_X86_CPU, kvm-asyncpf-int, off}",
              families=PC, own_up_to=(8, 4, 0)),
     ),
-    version_marker=re.compile(r"qemu-kvm-[0-9][^)]*\.el[0-9]"),
+    version_marker=re.compile(r"qemu-kvm-[0-9][^)]*[.+]el[0-9]"),
     emulator_marker=re.compile(r"/usr/libexec/qemu-kvm$"),
 )

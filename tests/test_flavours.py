@@ -1,0 +1,159 @@
+"""QEMU flavours: every machine type name upstream, Ubuntu and RHEL QEMUs offer is classified; each build's
+deltas (Ubuntu's svm, RHEL's kvm-pv-unhalt) show; the build is detected and explained."""
+
+from __future__ import annotations
+
+import pytest
+from lxml import etree
+
+from virtxml_cpu import domain, engine, policy
+from virtxml_cpu.flavours import FLAVOURS, RHEL, UBUNTU, UPSTREAM
+from virtxml_cpu.hostfacts import HostFacts, flavour_from_machines, flavour_from_version
+from virtxml_cpu.machines import claimants, classify
+
+UBUNTU_CODENAMES = ["xenial", "yakkety", "zesty", "artful", "bionic", "cosmic", "disco", "eoan", "focal", "groovy",
+                    "hirsute", "impish", "jammy", "kinetic", "lunar", "mantic", "noble", "oracular", "plucky",
+                    "questing", "resolute"]
+UBUNTU_NAMES = (["pc-i440fx-trusty", "pc-i440fx-wily", "ubuntu", "ubuntu-q35", "pc-q35-jammy-maxcpus",
+                 "pc-i440fx-jammy-maxcpus", "pc-q35-mantic-hpb-maxcpus", "pc-q35-noble-v2", "pc-i440fx-noble-v2",
+                 "pc-i440fx-questing-v2", "pc-q35-cosmic-hpb", "pc-i440fx-hirsute-hpb"]
+                + [f"pc-{f}-{c}" for f in ("i440fx", "q35") for c in UBUNTU_CODENAMES]
+                + [f"pc-{f}-{c}-hpb" for f in ("i440fx", "q35") for c in UBUNTU_CODENAMES[4:15]])
+RHEL_NAMES = ([f"pc-i440fx-rhel7.{m}.0" for m in range(7)] + [f"pc-q35-rhel7.{m}.0" for m in range(3, 7)]
+              + [f"pc-q35-rhel8.{m}.0" for m in range(7)] + [f"pc-q35-rhel9.{m}.0" for m in range(0, 9, 2)]
+              + ["pc-q35-rhel10.0.0", "pc-q35-rhel10.1.0", "rhel6.0.0", "rhel6.6.0", "pc", "q35"])
+UPSTREAM_NAMES = ([f"pc-0.{m}" for m in range(10, 16)] + [f"pc-1.{m}" for m in range(4)]
+                  + [f"pc-i440fx-1.{m}" for m in range(4, 8)] + [f"pc-q35-1.{m}" for m in range(4, 8)]
+                  + [f"pc-{f}-{v}" for f in ("i440fx", "q35") for v in
+                     [f"2.{m}" for m in range(13)] + [f"3.{m}" for m in range(2)] + [f"4.{m}" for m in range(3)]
+                     + [f"5.{m}" for m in range(3)] + [f"6.{m}" for m in range(3)] + [f"7.{m}" for m in range(3)]
+                     + [f"8.{m}" for m in range(3)] + [f"9.{m}" for m in range(3)] + [f"10.{m}" for m in range(3)]]
+                  + ["pc-q35-4.0.1", "pc", "q35", "isapc", "microvm", "xenfv", "xenfv-3.1", "xenfv-4.2", "xenpv",
+                     "none"])
+
+
+@pytest.mark.parametrize("flavour,names", [(UPSTREAM, UPSTREAM_NAMES), (UBUNTU, UBUNTU_NAMES + UPSTREAM_NAMES),
+                                           (RHEL, RHEL_NAMES)])
+def test_every_machine_name_of_every_build_is_classified(flavour, names):
+    unknown = [n for n in names if (m := classify(n, flavour)) is None or m.family == "unknown"]
+    assert not unknown
+    pcs = [classify(n, flavour) for n in names if n.startswith("pc")]
+    assert all(m.is_pc and (m.low is not None or m.name in ("pc", "q35")) for m in pcs)
+
+
+def test_not_versions():
+    for name in ("pc-q35-7.2\n", "pc-q35-٧.٢", "pc-q35-7.2 ", "pc-q35-rhel9.٢.0"):
+        assert claimants(name) == []
+
+
+@pytest.mark.parametrize("name,low,high,irqchip", [
+    ("pc-q35-jammy", (6, 2), (6, 2), "on"), ("pc-i440fx-focal", (4, 0), (4, 0), "on"),
+    ("pc-q35-focal", (4, 2), (4, 2), "on"), ("pc-q35-cosmic", (2, 11), (2, 11), "on"),
+    ("pc-q35-cosmic-hpb", (2, 12), (2, 12), "on"), ("pc-i440fx-hirsute-hpb", (5, 1), (5, 1), "on"),
+    ("pc-q35-eoan", (4, 0), (4, 0), "on"),  # unlike upstream pc-q35-4.0
+    ("pc-i440fx-wily", (2, 4), (2, 4), "on"),
+    ("pc-q35-zapotec", (10, 2), None, "on"),  # a later codename: at least as new as the newest known
+    ("pc-q35-abacus", (10, 2), None, "on"),  # the next alphabet cycle
+    ("pc-q35-noblex", (8, 2), (9, 0), "on"),  # between noble and oracular
+])
+def test_ubuntu_names_map_to_their_upstream_options(name, low, high, irqchip):
+    m = classify(name, UBUNTU)
+    assert (m.low, m.high, m.irqchip) == (low, high, irqchip), m.how
+    assert classify("pc-q35-4.0", UBUNTU).irqchip == "split"
+
+
+def test_unknown_rhel_versions_are_rhel_bounded_by_their_neighbours():
+    m = classify("pc-q35-rhel9.5.0", RHEL)
+    assert (m.low, m.high) == ((8, 2), (9, 1))
+    m = classify("pc-q35-rhel10.0.0", RHEL)
+    assert (m.low, m.high) == ((9, 1), None)
+    assert classify("rhel6.6.0", RHEL).high == (1, 5)
+
+
+def dom(machine, cpu="", vtype="kvm"):
+    mattr = f" machine='{machine}'" if machine else ""
+    return domain.extract(etree.fromstring(
+        f"<domain type='{vtype}'><name>t</name><vcpu>2</vcpu><os><type arch='x86_64'{mattr}>hvm</type></os>"
+        f"{cpu}<devices/></domain>"))
+
+
+SVM_HOST = {(0x80000001, "ecx"): 1 << 2, (0x40000001, "eax"): 0x1FFFF, (1, "ecx"): 1 << 21}
+EPYC = "<cpu mode='custom'><model>EPYC</model></cpu>"
+
+
+def test_ubuntu_leaves_svm_to_the_model_even_on_upstream_named_machines():
+    for machine in ("pc-q35-jammy", "pc-q35-6.2"):
+        r = engine.resolve(dom(machine, EPYC), HostFacts(cpuid=SVM_HOST, qemu_flavour="ubuntu", flavour_source="t"))
+        assert r.features["svm"].state == "on", r.features["svm"]
+    r = engine.resolve(dom("pc-q35-6.2", EPYC), HostFacts(cpuid=SVM_HOST, qemu_flavour="upstream", flavour_source="t"))
+    assert r.features["svm"].state == "off"
+    # Build unknown, upstream name: both are possible, so svm depends on the build.
+    r = engine.resolve(dom("pc-q35-6.2", EPYC), HostFacts(cpuid=SVM_HOST))
+    assert r.features["svm"].state == "host-dependent" and "ubuntu: on" in r.features["svm"].detail
+
+
+def test_ubuntu_guests_get_the_fix_and_rhel_guests_do_not_need_it():
+    for machine in ("pc-q35-jammy", "pc-i440fx-focal", "pc-q35-noble", "pc-q35-jammy-hpb", "ubuntu", None):
+        r = engine.resolve(dom(machine), HostFacts(qemu_flavour="ubuntu", flavour_source="t"))
+        d = policy.decide(r, "compat")
+        assert (r.features["kvm-pv-unhalt"].state, d.action) == ("off", "inject"), (machine, d.reason)
+    for machine in ("pc-q35-rhel9.6.0", "pc-q35-rhel10.0.0", "pc-i440fx-rhel7.6.0"):
+        r = engine.resolve(dom(machine), HostFacts())
+        assert r.flavour == "rhel" and r.features["kvm-pv-unhalt"].state == "on"
+        assert r.features["l3-cache"].state == "on"  # compat level known well enough
+        assert policy.decide(r, "compat").rule == "already-on"
+    assert policy.decide(engine.resolve(dom("pc-i440fx-xenial"), HostFacts()), "compat").rule == "machine-too-old"
+
+
+def test_absent_machine_is_the_builds_default():
+    assert engine.resolve(dom(None), HostFacts(qemu_flavour="ubuntu", flavour_source="t")).machine.alias_of == "ubuntu"
+    r = engine.resolve(dom(None), HostFacts(qemu_flavour="rhel", flavour_source="t"))
+    assert r.machine.alias_of == "pc-i440fx-rhel7.6.0" and r.features["kvm-pv-unhalt"].state == "on"
+    r = engine.resolve(dom(None), HostFacts())
+    assert r.features["kvm-pv-unhalt"].state == "host-dependent" and "rhel: on" in r.features["kvm-pv-unhalt"].detail
+
+
+@pytest.mark.parametrize("text,flavour", [
+    ("QEMU emulator version 8.2.2 (Debian 1:8.2.2+ds-0ubuntu1.4)", "ubuntu"),
+    ("QEMU emulator version 6.2.0 (Debian 1:6.2+dfsg-2ubuntu6.22)", "ubuntu"),
+    ("QEMU emulator version 9.1.0 (qemu-kvm-9.1.0-15.el9_6)", "rhel"),
+    ("QEMU emulator version 6.2.0 (qemu-kvm-6.2.0-53.module+el8.10.0+2055+8eb7870b.4)", "rhel"),
+    ("QEMU emulator version 7.2.22 (Debian 1:7.2+dfsg-7+deb12u18+b3)", "upstream"),
+    ("QEMU emulator version 10.0.2 (Debian 1:10.0.2+ds-2+deb13u1~bpo12+1)", "upstream"),
+    ("QEMU emulator version 9.2.0", "upstream"),
+])
+def test_flavour_from_version_string(text, flavour):
+    assert flavour_from_version(text + "\nCopyright ...", "qemu --version").qemu_flavour == flavour
+
+
+def test_flavour_from_capabilities_machine_list():
+    assert flavour_from_machines({"pc-i440fx-noble", "ubuntu", "pc-i440fx-8.2", "pc"})[0] == "ubuntu"
+    assert flavour_from_machines({"pc-q35-rhel9.6.0", "q35", "pc"})[0] == "rhel"
+    assert flavour_from_machines({"pc-q35-7.2", "pc"})[0] == "upstream"
+    assert flavour_from_machines({"pc"}, "/usr/libexec/qemu-kvm")[0] == "rhel"
+
+
+def test_explain_names_the_flavour_and_why():
+    r = engine.resolve(dom("pc-q35-jammy"), HostFacts())
+    assert r.flavour == "ubuntu" and "exists only in Ubuntu's QEMU" in r.flavour_basis
+    r = engine.resolve(dom("pc-q35-rhel9.6.0"), HostFacts())
+    assert r.flavour == "rhel" and "RHEL" in r.flavour_basis
+    r = engine.resolve(dom("pc-q35-6.2"), HostFacts(qemu_flavour="ubuntu", flavour_source="qemu --version: X"))
+    assert r.flavour_basis == "ubuntu: qemu --version: X"
+    r = engine.resolve(dom("pc-q35-jammy"), HostFacts(qemu_flavour="upstream", flavour_source="t"))
+    assert r.flavour == "ubuntu" and any("does not exist in upstream QEMU" in w for w in r.warnings)
+
+
+def test_adding_a_release_is_data_only():
+    """A new Ubuntu release is one Release row; nothing else changes."""
+    from dataclasses import replace
+
+    from virtxml_cpu.flavours.model import Release
+
+    table = UBUNTU.tables[0]
+    newer = replace(table, releases=table.releases + (Release("stonking", {"pc-i440fx": (11, 0), "pc-q35": (11, 0)},
+                                                              "test"),))
+    flavour = replace(UBUNTU, tables=(newer,))
+    assert classify("pc-q35-stonking", flavour).version == (11, 0)
+    assert classify("pc-q35-stonking", UBUNTU).low == (10, 2)
+    assert set(FLAVOURS) == {"upstream", "ubuntu", "rhel"}
