@@ -23,10 +23,12 @@ demo: $(STAMP)
 	@echo "### virtxml-cpu rewrite --check examples/*.xml"
 	@$(PY) -m virtxml_cpu rewrite --check -q $(EXAMPLES); echo "exit status $$? (1 = some guests need the fix)"
 
-# The real libvirtd + QEMU/KVM lab (root only): Debian packages, libvirt-qemu user, virtlogd, libvirtd,
-# and libvirt-python in the venv.
+# The real libvirtd + QEMU/KVM labs (root only): Debian 12's QEMU 7.2 + libvirt 9.0 on the host, and
+# QEMU 10.0.2 + libvirt 11.3 from bookworm-backports in a chroot with its own daemons; libvirt-python in
+# the venv.
 lab: $(STAMP)
 	bash tests/lab/up.sh
+	bash tests/lab/up-bpo.sh
 	$(PY) -c 'import libvirt' 2>/dev/null || $(PY) -m pip install -q 'libvirt-python>=9.0'
 
 test: $(STAMP)

@@ -3,6 +3,11 @@ deltas (Ubuntu's svm, RHEL's kvm-pv-unhalt) show; the build is detected and expl
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+
 import pytest
 from lxml import etree
 
@@ -10,6 +15,8 @@ from virtxml_cpu import domain, engine, policy
 from virtxml_cpu.flavours import FLAVOURS, RHEL, UBUNTU, UPSTREAM
 from virtxml_cpu.hostfacts import HostFacts, flavour_from_machines, flavour_from_version
 from virtxml_cpu.machines import claimants, classify
+
+from .conftest import FIXTURES, ROOT
 
 UBUNTU_CODENAMES = ["xenial", "yakkety", "zesty", "artful", "bionic", "cosmic", "disco", "eoan", "focal", "groovy",
                     "hirsute", "impish", "jammy", "kinetic", "lunar", "mantic", "noble", "oracular", "plucky",
@@ -157,3 +164,76 @@ def test_adding_a_release_is_data_only():
     assert classify("pc-q35-stonking", flavour).version == (11, 0)
     assert classify("pc-q35-stonking", UBUNTU).low == (10, 2)
     assert set(FLAVOURS) == {"upstream", "ubuntu", "rhel"}
+
+
+# --- detection order, through the CLI and the hook ------------------------------------------------------
+
+
+UBUNTU_VERSION = "QEMU emulator version 8.2.2 (Debian 1:8.2.2+ds-0ubuntu1.4)"
+
+
+@pytest.fixture
+def fake_qemu(tmp_path):
+    """A qemu-system-x86_64 on PATH that prints Ubuntu's version string and counts its runs."""
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    qemu = bindir / "qemu-system-x86_64"
+    qemu.write_text(f"#!/bin/sh\necho run >> {tmp_path}/runs\necho '{UBUNTU_VERSION}'\necho 'Copyright'\n")
+    qemu.chmod(0o755)
+    return tmp_path
+
+
+def explain(tmp, *args, config=None):
+    env = dict(os.environ, PATH=f"{tmp}/bin:/usr/bin:/bin")
+    env.pop("VIRTXML_CPU_CONFIG", None)
+    if config:
+        (tmp / "c.toml").write_text(config)
+        args = args + ("--config", str(tmp / "c.toml"))
+    xml = (b"<domain type='kvm'><name>t</name><vcpu>2</vcpu><os><type arch='x86_64' machine='pc-q35-6.2'>hvm"
+           b"</type></os><cpu mode='custom'><model>EPYC</model></cpu><devices/></domain>")
+    r = subprocess.run([sys.executable, "-m", "virtxml_cpu", "explain", "--format", "json", *args, "-"],
+                       input=xml, capture_output=True, cwd=ROOT, env=env, check=True)
+    return json.loads(r.stdout)
+
+
+def test_detection_order_option_config_local_qemu(fake_qemu):
+    d = explain(fake_qemu)
+    assert d["qemu_flavour"] == "ubuntu" and UBUNTU_VERSION in d["qemu_flavour_basis"]
+    assert "enable-svm-by-default" in d["features"]["svm"]["detail"]  # (then filtered if this KVM lacks svm)
+    d = explain(fake_qemu, config='qemu_flavour = "upstream"\n')
+    assert d["qemu_flavour"] == "upstream" and "qemu_flavour in" in d["qemu_flavour_basis"]
+    d = explain(fake_qemu, "--qemu-flavour", "ubuntu", config='qemu_flavour = "upstream"\n')
+    assert d["qemu_flavour_basis"] == "ubuntu: --qemu-flavour"
+    d = explain(fake_qemu, "--no-host-probe")  # no local probe: the machine name alone
+    assert d["qemu_flavour"] == "upstream|ubuntu" and d["features"]["svm"]["state"] == "host-dependent"
+
+
+def test_config_rejects_an_unknown_flavour(fake_qemu):
+    with pytest.raises(subprocess.CalledProcessError) as e:
+        explain(fake_qemu, config='qemu_flavour = "debian"\n')
+    assert e.value.returncode == 2 and b"qemu_flavour" in e.value.stderr
+
+
+def test_local_probe_is_cached_per_binary(fake_qemu):
+    from virtxml_cpu.hostfacts import probe_local_qemu
+
+    qemu, cache = str(fake_qemu / "bin" / "qemu-system-x86_64"), str(fake_qemu / "cache.json")
+    for _ in range(3):
+        assert probe_local_qemu(qemu, cache).qemu_flavour == "ubuntu"
+    assert (fake_qemu / "runs").read_text().count("run") == 1
+    os.utime(qemu, ns=(0, 0))  # another binary (an upgrade): asked again
+    assert probe_local_qemu(qemu, cache).qemu_version == (8, 2, 2)
+    assert (fake_qemu / "runs").read_text().count("run") == 2
+
+
+def test_hook_reads_the_build_from_the_domains_emulator(fake_qemu):
+    from virtxml_cpu import hook
+    from virtxml_cpu.config import Config
+
+    qemu = fake_qemu / "bin" / "qemu-system-x86_64"
+    data = (FIXTURES / "handwritten-no-cpu.xml").read_bytes().replace(
+        b"</devices>", f"<emulator>{qemu}</emulator></devices>".encode())
+    facts = hook.hook_host_facts(data, Config(spool=str(fake_qemu / "spool" / "pending")))
+    assert facts.qemu_flavour == "ubuntu" and str(qemu) in facts.flavour_source
+    facts = hook.hook_host_facts(data, Config(qemu_flavour="rhel", path="c.toml"))
+    assert facts.qemu_flavour == "rhel"

@@ -6,11 +6,13 @@ Regenerate with `pytest --regen` (or VIRTXML_CPU_REGEN=1) and review `git diff t
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
 from virtxml_cpu import report
 from virtxml_cpu.config import Config
+from virtxml_cpu.hostfacts import HostFacts
 from virtxml_cpu.pipeline import process
 
 from .conftest import FIXTURES, ROOT
@@ -21,6 +23,28 @@ CASES = sorted(SOURCES)
 EXPECTED = FIXTURES / "expected"
 
 
+HOST_HEADER = re.compile(rb"<!-- host: (.*?) -->")
+
+
+@pytest.fixture
+def host_of(host):
+    """The host a case assumes: its `<!-- host: key=value ... -->` header, else the recorded lab host (QEMU
+    7.2, Debian). A header keeps the recorded KVM CPUID, sets the QEMU build and version, and `svm=yes`
+    makes it an AMD host with nested SVM."""
+    def facts(data: bytes) -> HostFacts:
+        m = HOST_HEADER.search(data[:400])
+        if not m:
+            return host
+        kv = dict(w.split("=", 1) for w in m.group(1).decode().split() if "=" in w)
+        cpuid = dict(host.cpuid)
+        if kv.get("svm") == "yes":
+            cpuid[(0x80000001, "ecx")] = cpuid.get((0x80000001, "ecx"), 0) | 1 << 2
+        return HostFacts(cpuid=cpuid, sources=("recorded KVM_GET_SUPPORTED_CPUID", "fixture header"),
+                         qemu_version=tuple(int(p) for p in kv["qemu_version"].split(".")),
+                         qemu_flavour=kv["qemu_flavour"], flavour_source="fixture header: " + m.group(1).decode())
+    return facts
+
+
 def _check(path, actual: bytes, regen: bool):
     if regen:
         path.write_bytes(actual)
@@ -29,23 +53,24 @@ def _check(path, actual: bytes, regen: bool):
 
 
 @pytest.mark.parametrize("name", CASES)
-def test_rewrite_golden(name, host, regen):
+def test_rewrite_golden(name, host_of, regen):
     data = SOURCES[name].read_bytes()
-    out = process(data, name, host, Config())
+    out = process(data, name, host_of(data), Config())
     _check(EXPECTED / name.replace(".xml", ".out.xml"), out.output, regen)
 
 
 @pytest.mark.parametrize("name", CASES)
-def test_explain_golden(name, host, regen):
+def test_explain_golden(name, host_of, regen):
     data = SOURCES[name].read_bytes()
-    doc = report.to_json(process(data, name, host, Config()))
+    doc = report.to_json(process(data, name, host_of(data), Config()))
     _check(EXPECTED / name.replace(".xml", ".explain.json"),
            (json.dumps(doc, indent=1, sort_keys=True) + "\n").encode(), regen)
 
 
 @pytest.mark.parametrize("name", CASES)
-def test_untouched_means_byte_identical_and_rerun_is_noop(name, host):
+def test_untouched_means_byte_identical_and_rerun_is_noop(name, host_of):
     data = SOURCES[name].read_bytes()
+    host = host_of(data)
     first = process(data, name, host, Config())
     if first.decision.action == "keep":
         assert first.output == data
@@ -62,8 +87,8 @@ def test_untouched_means_byte_identical_and_rerun_is_noop(name, host):
 def _added_lines(before: bytes, after: bytes) -> list[str]:
     import difflib
 
-    a = before.decode().splitlines()
-    b = after.decode().splitlines()
+    a = before.decode().replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    b = after.decode().replace("\r\n", "\n").replace("\r", "\n").split("\n")
     diff = list(difflib.ndiff(a, b))
     removed = [d[2:] for d in diff if d.startswith("- ")]
     added = [d[2:] for d in diff if d.startswith("+ ")]

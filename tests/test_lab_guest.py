@@ -17,10 +17,14 @@ from .conftest import ROOT, require_lab
 libvirt = require_lab()
 pytestmark = pytest.mark.lab
 PV_UNHALT = 1 << 7
+# (lab, kind) -> (machine, <cpu>): QEMU 7.2 in the host lab, QEMU 10.0.2 in the chroot lab.
 GUESTS = {
-    "host-model": ("pc-q35-7.2", "<cpu mode='host-model' check='partial'/>"),
-    "custom": ("pc-i440fx-7.2", "<cpu mode='custom' match='exact'><model fallback='forbid'>qemu64</model></cpu>"),
-    "no-cpu": ("q35", ""),
+    ("7.2", "host-model"): ("pc-q35-7.2", "<cpu mode='host-model' check='partial'/>"),
+    ("7.2", "custom"): ("pc-i440fx-7.2", "<cpu mode='custom' match='exact'><model fallback='forbid'>qemu64</model></cpu>"),
+    ("7.2", "no-cpu"): ("q35", ""),
+    ("10.0", "host-model"): ("pc-q35-10.0", "<cpu mode='host-model' check='partial'/>"),
+    ("10.0", "custom"): ("pc-i440fx-10.0", "<cpu mode='custom' match='exact'><model fallback='forbid'>qemu64</model></cpu>"),
+    ("10.0", "no-cpu"): ("pc-q35-10.0", ""),
 }
 SEEN: dict[str, tuple[str, str]] = {}
 
@@ -31,17 +35,22 @@ def rewrite(xml: bytes) -> bytes:
     return r.stdout
 
 
-@pytest.mark.parametrize("kind", sorted(GUESTS))
-def test_guest_reads_pv_unhalt_only_after_rewrite(lab, kind):
-    machine, cpu = GUESTS[kind]
+@pytest.mark.parametrize("key", sorted(GUESTS))
+def test_guest_reads_pv_unhalt_only_after_rewrite(lab_up, key):
+    lab_key, kind = key
+    lab = harness.LABS[lab_key]
+    harness.bring_up(lab)
+    conn = harness.connect(lab)
+    machine, cpu = GUESTS[key]
     name = harness.unique_name(f"cpuid-{kind}")
-    original = harness.boot_sector_guest(name, machine, cpu)
-    before = harness.boot_and_read_cpuid(lab, harness.startable(original), name)
+    original = harness.boot_sector_guest(name, machine, cpu, lab=lab)
+    before = harness.boot_and_read_cpuid(conn, harness.startable(original), name, lab=lab)
     fixed = rewrite(original)
     assert fixed != original and b"<pvspinlock state='on'/>" in fixed
-    after = harness.boot_and_read_cpuid(lab, harness.startable(fixed), name)
-    SEEN[kind] = (before, after)
-    print(f"\n{kind} on {machine}: CPUID 0x40000001.EAX before {before}, after {after}")
+    after = harness.boot_and_read_cpuid(conn, harness.startable(fixed), name, lab=lab)
+    conn.close()
+    SEEN[key] = (before, after)
+    print(f"\n{kind} on {machine} ({lab.title}): CPUID 0x40000001.EAX before {before}, after {after}")
     assert int(before, 16) & PV_UNHALT == 0
     assert int(after, 16) & PV_UNHALT
     assert int(after, 16) == int(before, 16) | PV_UNHALT  # nothing else in the leaf changed

@@ -277,3 +277,61 @@ def test_cpu_feature_kvm_pv_unhalt_is_rejected_at_start_as_the_tool_warns(qlab):
             dom.createWithFlags(libvirt.VIR_DOMAIN_START_PAUSED)
     finally:
         dom.undefine()
+
+
+def test_model_table_generator_stops_on_a_failed_expansion(tmp_path):
+    """tools/gen_cpu_models.py matches replies by id and exits on any error (a failed reply used to shift
+    every later model's bits); run against the lab's real QEMU with one bogus model."""
+    import importlib.util
+    import sys
+
+    spec = importlib.util.spec_from_file_location("gen", Path(__file__).resolve().parent.parent / "tools" / "gen_cpu_models.py")
+    gen = importlib.util.module_from_spec(spec)
+    sys_argv = sys.argv
+    sys.argv = ["gen"]
+    try:
+        spec.loader.exec_module(gen)
+    finally:
+        sys.argv = sys_argv
+    ok = gen.qmp([{"execute": "query-cpu-model-expansion", "arguments": {"type": "full", "model": {"name": "qemu64"}}}])
+    assert ok[0]["model"]["props"]["svm"] is True
+    with pytest.raises(SystemExit, match="no-such-model"):
+        gen.qmp([{"execute": "query-cpu-model-expansion", "arguments": {"type": "full", "model": {"name": "qemu64"}}},
+                 {"execute": "query-cpu-model-expansion", "arguments": {"type": "full", "model": {"name": "no-such-model"}}}])
+
+
+FEATURES_SCRAMBLED = ("<vmcoreinfo state='on'/><smm state='on'/><pvspinlock state='on'/><ioapic driver='kvm'/>"
+                      "<pmu state='on'/><kvm><hidden state='off'/></kvm><hyperv mode='custom'><relaxed state='on'/>"
+                      "</hyperv><msrs unknown='ignore'/><vmport state='off'/><apic/><pae/><acpi/>")
+CPU_SCRAMBLED = ("<cpu mode='custom' match='exact'><numa><cell id='0' cpus='0-1' memory='65536' unit='KiB'/></numa>"
+                 "<feature policy='require' name='x2apic'/><maxphysaddr mode='emulate' bits='42'/>"
+                 "<cache mode='disable'/><topology sockets='1' dies='1' cores='2' threads='1'/>"
+                 "<vendor>AMD</vendor><model fallback='allow'>qemu64</model></cpu>")
+
+
+def test_libvirt_writes_children_in_the_order_the_rewriter_uses(qlab):
+    """Define with <features>/<cpu>/<domain> children scrambled; libvirt's formatter writes them back in its
+    own order, which must be the order libvirt_order.py says (it is what rewrite.py inserts by)."""
+    from lxml import etree
+
+    from virtxml_cpu import libvirt_order
+
+    lab, conn, host = qlab
+    name = harness.unique_name("order")
+    xml = (f"<domain type='kvm'><name>{name}</name><memory unit='MiB'>64</memory><vcpu>2</vcpu>"
+           f"<devices><emulator>/usr/bin/qemu-system-x86_64</emulator></devices><on_crash>destroy</on_crash>"
+           f"<clock offset='utc'/>{CPU_SCRAMBLED}<features>{FEATURES_SCRAMBLED}</features>"
+           f"<os><type arch='x86_64' machine='q35'>hvm</type></os></domain>")
+    dom = conn.defineXML(xml)
+    try:
+        back = etree.fromstring(dom.XMLDesc(libvirt.VIR_DOMAIN_XML_INACTIVE).encode())
+    finally:
+        dom.undefine()
+    for parent, order in ((back.find("features"), libvirt_order.FEATURES), (back.find("cpu"), libvirt_order.CPU),
+                          (back, libvirt_order.DOMAIN)):
+        tags = [c.tag for c in parent if isinstance(c.tag, str) and c.tag in order]
+        assert len(tags) >= 5, tags
+        assert tags == sorted(tags, key=order.index), (parent.tag, tags)
+    assert [c.tag for c in back.find("features")][:3] == ["acpi", "apic", "pae"]
+    print(f"\norder on {lab.title}: features {[c.tag for c in back.find('features')]}, "
+          f"cpu {[c.tag for c in back.find('cpu')]}")

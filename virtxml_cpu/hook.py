@@ -68,7 +68,9 @@ def hook_host_facts(data: bytes, cfg) -> HostFacts:
     if cfg.qemu_flavour:
         return facts.merged(HostFacts(qemu_flavour=cfg.qemu_flavour, flavour_source=f"qemu_flavour in {cfg.path}"))
     m = EMULATOR.search(data)
-    return facts.merged(probe_local_qemu(m.group(1).decode("utf-8", "replace").strip() if m else "qemu-system-x86_64"))
+    emulator = m.group(1).decode("utf-8", "replace").strip() if m else "qemu-system-x86_64"
+    cache = os.path.join(os.path.dirname(cfg.spool.rstrip("/")) or ".", "qemu-version.json")
+    return facts.merged(probe_local_qemu(emulator, cache))
 
 
 def enforce_message(name: str, why: str) -> str:

@@ -141,8 +141,12 @@ def flavour_from_version(text: str, what: str) -> HostFacts:
                      sources=(what,))
 
 
-def probe_local_qemu(binary: str = "qemu-system-x86_64") -> HostFacts:
-    """Ask the local QEMU binary for its version string (one short process); empty facts when absent."""
+def probe_local_qemu(binary: str = "qemu-system-x86_64", cache: str | None = None) -> HostFacts:
+    """Ask the local QEMU binary for its version string (one short process, ~15 ms); empty facts when absent.
+
+    With `cache` (a file path), the answer is kept keyed by the binary's device, inode, size and mtime, so a
+    hook asks once per installed QEMU, not once per guest start. Cache problems are ignored."""
+    import json
     import shutil
     import subprocess
 
@@ -150,11 +154,41 @@ def probe_local_qemu(binary: str = "qemu-system-x86_64") -> HostFacts:
     if not path or not os.access(path, os.X_OK):
         return HostFacts()
     try:
+        st = os.stat(path)
+    except OSError:
+        return HostFacts()
+    key = f"{path}:{st.st_dev}:{st.st_ino}:{st.st_size}:{st.st_mtime_ns}"
+    cached = _read_cache(cache, key)
+    if cached is not None:
+        return flavour_from_version(cached, f"{path} --version")
+    try:
         out = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=10,
                              stdin=subprocess.DEVNULL).stdout
     except (OSError, subprocess.SubprocessError):
         return HostFacts()
-    return flavour_from_version(out, f"{path} --version")
+    first = out.strip().splitlines()[0] if out.strip() else ""
+    if cache and first:
+        try:
+            tmp = f"{cache}.{os.getpid()}.tmp"
+            with open(tmp, "w", encoding="utf-8") as fh:
+                json.dump({"key": key, "version": first}, fh)
+            os.replace(tmp, cache)
+        except OSError:
+            pass
+    return flavour_from_version(first, f"{path} --version")
+
+
+def _read_cache(cache: str | None, key: str) -> str | None:
+    import json
+
+    if not cache:
+        return None
+    try:
+        with open(cache, encoding="utf-8") as fh:
+            data = json.loads(fh.read(4096))
+        return data["version"] if data.get("key") == key and isinstance(data.get("version"), str) else None
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
 
 
 def parse_domcapabilities(data: bytes) -> HostFacts:

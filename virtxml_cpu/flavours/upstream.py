@@ -1,6 +1,6 @@
 """Upstream QEMU (and builds that do not patch these tables: Debian, Fedora, Arch, ...).
 
-Sources are upstream QEMU commits; see the project README's "Sources" section. kvm_default_props is the
+Each row cites the upstream QEMU commit (and the release it is in) that made it. kvm_default_props is the
 same text in v6.0, v8.2, v9.0 and master (target/i386/kvm/kvm-cpu.c since 6.1, target/i386/cpu.c 2.5-6.0).
 QEMU 8.0-10.x add no row among the properties this tool resolves (pc_compat_8_0 ... pc_compat_10_0 set
 none of them; checked against QEMU 10.0.2's own `query-machines` compat-props by the lab tests).
