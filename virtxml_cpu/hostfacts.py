@@ -146,11 +146,7 @@ def probe_local_qemu(binary: str = "qemu-system-x86_64", cache: str | None = Non
 
     With `cache` (a file path), the answer is kept keyed by the binary's device, inode, size and mtime, so a
     hook asks once per installed QEMU, not once per guest start. Cache problems are ignored."""
-    import json
-    import shutil
-    import subprocess
-
-    path = binary if os.path.isabs(binary) else shutil.which(binary)
+    path = binary if os.path.isabs(binary) else _which(binary)
     if not path or not os.access(path, os.X_OK):
         return HostFacts()
     try:
@@ -161,6 +157,9 @@ def probe_local_qemu(binary: str = "qemu-system-x86_64", cache: str | None = Non
     cached = _read_cache(cache, key)
     if cached is not None:
         return flavour_from_version(cached, f"{path} --version")
+    import json  # only on a cache miss: the hook's prepare path stays lean
+    import subprocess
+
     try:
         out = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=10,
                              stdin=subprocess.DEVNULL).stdout
@@ -169,6 +168,7 @@ def probe_local_qemu(binary: str = "qemu-system-x86_64", cache: str | None = Non
     first = out.strip().splitlines()[0] if out.strip() else ""
     if cache and first:
         try:
+            os.makedirs(os.path.dirname(cache) or ".", mode=0o755, exist_ok=True)
             tmp = f"{cache}.{os.getpid()}.tmp"
             with open(tmp, "w", encoding="utf-8") as fh:
                 json.dump({"key": key, "version": first}, fh)
@@ -176,6 +176,14 @@ def probe_local_qemu(binary: str = "qemu-system-x86_64", cache: str | None = Non
         except OSError:
             pass
     return flavour_from_version(first, f"{path} --version")
+
+
+def _which(name: str) -> str | None:
+    for d in os.environ.get("PATH", "/usr/bin:/bin").split(os.pathsep):
+        path = os.path.join(d or ".", name)
+        if os.path.isfile(path) and os.access(path, os.X_OK):
+            return path
+    return None
 
 
 def _read_cache(cache: str | None, key: str) -> str | None:
