@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from dataclasses import replace
 
@@ -11,7 +12,7 @@ from .config import HOOK_MODES
 from .flavours import NAMES as FLAVOUR_NAMES
 from .errors import EXIT_BAD_INPUT, EXIT_ENVIRONMENT, EXIT_OK, EXIT_WORK_FOUND, BadInput, VirtxmlCpuError
 from .hookinstall import DEFAULT_HOOKS_DIR
-from .files import read_input, replace_atomically
+from .files import read_input, shown, update_in_place, write_output
 from .hostfacts import HostFacts, parse_capabilities, parse_domcapabilities, probe_kvm, probe_local_qemu
 from .pipeline import process
 from .policy import POLICIES, STYLES
@@ -157,8 +158,10 @@ def main(argv: list[str] | None = None) -> int:
             return e.exit_code
     try:
         if args.command == "rewrite":
-            if args.backup and not args.in_place:
+            if args.backup is not None and not args.in_place:
                 raise BadInput("--backup goes with --in-place")
+            if args.backup is not None and (not args.backup or "/" in args.backup or "\0" in args.backup):
+                raise BadInput("--backup takes a non-empty file name suffix such as .orig, not a path")
             if args.output and len(args.files) != 1:
                 raise BadInput("-o takes exactly one input file")
             if args.in_place and "-" in args.files:
@@ -169,10 +172,14 @@ def main(argv: list[str] | None = None) -> int:
         _err(str(e))
         return e.exit_code
     status = EXIT_OK
+    render = args.command == "rewrite" and not args.check
     for path in args.files:
-        label = "<stdin>" if path == "-" else path
+        label = "<stdin>" if path == "-" else shown(path)
         try:
-            outcome = process(read_input(path), label, host, cfg, args.policy, args.style)
+            if args.command == "rewrite" and args.in_place:
+                status = max(status, _in_place(args, path, label, host, cfg))
+                continue
+            outcome = process(read_input(path), label, host, cfg, args.policy, args.style, render=render)
             status = max(status, _emit(args, path, outcome))
         except VirtxmlCpuError as e:
             _err(str(e))
@@ -180,12 +187,32 @@ def main(argv: list[str] | None = None) -> int:
     return status
 
 
+def _in_place(args, path: str, label: str, host, cfg) -> int:
+    """Lock, read, decide, rewrite, rename: concurrent runs on one file make exactly one change."""
+    def transform(data: bytes):
+        o = process(data, label, host, cfg, args.policy, args.style)
+        return (o.output if o.changed else None), o
+
+    written, o, backup = update_in_place(path, transform, args.backup)
+    _notes(args, o)
+    if written and not args.quiet:
+        extra = f"; original kept as {shown(backup)}" if backup else ""
+        print(f"{label}: added kvm-pv-unhalt ({o.decision.rule}){extra}", file=sys.stderr)
+    elif not written and args.verbose:
+        print(f"{label}: unchanged: {o.decision.reason}", file=sys.stderr)
+    return EXIT_OK
+
+
+def _notes(args, o) -> None:
+    for note in o.decision.notes if not args.quiet else ():
+        print(f"virtxml-cpu: {o.label}: note: {note}", file=sys.stderr)
+
+
 def _emit(args, path: str, o) -> int:
     if args.command == "explain":
         print(report.to_json_line(o) if args.format == "json" else report.table(o, args.verbose) + "\n")
         return EXIT_OK
-    for note in o.decision.notes if not args.quiet else ():
-        print(f"virtxml-cpu: {o.label}: note: {note}", file=sys.stderr)
+    _notes(args, o)
     if args.check:
         if o.changed and not args.quiet:
             print(f"{o.label}: would add kvm-pv-unhalt: {o.decision.reason}")
@@ -193,18 +220,8 @@ def _emit(args, path: str, o) -> int:
     if args.diff:
         sys.stdout.write(report.unified_diff(o))
         return EXIT_OK
-    if args.in_place:
-        if o.changed:
-            replace_atomically(path, o.output, args.backup)
-            if not args.quiet:
-                print(f"{o.label}: added kvm-pv-unhalt ({o.decision.rule})", file=sys.stderr)
-        elif args.verbose:
-            print(f"{o.label}: unchanged: {o.decision.reason}", file=sys.stderr)
-        return EXIT_OK
     if args.output:
-        if args.output == path:
-            raise BadInput("-o names the input file; use --in-place")
-        replace_atomically(args.output, o.output)
+        write_output(args.output, o.output, args.files)
         return EXIT_OK
     sys.stdout.buffer.write(o.output)
     sys.stdout.flush()
@@ -299,4 +316,21 @@ def _hook(args) -> int:
 
 
 def run() -> None:
-    sys.exit(main())
+    """The console entry point: a reader that goes away (`| head`) ends the run quietly, and a full or
+    failing stdout is one line, exit 3, never a traceback."""
+    try:
+        code = main()
+        sys.stdout.flush()
+    except BrokenPipeError:
+        code = EXIT_ENVIRONMENT
+    except OSError as e:
+        if e.errno is None or e.filename is not None:
+            raise
+        _err(f"cannot write the output: {e.strerror}")
+        code = EXIT_ENVIRONMENT
+    if code == EXIT_ENVIRONMENT:
+        try:  # nothing more may reach a closed or full stdout at exit
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        except OSError:
+            pass
+    sys.exit(code)

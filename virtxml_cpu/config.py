@@ -15,7 +15,8 @@ import os
 import tomllib
 from dataclasses import dataclass
 
-from .errors import BadInput
+from .errors import BadInput, EnvironmentProblem
+from .files import shown
 from .flavours import NAMES as FLAVOURS
 from .policy import POLICIES, STYLES
 
@@ -35,14 +36,30 @@ class Config:
     qemu_flavour: str | None = None
 
 
+MAX_CONFIG_BYTES = 64 * 1024  # a config is a few lines; /dev/zero or a log file by mistake is not
+KEYS = {"policy": str, "style": str, "qemu_flavour": str, "hook": dict}
+HOOK_KEYS = {"mode": str, "spool": str, "syslog_socket": str}
+
+
 def parse(text: str, path: str = "<config>") -> Config:
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
-        raise BadInput(f"config {path}: {e}") from None
+        raise BadInput(f"config {path}: {str(e).splitlines()[0]}") from None
+    except RecursionError:
+        raise BadInput(f"config {path}: nested too deeply") from None
     hook = data.get("hook", {})
-    if not isinstance(hook, dict):
-        raise BadInput(f"config {path}: [hook] must be a table")
+    for table, keys, prefix in ((data, KEYS, ""), (hook if isinstance(hook, dict) else {}, HOOK_KEYS, "hook.")):
+        unknown = sorted(set(table) - set(keys))
+        if unknown:
+            raise BadInput(f"config {path}: unknown setting(s) {', '.join(prefix + k for k in unknown)}")
+        for key, want in keys.items():
+            if key in table and not isinstance(table[key], want):
+                kind = "a table" if want is dict else "a string"
+                raise BadInput(f"config {path}: {prefix}{key} must be {kind}, not {type(table[key]).__name__}")
+    for key in ("spool", "syslog_socket"):
+        if key in hook and (not hook[key] or "\0" in hook[key]):
+            raise BadInput(f"config {path}: hook.{key} must be a path")
     cfg = Config(data.get("policy"), data.get("style", "pvspinlock"), hook.get("mode"),
                  hook.get("spool", DEFAULT_SPOOL), hook.get("syslog_socket"), path, data.get("qemu_flavour"))
     for key, value, allowed in (("policy", cfg.policy, POLICIES + (None,)), ("style", cfg.style, STYLES),
@@ -50,22 +67,31 @@ def parse(text: str, path: str = "<config>") -> Config:
                                 ("hook.mode", cfg.hook_mode, HOOK_MODES + (None,))):
         if value not in allowed:
             raise BadInput(f"config {path}: {key} = {value!r} is not one of {', '.join(a for a in allowed if a)}")
-    unknown = set(data) - {"policy", "style", "hook", "qemu_flavour"} | set(hook) - {"mode", "spool", "syslog_socket"}
-    if unknown:
-        raise BadInput(f"config {path}: unknown setting(s) {', '.join(sorted(unknown))}")
     return cfg
 
 
 def load(path: str | None) -> Config:
-    """Read the config; an explicitly named file must exist, the default one may be absent."""
+    """Read the config; an explicitly named file must exist, the default one may be absent.
+
+    Errors map as for input files: missing or a directory is bad usage (2), unreadable is the environment (3)."""
     explicit = path is not None or "VIRTXML_CPU_CONFIG" in os.environ
     path = path or os.environ.get("VIRTXML_CPU_CONFIG", DEFAULT_PATH)
     try:
-        with open(path, encoding="utf-8") as fh:
-            return parse(fh.read(), path)
+        with open(path, "rb") as fh:
+            raw = fh.read(MAX_CONFIG_BYTES + 1)
     except FileNotFoundError:
         if explicit:
-            raise BadInput(f"config {path} does not exist") from None
+            raise BadInput(f"config {shown(path)} does not exist") from None
         return Config()
-    except (OSError, UnicodeDecodeError) as e:
-        raise BadInput(f"config {path}: {e}") from None
+    except IsADirectoryError:
+        raise BadInput(f"config {shown(path)} is a directory") from None
+    except OSError as e:
+        reason = "permission denied" if isinstance(e, PermissionError) else e.strerror
+        raise EnvironmentProblem(f"config {shown(path)}: {reason}") from None
+    if len(raw) > MAX_CONFIG_BYTES:
+        raise BadInput(f"config {shown(path)} is larger than {MAX_CONFIG_BYTES // 1024} KiB")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise BadInput(f"config {shown(path)} is not UTF-8 (byte {e.start})") from None
+    return parse(text, shown(path))

@@ -10,14 +10,15 @@ import os
 import re
 import subprocess
 import sys
+from importlib import resources
 from pathlib import Path
 
 from .errors import BadInput, EnvironmentProblem
-from .files import replace_atomically
+from .files import write_output
 
 DEFAULT_HOOKS_DIR = "/etc/libvirt/hooks"
 MARKER = "# managed by `virtxml-cpu hook install`; `virtxml-cpu hook uninstall` removes it"
-TEMPLATE = Path(__file__).resolve().parent.parent / "hooks" / "qemu"
+PACKAGE_PARENT = str(Path(__file__).resolve().parent.parent)  # the directory the hook puts on sys.path
 QEMU_D_SINCE = (6, 5, 0)
 RESTART_NOTE = ("libvirtd reads hooks when it starts: restart it or send it SIGHUP before the hook is used "
                 "(systemctl restart libvirtd, or kill -HUP $(pidof libvirtd))")
@@ -33,6 +34,11 @@ def libvirt_version() -> tuple[int, ...] | None:
         if m:
             return tuple(int(x) for x in m.groups())
     return None
+
+
+def template() -> str:
+    """The hook script, shipped as package data (wheel, sdist and source tree alike)."""
+    return resources.files("virtxml_cpu").joinpath("data", "qemu-hook").read_text(encoding="utf-8")
 
 
 def render(template: str, python: str, package_dir: str, mode: str | None, config: str | None) -> str:
@@ -68,12 +74,12 @@ def install(hooks_dir: str, mode: str | None, config: str | None, legacy: bool |
         raise BadInput(f"{path} exists and was not written by virtxml-cpu; not touching it ({how})")
     if config and not os.path.isabs(config):
         config = os.path.abspath(config)
-    text = render(TEMPLATE.read_text(), sys.executable, str(TEMPLATE.parent.parent), mode, config)
+    text = render(template(), sys.executable, PACKAGE_PARENT, mode, config)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise EnvironmentProblem(f"{path.parent}: {e.strerror}") from None
-    replace_atomically(str(path), text.encode())
+    write_output(str(path), text.encode(), [])
     os.chmod(path, 0o755)
     return [f"installed {path} (mode {mode or 'from config, else audit'}, interpreter {sys.executable})",
             RESTART_NOTE]

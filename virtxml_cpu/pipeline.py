@@ -18,21 +18,28 @@ class Outcome:
     policy_source: str
     style: str
     source: bytes
-    output: bytes
+    output: bytes | None  # None when not rendered (explain, --check, audit, the hook)
 
     @property
     def changed(self) -> bool:
-        return self.output != self.source
+        """Whether the rewrite changes the document (decided without rendering when it was not rendered)."""
+        return self.decision.action == "inject" if self.output is None else self.output != self.source
 
 
 def process(data: bytes, label: str, host: HostFacts, config: Config,
             cli_policy: str | None = None, cli_style: str | None = None, render: bool = True) -> Outcome:
-    """`render=False` decides without producing the rewritten bytes (audit, hook): output == source."""
+    """`render=False` decides without producing the rewritten bytes (explain, --check, audit, the hook)."""
     tree = parse_domain(data, label)
     facts = domain.extract(tree.getroot())
     resolution = engine.resolve(facts, host)
     chosen, source = policy.effective_policy(cli_policy, config.policy, facts.override_policy)
     style = cli_style or config.style
-    decision = policy.decide(resolution, chosen, style)
-    insertions = rewrite.plan(tree.getroot(), style) if decision.action == "inject" and render else []
+    if facts.override_policy is not None and facts.override_policy not in policy.POLICIES:
+        decision = policy.invalid_exemption(facts.override_policy)
+        source = "domain <metadata>"
+    else:
+        decision = policy.decide(resolution, chosen, style)
+    if not render:
+        return Outcome(label, resolution, decision, source, style, data, None)
+    insertions = rewrite.plan(tree.getroot(), style) if decision.action == "inject" else []
     return Outcome(label, resolution, decision, source, style, data, rewrite.render(data, tree, insertions))

@@ -33,6 +33,14 @@ def effective_policy(cli_policy: str | None, config_policy: str | None, override
     return "compat", "default"
 
 
+def invalid_exemption(value: str) -> Decision:
+    """A per-domain <vxc:cpu policy=...> that is not a policy: leave the domain alone and say why."""
+    shown = value if value.isprintable() else repr(value)
+    return Decision("keep", "metadata-invalid",
+                    f"<vxc:cpu policy='{shown}'> in the domain's metadata is not one of {', '.join(POLICIES)}; "
+                    "the domain is left unchanged until it is corrected", "never")
+
+
 def decide(res: Resolution, policy: str, style: str = "pvspinlock") -> Decision:
     """Decide from the resolution and its provenance only: what QEMU/KVM did with kvm-pv-unhalt and why,
     and whether the accelerator could provide it (`res.support`)."""

@@ -1,0 +1,266 @@
+"""File handling never loses a byte: backups, special files, identity, ownership, xattrs, concurrency,
+output errors and config hardening -- each defect the packaging issue lists, as a test."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from .conftest import FIXTURES, ROOT
+
+SRC = FIXTURES / "handwritten-no-cpu.xml"
+PV = b"<pvspinlock state='on'/>"
+
+
+def run(*args, stdin=None, env=None, stdout=subprocess.PIPE, **kw):
+    e = dict(os.environ, **(env or {}))
+    e.pop("VIRTXML_CPU_CONFIG", None) if "VIRTXML_CPU_CONFIG" not in (env or {}) else None
+    return subprocess.run([sys.executable, "-m", "virtxml_cpu", *args], input=stdin, stdout=stdout,
+                          stderr=subprocess.PIPE, cwd=ROOT, timeout=60, env=e, **kw)
+
+
+def as_nobody(fn) -> tuple[int, str]:
+    """Run fn() in a forked child with uid/gid nobody; (exit code of the error, or 0, message)."""
+    from virtxml_cpu.errors import VirtxmlCpuError
+
+    rfd, wfd = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # child
+        os.close(rfd)
+        code, msg = 0, ""
+        try:
+            os.setgid(65534)
+            os.setuid(65534)
+            fn()
+        except VirtxmlCpuError as e:
+            code, msg = e.exit_code, str(e)
+        except BaseException as e:  # noqa: BLE001 - reported to the parent
+            code, msg = 99, f"{type(e).__name__}: {e}"
+        os.write(wfd, f"{code}\n{msg}".encode())
+        os._exit(0)
+    os.close(wfd)
+    with os.fdopen(rfd, "rb") as fh:
+        out = fh.read().decode()
+    os.waitpid(pid, 0)
+    code, msg = out.split("\n", 1)
+    return int(code), msg
+
+
+def one_line(r, code):
+    err = r.stderr.decode()
+    assert r.returncode == code, (r.returncode, err)
+    assert err.count("\n") == 1 and err.startswith("virtxml-cpu: ") and "Traceback" not in err, err
+
+
+@pytest.fixture
+def vm(tmp_path):
+    p = tmp_path / "vm.xml"
+    shutil.copy(SRC, p)
+    return p
+
+
+def test_backup_does_not_follow_a_link_and_never_overwrites(vm, tmp_path):
+    victim = tmp_path / "victim"
+    victim.write_bytes(b"precious")
+    (tmp_path / "vm.xml.orig").symlink_to(victim)
+    r = run("rewrite", "--in-place", "--backup", ".orig", "--no-host-probe", str(vm))
+    assert r.returncode == 0, r.stderr
+    assert victim.read_bytes() == b"precious" and (tmp_path / "vm.xml.orig").is_symlink()
+    assert (tmp_path / "vm.xml.orig.1").read_bytes() == SRC.read_bytes()
+    assert b"original kept as" in r.stderr and b"vm.xml.orig.1" in r.stderr
+    # A regular backup in the way is kept too.
+    shutil.copy(SRC, vm)
+    r = run("rewrite", "--in-place", "--backup", ".orig", "--no-host-probe", str(vm))
+    assert (tmp_path / "vm.xml.orig.1").read_bytes() == SRC.read_bytes()
+    assert (tmp_path / "vm.xml.orig.2").read_bytes() == SRC.read_bytes()
+
+
+def test_backup_is_written_from_the_bytes_read_not_copied_later(vm):
+    from virtxml_cpu.files import update_in_place
+
+    def transform(data):  # a careless writer changes the file after our read: the backup is what we read
+        with open(vm, "r+b") as fh:
+            fh.write(b"<!-- scribbled -->")
+        return data + b"<!-- new -->", None
+
+    written, _, backup = update_in_place(str(vm), transform, ".orig")
+    assert written and open(backup, "rb").read() == SRC.read_bytes()
+
+
+@pytest.mark.parametrize("trial", range(3))
+def test_concurrent_in_place_runs_make_one_change_and_keep_the_original(tmp_path, trial):
+    vm = tmp_path / "vm.xml"
+    shutil.copy(SRC, vm)
+    cmd = [sys.executable, "-m", "virtxml_cpu", "rewrite", "--in-place", "--backup", ".orig", "--no-host-probe",
+           str(vm)]
+    procs = [subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE) for _ in range(12)]
+    errs = [p.communicate(timeout=120)[1] for p in procs]
+    assert all(p.returncode == 0 for p in procs), errs
+    assert vm.read_bytes().count(PV) == 1
+    assert (tmp_path / "vm.xml.orig").read_bytes() == SRC.read_bytes()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["vm.xml", "vm.xml.orig"]
+
+
+def test_output_to_a_device_is_refused_unless_it_is_our_stdout(tmp_path):
+    r = run("rewrite", "--no-host-probe", "-o", "/dev/null", str(SRC))
+    one_line(r, 2)
+    assert stat.S_ISCHR(os.stat("/dev/null").st_mode)
+    with open(os.devnull, "wb") as null:
+        r = run("rewrite", "--no-host-probe", "-o", "/dev/null", str(SRC), stdout=null)
+    assert r.returncode == 0, r.stderr
+
+
+def test_in_place_on_a_fifo_is_refused_without_blocking(tmp_path):
+    fifo = tmp_path / "vm.xml"
+    os.mkfifo(fifo)
+    r = run("rewrite", "--in-place", "--no-host-probe", str(fifo))
+    one_line(r, 2)
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode)
+
+
+def test_output_naming_the_input_under_another_name_is_refused(vm, tmp_path):
+    for other in ("./vm.xml", str(tmp_path / "." / "vm.xml")):
+        r = run("rewrite", "--no-host-probe", "-o", other, "vm.xml", cwd=tmp_path) if False else \
+            subprocess.run([sys.executable, "-m", "virtxml_cpu", "rewrite", "--no-host-probe", "-o", other, "vm.xml"],
+                           cwd=tmp_path, capture_output=True, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+        one_line(r, 2)
+    os.link(vm, tmp_path / "hard.xml")
+    r = run("rewrite", "--no-host-probe", "-o", str(tmp_path / "hard.xml"), str(vm))
+    one_line(r, 2)
+    assert vm.read_bytes() == SRC.read_bytes()
+
+
+@pytest.fixture
+def open_dir():
+    """A directory anybody can reach (pytest's own temporary root is private to root)."""
+    import tempfile
+    from pathlib import Path
+
+    d = Path(tempfile.mkdtemp(prefix="vxc-shared-", dir="/tmp"))
+    os.chmod(d, 0o777)
+    yield d
+    shutil.rmtree(d)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to create files owned by others")
+def test_owner_and_group_kept_or_the_write_refused(open_dir):
+    shared = open_dir
+    vm = shared / "vm.xml"
+    shutil.copy(SRC, vm)
+    os.chown(vm, 12345, 12345)
+    os.chmod(vm, 0o666)
+    r = run("rewrite", "--in-place", "--no-host-probe", str(vm))  # root keeps any owner
+    assert r.returncode == 0 and PV in vm.read_bytes()
+    st = os.stat(vm)
+    assert (st.st_uid, st.st_gid, stat.S_IMODE(st.st_mode)) == (12345, 12345, 0o666)
+    shutil.copy(SRC, vm)
+    os.chown(vm, 12345, 12345)
+    from virtxml_cpu.files import update_in_place
+
+    code, msg = as_nobody(lambda: update_in_place(str(vm), lambda d: (d + b"<!-- x -->", None)))
+    assert code == 3 and "cannot keep its owner" in msg and "\n" not in msg, msg  # nobody cannot give it away
+    assert vm.read_bytes() == SRC.read_bytes()
+    assert os.stat(vm).st_uid == 12345 and sorted(p.name for p in shared.iterdir()) == ["vm.xml"]
+
+
+def test_extended_attributes_survive(vm):
+    try:
+        os.setxattr(vm, "user.origin", b"virt-install")
+    except OSError as e:
+        pytest.skip(f"this filesystem has no user xattrs ({e.strerror})")
+    r = run("rewrite", "--in-place", "--no-host-probe", str(vm))
+    assert r.returncode == 0 and PV in vm.read_bytes()
+    assert os.getxattr(vm, "user.origin") == b"virt-install"
+
+
+def test_epipe_is_quiet():
+    p = subprocess.Popen([sys.executable, "-m", "virtxml_cpu", "explain", "--no-host-probe"]
+                         + [str(SRC)] * 200, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    p.stdout.readline()
+    p.stdout.close()
+    err = p.stderr.read()
+    p.wait(timeout=60)
+    assert b"Traceback" not in err and b"BrokenPipe" not in err, err
+    assert p.returncode in (0, 3)
+
+
+def test_full_stdout_is_one_line_exit_3():
+    with open("/dev/full", "wb") as full:
+        r = run("rewrite", "--no-host-probe", str(SRC), stdout=full)
+    one_line(r, 3)
+
+
+@pytest.mark.parametrize("text,needle", [
+    ("a = " + "[" * 5000 + "]" * 5000 + "\n", b"nested too deeply"),
+    ("[hook]\nsyslog_socket = true\n", b"hook.syslog_socket must be a string"),
+    ("[hook]\nspool = 5\n", b"hook.spool must be a string"),
+    ("policy = 3\n", b"policy must be a string"),
+    ("hook = 1\n", b"hook must be a table"),
+])
+def test_bad_config_is_one_line_exit_2_and_the_hook_fails_open(tmp_path, text, needle):
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(text)
+    r = run("explain", "--no-host-probe", "--config", str(cfg), str(SRC))
+    one_line(r, 2)
+    assert needle in r.stderr
+    from virtxml_cpu import hook
+
+    logged = []
+    rc = hook.run(["vm", "prepare", "begin", "-"], mode="enforce", config_path=str(cfg),
+                  stdin=open(SRC, "rb"), log=lambda msg, **kw: logged.append(msg))
+    assert rc == 0 and "config unusable" in logged[0]
+
+
+def test_config_from_dev_zero_is_bounded():
+    t = time.monotonic()
+    r = run("explain", "--no-host-probe", str(SRC), env={"VIRTXML_CPU_CONFIG": "/dev/zero"})
+    one_line(r, 2)
+    assert time.monotonic() - t < 20 and b"larger than" in r.stderr
+
+
+def test_exemption_typo_keeps_the_domain_and_says_why(tmp_path):
+    data = SRC.read_bytes().replace(b"</domain>", b"<metadata><vxc:cpu xmlns:vxc='urn:virtxml-cpu:domain:1' "
+                                                  b"policy='Never'/></metadata></domain>")
+    r = run("rewrite", "--no-host-probe", "-", stdin=data)
+    assert r.returncode == 0 and r.stdout == data
+    r = run("explain", "--no-host-probe", "-", stdin=data)
+    assert b"metadata-invalid" in r.stdout and b"policy='Never'" in r.stdout
+
+
+@pytest.mark.parametrize("suffix", ["", "/x", "a/b"])
+def test_backup_suffix_must_be_a_suffix(vm, suffix):
+    r = run("rewrite", "--in-place", "--backup", suffix, "--no-host-probe", str(vm))
+    one_line(r, 2)
+    assert vm.read_bytes() == SRC.read_bytes()
+
+
+def test_a_newline_in_a_file_name_stays_one_line(tmp_path):
+    odd = tmp_path / "vm\nevil.xml"
+    odd.write_bytes(b"<domain")
+    r = run("explain", "--no-host-probe", str(odd))
+    one_line(r, 2)
+    assert b"vm\\nevil.xml" in r.stderr
+
+
+def test_unreadable_input_and_config_both_exit_3(open_dir):
+    if os.geteuid() != 0:
+        pytest.skip("needs root to drop privileges")
+    tmp_path = open_dir
+    cfg = tmp_path / "c.toml"
+    cfg.write_text('policy = "compat"\n')
+    os.chmod(cfg, 0o600)
+    xml = tmp_path / "vm.xml"
+    shutil.copy(SRC, xml)
+    os.chmod(xml, 0o600)
+    from virtxml_cpu.config import load
+    from virtxml_cpu.files import read_input
+
+    assert as_nobody(lambda: load(str(cfg)))[0] == 3
+    assert as_nobody(lambda: read_input(str(xml)))[0] == 3

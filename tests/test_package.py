@@ -1,0 +1,82 @@
+"""The package installs like any other: a wheel (and an sdist) built from this tree, installed into a fresh
+venv outside it, gives a working `virtxml-cpu hook install|status|uninstall` and a hook that evaluates a
+guest when libvirt runs it (through its shebang, with libvirt's bare environment)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tarfile
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from .conftest import FIXTURES, ROOT
+
+LIBVIRT_ENV = {"LC_ALL": "C", "PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "HOME": "/root", "USER": "root",
+               "LOGNAME": "root", "TMPDIR": "/tmp"}  # all a libvirt hook gets
+
+
+@pytest.fixture(scope="module")
+def dist(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("dist")
+    for what in (["wheel", "--no-deps", "-w", str(out)], ):
+        cmd = [sys.executable, "-m", "pip", *what, str(ROOT)]
+        r = subprocess.run(cmd + ["--no-build-isolation", "-q"], capture_output=True, text=True)
+        if r.returncode:
+            subprocess.run(cmd + ["-q"], check=True, capture_output=True, text=True)
+    return out
+
+
+@pytest.fixture(scope="module")
+def venv(dist, tmp_path_factory) -> Path:
+    env = tmp_path_factory.mktemp("venv") / "vxc"
+    subprocess.run([sys.executable, "-m", "venv", str(env)], check=True)
+    (wheel,) = dist.glob("virtxml_cpu-*.whl")
+    subprocess.run([str(env / "bin" / "pip"), "install", "-q", str(wheel)], check=True, cwd="/")
+    return env
+
+
+def test_wheel_carries_the_hook_script(dist):
+    (wheel,) = dist.glob("virtxml_cpu-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    assert "virtxml_cpu/data/qemu-hook" in names and "virtxml_cpu/flavours/ubuntu.py" in names
+
+
+def test_sdist_carries_the_hook_script(tmp_path):
+    r = subprocess.run([sys.executable, "-c", "import setuptools.build_meta as b, sys; "
+                        f"print(b.build_sdist({str(tmp_path)!r}))"], cwd=ROOT, capture_output=True, text=True)
+    if r.returncode:
+        pytest.fail(f"sdist build failed: {r.stderr.strip().splitlines()[-1:]}")
+    (sdist,) = tmp_path.glob("virtxml*cpu-*.tar.gz")
+    names = tarfile.open(sdist).getnames()
+    assert any(n.endswith("virtxml_cpu/data/qemu-hook") for n in names), names
+
+
+def test_installed_package_installs_a_hook_that_libvirt_can_run(venv, tmp_path):
+    assert not str(venv).startswith(str(ROOT))
+    cli = str(venv / "bin" / "virtxml-cpu")
+    hooks = tmp_path / "hooks"
+    config = tmp_path / "config.toml"
+    config.write_text(f'[hook]\nsyslog_socket = "{tmp_path}/no-syslog"\nspool = "{tmp_path}/spool/pending"\n')
+    r = subprocess.run([cli, "hook", "install", "--hooks-dir", str(hooks), "--qemu-d", "--mode", "audit",
+                        "--config", str(config)], capture_output=True, text=True, cwd="/")
+    assert r.returncode == 0, r.stderr
+    script = hooks / "qemu.d" / "virtxml-cpu"
+    first = script.read_text().splitlines()[0]
+    assert first == f"#!{venv}/bin/python -S" or first.startswith(f"#!{venv}/bin/python"), first
+    r = subprocess.run([cli, "hook", "status", "--hooks-dir", str(hooks)], capture_output=True, text=True, cwd="/")
+    assert r.returncode == 0 and "installed, mode audit" in r.stdout and "ok" in r.stdout, r.stdout
+    xml = (FIXTURES / "handwritten-no-cpu.xml").read_bytes()
+    r = subprocess.run([str(script), "scratch", "prepare", "begin", "-"], input=xml, capture_output=True,
+                       env=LIBVIRT_ENV, cwd="/")
+    assert r.returncode == 0 and r.stdout == b""
+    assert b"decision=inject" in r.stderr and b"rule=policy-compat" in r.stderr, r.stderr
+    r = subprocess.run([str(script), "scratch", "started", "begin", "-"], input=xml, capture_output=True,
+                       env=LIBVIRT_ENV, cwd="/")
+    assert (r.returncode, r.stdout, r.stderr) == (0, b"", b"")
+    r = subprocess.run([cli, "hook", "uninstall", "--hooks-dir", str(hooks)], capture_output=True, text=True)
+    assert r.returncode == 0 and not script.exists()
+    assert os.listdir(hooks / "qemu.d") == []
