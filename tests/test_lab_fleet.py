@@ -16,7 +16,7 @@ import pytest
 
 from tests.lab import harness
 from virtxml_cpu.config import Config
-from virtxml_cpu.live import apply as live_apply
+from virtxml_cpu.live import ApplyOptions, Selection, apply as live_apply
 
 from .conftest import ROOT, require_lab
 
@@ -122,8 +122,7 @@ def test_a_definition_changed_meanwhile_is_not_overwritten(lab):
             lab.defineXML(xml)
             return True
 
-        res = live_apply(harness.URI, [dom.name()], False, False, Config(), None, None, False, False, False,
-                         confirm=someone_else_edits)
+        res = live_apply(harness.URI, Selection((dom.name(),)), ApplyOptions(Config(), confirm=someone_else_edits))
         assert res.skipped == 1 and res.changed == 0
         xml = dom.XMLDesc(SECURE_INACTIVE)
         assert "<description>edited</description>" in xml and "pvspinlock" not in xml
@@ -136,8 +135,9 @@ def test_fleet_audit_and_apply_over_two_connections_and_one_unreachable(lab):
     running = define(lab, "fleet-run", HP)
     try:
         running.createWithFlags(libvirt.VIR_DOMAIN_START_PAUSED)
+        # An unreachable host outranks domains that need work (exit 3, not 1): see the exit status table.
         r = cli("audit", "--connect", harness.URI, "--connect", TCP, "--connect", DOWN, "--observe",
-                "--format", "json", dom.name(), running.name(), check=1)
+                "--format", "json", dom.name(), running.name(), check=3)
         rows = [json.loads(line) for line in r.stdout.splitlines()]
         by = {(x.get("host"), x.get("domain")): x for x in rows}
         for uri in (harness.URI, TCP):
@@ -155,6 +155,43 @@ def test_fleet_audit_and_apply_over_two_connections_and_one_unreachable(lab):
         running.destroy()
         running.undefine()
         dom.undefine()
+
+
+def test_a_refused_define_and_an_unknown_name_are_per_domain_and_the_others_carry_on(lab, tmp_path):
+    """The emulator of one domain disappeared, so libvirt refuses to define it again; another name is no
+    domain at all. apply fixes the rest, reports each, exits 3; audit reports the unknown name, exits 2."""
+    emulator = harness.IMAGES / "qemu-that-goes-away"
+    emulator.parent.mkdir(parents=True, exist_ok=True)
+    emulator.unlink(missing_ok=True)
+    emulator.symlink_to("/usr/bin/qemu-system-x86_64")
+    name = harness.unique_name("refused")
+    xml = harness.startable(harness.boot_sector_guest(name, "pc-q35-7.2", HM)).replace(
+        b"/usr/bin/qemu-system-x86_64", str(emulator).encode())
+    refused = lab.defineXML(xml.decode())
+    fine = define(lab, "fine", HM)
+    emulator.unlink()
+    try:
+        r = cli("apply", "--yes", refused.name(), "vxc-lab-no-such-domain", fine.name(), check=3)
+        assert f"{refused.name()}: define failed, definition unchanged" in r.stderr
+        assert "changed 1," in r.stderr and "unknown 1," in r.stderr and "failed 1" in r.stderr
+        assert "<pvspinlock state='on'/>" in fine.XMLDesc(SECURE_INACTIVE)
+        assert "pvspinlock" not in refused.XMLDesc(SECURE_INACTIVE)
+        r = cli("audit", "--format", "json", "vxc-lab-no-such-domain", fine.name(), check=2)
+        rows = {x["domain"]: x for x in map(json.loads, r.stdout.splitlines())}
+        assert "error" in rows["vxc-lab-no-such-domain"] and rows[fine.name()]["pv_unhalt"] == "on"
+        assert "1 domain(s) not audited" in r.stderr
+        prom = tmp_path / "virtxml-cpu.prom"
+        cli("audit", "--format", "prometheus", "-o", str(prom), refused.name(), fine.name(), check=1)
+        from prometheus_client.parser import text_string_to_metric_families
+
+        samples = {(x.name, x.labels.get("domain"), x.labels.get("view")): x.value
+                   for f in text_string_to_metric_families(prom.read_text()) for x in f.samples}
+        assert samples[("virtxml_cpu_domain_pv_unhalt", fine.name(), "definition")] == 1
+        assert samples[("virtxml_cpu_domain_needs_fix", refused.name(), None)] == 1
+        assert samples[("virtxml_cpu_host_reachable", None, None)] == 1
+    finally:
+        refused.undefine()
+        fine.undefine()
 
 
 def _wait_for(predicate, timeout, step=0.2):

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from .config import Config
 from .errors import VirtxmlCpuError
-from .libvirt_conn import _libvirt, connection_host_facts, open_for_reading
+from .libvirt_conn import libvirt_module, connection_host_facts, open_for_reading
 from .pipeline import process
 
 STATES = {0: "no state", 1: "running", 2: "blocked", 3: "paused", 4: "shutdown", 5: "shut off", 6: "crashed",
@@ -45,21 +45,31 @@ def audit_host(uri: str, names: list[str], cfg: Config, policy: str | None, styl
     started = time.monotonic()
     result = HostAudit(uri)
     try:
-        libvirt = _libvirt()
+        libvirt = libvirt_module()
         conn = open_for_reading(uri)  # --observe and domain capabilities need read-write
     except VirtxmlCpuError as e:
         result.error = str(e)
         return result
     try:
         host = connection_host_facts(conn, uri, probe, cfg.qemu_flavour)
-        doms = [conn.lookupByName(n) for n in names] if names else conn.listAllDomains()
+        doms = []
+        for n in names:  # an unknown name is that name's row, not the host's failure
+            try:
+                doms.append(conn.lookupByName(n))
+            except libvirt.libvirtError as e:
+                result.rows.append({"host": uri, "domain": n, "error": e.get_error_message(), "needs_work": False})
+        doms = doms if names else conn.listAllDomains()
         # Two list calls instead of two round trips per domain.
         persistent = {d.UUIDString() for d in conn.listAllDomains(libvirt.VIR_CONNECT_LIST_DOMAINS_PERSISTENT)}
         active = {d.UUIDString() for d in conn.listAllDomains(libvirt.VIR_CONNECT_LIST_DOMAINS_ACTIVE)}
         for i, dom in enumerate(doms, 1):
             uuid = dom.UUIDString()
-            result.rows.append(_audit_domain(libvirt, uri, dom, host, cfg, policy, style, observe,
-                                             uuid in active, uuid in persistent))
+            try:
+                result.rows.append(_audit_domain(libvirt, uri, dom, host, cfg, policy, style, observe,
+                                                 uuid in active, uuid in persistent))
+            except libvirt.libvirtError as e:  # vanished between the listing and the read
+                result.rows.append({"host": uri, "domain": dom.name(), "uuid": uuid, "needs_work": False,
+                                    "error": f"vanished while auditing: {e.get_error_message()}"})
             if progress:
                 progress(uri, i, len(doms))
     except libvirt.libvirtError as e:
@@ -81,6 +91,7 @@ def _audit_domain(libvirt, uri, dom, host, cfg, policy, style, observe, active, 
     row["pv_unhalt"] = o.resolution.features["kvm-pv-unhalt"].state
     row["decision"] = {"action": o.decision.action, "rule": o.decision.rule, "reason": o.decision.reason,
                        "notes": list(o.decision.notes)}
+    row["managed_by"] = o.resolution.facts.orchestrator
     row["needs_work"] = o.decision.action == "inject" and bool(persistent)
     if active:
         live = process(dom.XMLDesc(0).encode(), name, host, cfg, policy, style, render=False)
@@ -107,6 +118,9 @@ def table(results: list[HostAudit]) -> str:
         if h.error:
             lines.append(f"{h.uri:<28} {'-':<24} {'UNREACHABLE':<9} {h.error}")
         for r in h.rows:
+            if "error" in r:
+                lines.append(f"{h.uri:<28} {r['domain']:<24} {'ERROR':<9} {r['error']}")
+                continue
             lines.append(f"{h.uri:<28} {r['domain']:<24} {r['state']:<9} {r['pv_unhalt']:<9} "
                          f"{r.get('live_pv_unhalt', '-'):<5} {r.get('observed_pv_unhalt', '-'):<5} "
                          f"{('FIX' if r['needs_work'] else 'ok'):<7} {r['decision']['reason']}")
@@ -114,11 +128,14 @@ def table(results: list[HostAudit]) -> str:
 
 
 def summary(results: list[HostAudit]) -> str:
-    rows = [r for h in results for r in h.rows]
+    rows = [r for h in results for r in h.rows if "error" not in r]
+    errors = sum("error" in r for h in results for r in h.rows)
     down = [h.uri for h in results if h.error]
     per = sum(h.seconds for h in results) / max(1, len(rows))
     text = (f"{len(rows)} domains on {len(results) - len(down)} host(s): {sum(r['needs_work'] for r in rows)} need "
             f"kvm-pv-unhalt, {sum(r['pv_unhalt'] == 'on' for r in rows)} have it ({per * 1000:.1f} ms per domain)")
+    if errors:
+        text += f"; {errors} domain(s) not audited (unknown or vanished)"
     if down:
         text += f"; unreachable: {', '.join(down)}"
     return text

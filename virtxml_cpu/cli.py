@@ -92,7 +92,10 @@ def build_parser() -> argparse.ArgumentParser:
     au.add_argument("--observe", action="store_true",
                     help="also read what QEMU really has for running guests (QMP qom-get through libvirt; "
                          "libvirt then marks those domains 'tainted: custom-monitor')")
-    au.add_argument("--format", choices=("table", "json"), default="table")
+    au.add_argument("--format", choices=("table", "json", "prometheus"), default="table",
+                    help="prometheus: node_exporter textfile-collector metrics")
+    au.add_argument("-o", "--output", metavar="FILE",
+                    help="write the report to FILE atomically (e.g. /var/lib/node_exporter/textfile/virtxml-cpu.prom)")
 
     wa = sub.add_parser("watch", epilog=EPILOG, help="fix each newly defined or updated domain (service)",
                         description="Listen to libvirt lifecycle events and apply the policy to every domain "
@@ -236,40 +239,39 @@ def _live_config(args):
 
 def _apply(args) -> int:
     from .errors import EnvironmentProblem
-    from .live import ApplyResult, apply
+    from .live import ApplyOptions, ApplyResult, Selection, apply
 
     if not (args.domains or args.all or args.pending):
         raise BadInput("name domains, or use --all or --pending")
-    cfg = _live_config(args)
     confirm = None
     if not args.yes and sys.stdin.isatty():
         def confirm(prompt: str) -> bool:
             return input(prompt).strip().lower() in ("y", "yes")
     elif not (args.yes or args.dry_run or args.diff):
         raise BadInput("not a terminal: pass --yes to define without asking, or --dry-run/--diff")
+    opts = ApplyOptions(_live_config(args), args.policy, args.style, args.dry_run, args.diff, args.yes,
+                        probe=not args.no_host_probe, confirm=confirm)
+    which = Selection(tuple(args.domains), args.all, args.pending)
     total, down = ApplyResult(), []
     for uri in args.connect or ["qemu:///system"]:
         try:
-            res = apply(uri, args.domains, args.all, args.pending, cfg, args.policy, args.style,
-                        args.dry_run, args.diff, args.yes, probe=not args.no_host_probe, confirm=confirm)
+            total.add(apply(uri, which, opts))
         except EnvironmentProblem as e:  # one unreachable host does not stop the others
             _err(str(e))
             down.append(uri)
-            continue
-        for k in vars(total):
-            setattr(total, k, getattr(total, k) + getattr(res, k))
     print(f"changed {total.changed}, would change {total.would_change}, unchanged {total.unchanged}, "
-          f"skipped {total.skipped}, errors {total.errors}" + (f"; unreachable: {', '.join(down)}" if down else ""),
-          file=sys.stderr)
-    if total.errors:
+          f"skipped {total.skipped}, unknown {total.unknown}, failed {total.failed}"
+          + (f"; unreachable: {', '.join(down)}" if down else ""), file=sys.stderr)
+    if total.failed or down:
+        return EXIT_ENVIRONMENT
+    if total.unknown:
         return EXIT_BAD_INPUT
-    if total.would_change:
-        return EXIT_WORK_FOUND
-    return EXIT_ENVIRONMENT if down else EXIT_OK
+    return EXIT_WORK_FOUND if total.would_change else EXIT_OK
 
 
 def _audit(args) -> int:
     import json
+    import time
 
     from . import audit
 
@@ -278,20 +280,27 @@ def _audit(args) -> int:
     results = audit.audit(uris, args.domains, cfg, args.policy, args.style, args.observe,
                           not args.no_host_probe, audit.stderr_progress())
     if args.format == "json":
-        for h in results:
-            if h.error:
-                print(json.dumps({"host": h.uri, "error": h.error}))
-            for row in h.rows:
-                print(json.dumps(row))
+        text = "".join((json.dumps({"host": h.uri, "error": h.error}) + "\n" if h.error else "")
+                       + "".join(json.dumps(row) + "\n" for row in h.rows) for h in results)
+    elif args.format == "prometheus":
+        from .metrics import exposition
+
+        text = exposition(results, time.time())
     else:
-        print(audit.table(results))
+        text = audit.table(results) + "\n"
+    if args.output:
+        write_output(args.output, text.encode(), [])
+    else:
+        sys.stdout.write(text)
     for h in results:
         if h.error:
             _err(f"{h.uri}: {h.error}")
     print(audit.summary(results), file=sys.stderr)
-    if any(r["needs_work"] for h in results for r in h.rows):
-        return EXIT_WORK_FOUND
-    return EXIT_ENVIRONMENT if any(h.error for h in results) else EXIT_OK
+    if any(h.error for h in results):
+        return EXIT_ENVIRONMENT
+    if any("error" in r for h in results for r in h.rows):
+        return EXIT_BAD_INPUT
+    return EXIT_WORK_FOUND if any(r["needs_work"] for h in results for r in h.rows) else EXIT_OK
 
 
 def _watch(args) -> int:

@@ -25,6 +25,14 @@ NO_ARG_OPTIONS = frozenset({
 })
 
 
+# Orchestrators that generate a domain's definition, by the metadata they write into it.
+ORCHESTRATORS = (
+    ("OpenStack Nova", "http://openstack.org/xmlns/libvirt/nova/", "instance"),
+    ("oVirt/VDSM", "http://ovirt.org/vm/", "vm"),
+    ("KubeVirt", "http://kubevirt.io", "kubevirt"),
+)
+
+
 @dataclass(frozen=True)
 class QemuArgs:
     """What `<qemu:commandline>` does to the CPU."""
@@ -63,6 +71,7 @@ class DomainFacts:
     override_policy: str | None  # from <metadata><virtxml-cpu:cpu policy=...>
     os_id: str | None  # libosinfo id, e.g. http://microsoft.com/win/10
     emulator: str | None
+    orchestrator: str | None = None  # who generates this definition (ORCHESTRATORS)
 
     @property
     def looks_windows(self) -> bool:
@@ -198,4 +207,18 @@ def extract(root: etree._Element) -> DomainFacts:
         override_policy=override,
         os_id=os_el.get("id") if os_el is not None else None,
         emulator=(emulator.text or "").strip() if emulator is not None else None,
+        orchestrator=_orchestrator(root.find("metadata")),
     )
+
+
+def _orchestrator(metadata) -> str | None:
+    if metadata is None:
+        return None
+    for child in metadata:
+        if not isinstance(child.tag, str):
+            continue
+        q = etree.QName(child)
+        for name, ns, local in ORCHESTRATORS:
+            if (q.namespace or "").startswith(ns) and q.localname == local:
+                return name
+    return None

@@ -13,7 +13,7 @@ import socket
 import sys
 import time
 
-from . import config as configmod
+from . import config as configmod, spool
 import re
 
 from .hostfacts import HostFacts, probe_kvm, probe_local_qemu
@@ -46,19 +46,6 @@ class Log:
 def _kv(**fields) -> str:
     return " ".join(f"{k}={json.dumps(v) if isinstance(v, str) and (' ' in v or not v) else v}"
                     for k, v in fields.items())
-
-
-def write_spool_entry(spool: str, entry: dict) -> str:
-    """Record a pending fix atomically: <spool>/<uuid>.json."""
-    os.makedirs(spool, mode=0o700, exist_ok=True)
-    path = os.path.join(spool, f"{entry['uuid']}.json")
-    tmp = f"{path}.{os.getpid()}.tmp"
-    with open(tmp, "w", encoding="utf-8") as fh:
-        json.dump(entry, fh)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
-    return path
 
 
 def hook_host_facts(data: bytes, cfg) -> HostFacts:
@@ -103,6 +90,8 @@ def run(argv: list[str], mode: str | None = None, config_path: str | None = None
     fields = dict(domain=r.facts.name or name, uuid=r.facts.uuid or "-", op=op,
                   machine=r.machine.label(), cpu_mode=r.facts.cpu_mode,
                   pv_unhalt=r.features["kvm-pv-unhalt"].state, decision=d.action, rule=d.rule, mode=hook_mode)
+    if r.facts.orchestrator:
+        fields["managed_by"] = r.facts.orchestrator  # its definition is regenerated: see the note
     if op in ("migrate", "restore"):
         extra = " needs a cold boot to gain kvm-pv-unhalt (guest ABI is fixed here)" if d.action == "inject" else ""
         log(_kv(**fields, reason=d.reason) + extra)
@@ -115,9 +104,8 @@ def run(argv: list[str], mode: str | None = None, config_path: str | None = None
         return 1
     if d.action == "inject" and hook_mode == "queue":
         try:
-            write_spool_entry(cfg.spool, {"uuid": r.facts.uuid, "name": r.facts.name, "rule": d.rule,
-                                          "reason": d.reason, "time": time.strftime("%Y-%m-%dT%H:%M:%SZ",
-                                                                                   time.gmtime())})
+            spool.write(cfg.spool, r.facts.uuid, {"name": r.facts.name, "rule": d.rule, "reason": d.reason,
+                                                  "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
             fields["queued"] = cfg.spool
         except OSError as e:
             log(f"domain={name} cannot queue the fix in {cfg.spool}: {e}", warning=True)

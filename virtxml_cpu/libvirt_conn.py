@@ -9,7 +9,7 @@ from .errors import EnvironmentProblem
 from .hostfacts import HostFacts, parse_capabilities, parse_domcapabilities, probe_kvm
 
 
-def _libvirt():
+def libvirt_module():
     try:
         import libvirt  # noqa: PLC0415
     except ImportError:
@@ -18,7 +18,7 @@ def _libvirt():
 
 
 def open_connection(uri: str, read_only: bool = True):
-    libvirt = _libvirt()
+    libvirt = libvirt_module()
     libvirt.registerErrorHandler(lambda *_: None, None)  # errors become exceptions, not stderr noise
     try:
         return libvirt.openReadOnly(uri) if read_only else libvirt.open(uri)
@@ -45,7 +45,7 @@ def host_facts(uri: str) -> HostFacts:
 
 def host_facts_from(conn, uri: str) -> HostFacts:
     """The same facts from an open connection (one connection per host: over ssh each costs a handshake)."""
-    libvirt = _libvirt()
+    libvirt = libvirt_module()
     try:
         caps = parse_capabilities(conn.getCapabilities().encode())
         try:

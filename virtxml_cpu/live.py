@@ -1,32 +1,53 @@
 """`virtxml-cpu apply`: fix persistent definitions through libvirt (never the running guest).
 
 Reads each definition with INACTIVE|SECURE (secrets survive), rewrites it with the same pipeline as
-files, re-reads it just before defining (no lost updates) and defines it again with the same uuid.
+files, re-reads it just before defining (no lost updates) and defines it again with the same uuid. Every
+domain gets its own outcome: a failed define, an unknown name or a domain that vanished is reported for
+that domain and the others carry on.
 """
 
 from __future__ import annotations
 
-import glob
-import json
-import os
 import sys
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TextIO
+
+from . import spool
 from .config import Config
-from .errors import EnvironmentProblem
-from .libvirt_conn import _libvirt, connection_host_facts, open_connection, open_for_reading
+from .hostfacts import HostFacts
+from .libvirt_conn import connection_host_facts, libvirt_module, open_connection, open_for_reading
 from .pipeline import process
 from .report import unified_diff
 
 
-def pending_entries(spool: str) -> list[tuple[str, dict]]:
-    out = []
-    for path in sorted(glob.glob(os.path.join(spool, "*.json"))):
-        try:
-            with open(path, encoding="utf-8") as fh:
-                out.append((path, json.load(fh)))
-        except (OSError, ValueError) as e:
-            print(f"virtxml-cpu: skipping unreadable spool entry {path}: {e}", file=sys.stderr)
-    return out
+@dataclass(frozen=True)
+class ApplyOptions:
+    """Everything `apply` and `watch` decide with, in one place."""
+
+    cfg: Config
+    policy: str | None = None
+    style: str | None = None
+    dry_run: bool = False
+    diff: bool = False
+    yes: bool = False
+    probe: bool = True
+    out: TextIO = sys.stdout
+    err: TextIO = sys.stderr
+    confirm: Callable[[str], bool] | None = None
+
+    @property
+    def changes_nothing(self) -> bool:
+        return self.dry_run or self.diff
+
+
+@dataclass(frozen=True)
+class Selection:
+    """Which domains: named ones, all of them, or the hook's queue."""
+
+    names: tuple[str, ...] = ()
+    all_domains: bool = False
+    pending: bool = False
 
 
 @dataclass
@@ -35,90 +56,119 @@ class ApplyResult:
     would_change: int = 0
     skipped: int = 0
     unchanged: int = 0
-    errors: int = 0
+    unknown: int = 0  # names that are no domain there
+    failed: int = 0  # defines libvirt refused, domains that vanished mid-way
+    failures: list[str] = field(default_factory=list)
+
+    def add(self, other: "ApplyResult") -> None:
+        for k in ("changed", "would_change", "skipped", "unchanged", "unknown", "failed"):
+            setattr(self, k, getattr(self, k) + getattr(other, k))
+        self.failures += other.failures
 
 
-def apply(uri: str, names: list[str], all_domains: bool, pending: bool, cfg: Config, policy: str | None,
-          style: str | None, dry_run: bool, diff: bool, yes: bool, probe: bool = True, out=sys.stdout,
-          confirm=None) -> ApplyResult:
-    libvirt = _libvirt()
-    conn = open_for_reading(uri) if dry_run or diff else open_connection(uri, read_only=False)
-    res = ApplyResult()
-    spool_of: dict[str, str] = {}
+def apply(uri: str, which: Selection, opts: ApplyOptions) -> ApplyResult:
+    """One host: open a connection, apply, close. Raises EnvironmentProblem when the host is unreachable."""
+    conn = open_for_reading(uri) if opts.changes_nothing else open_connection(uri, read_only=False)
     try:
-        host = connection_host_facts(conn, uri, probe, cfg.qemu_flavour)
-        if pending:
-            targets = []
-            for path, entry in pending_entries(cfg.spool):
-                spool_of[entry.get("uuid", "")] = path
-                targets.append(("uuid", entry.get("uuid", "")))
-        elif all_domains:
-            targets = [("dom", d) for d in conn.listAllDomains()]
-        else:
-            targets = [("name", n) for n in names]
-        for kind, ref in targets:
-            try:
-                dom = ref if kind == "dom" else (conn.lookupByUUIDString(ref) if kind == "uuid"
-                                                 else conn.lookupByName(ref))
-            except libvirt.libvirtError as e:
-                if kind == "uuid":  # the queued domain is gone: nothing left to fix
-                    _drop(spool_of.get(ref))
-                    print(f"{ref}: no such domain any more; spool entry removed", file=out)
-                else:
-                    print(f"virtxml-cpu: {ref}: {e.get_error_message()}", file=sys.stderr)
-                    res.errors += 1
-                continue
-            _apply_one(libvirt, conn, dom, host, cfg, policy, style, dry_run, diff, yes, out, res, confirm,
-                       spool_of.get(dom.UUIDString()))
+        host = connection_host_facts(conn, uri, opts.probe, opts.cfg.qemu_flavour)
+        res = ApplyResult()
+        apply_on(conn, host, which, opts, res)
+        return res
     finally:
         conn.close()
-    return res
 
 
-def _drop(path: str | None) -> None:
-    if path:
-        try:
-            os.unlink(path)
-        except FileNotFoundError:
-            pass
-
-
-def _apply_one(libvirt, conn, dom, host, cfg, policy, style, dry_run, diff, yes, out, res, confirm, spool_path):
-    name = dom.name()
-    if not dom.isPersistent():
-        print(f"{name}: skipped: transient domain (no persistent definition to fix)", file=out)
-        res.skipped += 1
+def apply_on(conn, host: HostFacts, which: Selection, opts: ApplyOptions, res: ApplyResult,
+             now: float | None = None) -> None:
+    """Apply over an open connection (watch keeps one); per-domain outcomes go into `res`."""
+    libvirt = libvirt_module()
+    if which.pending:
+        for entry in spool.entries(opts.cfg.spool, warn=lambda m: _say(opts.err, m)):
+            if now is not None and not entry.due(now):
+                continue
+            try:
+                dom = conn.lookupByUUIDString(entry.uuid)
+            except libvirt.libvirtError:
+                spool.drop(entry)  # the queued domain is gone: nothing left to fix
+                print(f"{entry.name or entry.uuid}: no such domain any more; queued fix dropped", file=opts.out)
+                continue
+            outcome = apply_domain(conn, dom, host, opts, res)
+            if outcome in ("changed", "unchanged"):
+                spool.drop(entry)
+            elif not opts.changes_nothing:
+                later = spool.postpone(entry, outcome, now)
+                print(f"{dom.name()}: queued fix kept ({outcome}); next try in {spool.delay(later.attempts):.0f}s "
+                      f"(attempt {later.attempts})", file=opts.out)
         return
+    if which.all_domains:
+        doms = conn.listAllDomains()
+    else:
+        doms = []
+        for name in which.names:
+            try:
+                doms.append(conn.lookupByName(name))
+            except libvirt.libvirtError as e:
+                _say(opts.err, f"{name}: {e.get_error_message()}")
+                res.unknown += 1
+    for dom in doms:
+        apply_domain(conn, dom, host, opts, res)
+
+
+def apply_domain(conn, dom, host: HostFacts, opts: ApplyOptions, res: ApplyResult) -> str:
+    """Fix one domain's persistent definition. Returns its outcome: changed, unchanged, would-change,
+    transient, not confirmed, changed meanwhile, vanished, define failed."""
+    libvirt = libvirt_module()
     flags = libvirt.VIR_DOMAIN_XML_INACTIVE | libvirt.VIR_DOMAIN_XML_SECURE
-    xml = dom.XMLDesc(flags).encode()
-    o = process(xml, name, host, cfg, policy, style)
-    if not o.changed:
-        print(f"{name}: unchanged: {o.decision.reason}", file=out)
-        res.unchanged += 1
-        if not dry_run and not diff:
-            _drop(spool_path)
-        return
-    if diff:
-        out.write(unified_diff(o))
-    if dry_run or diff:
-        print(f"{name}: would add kvm-pv-unhalt: {o.decision.reason}", file=out)
-        res.would_change += 1
-        return
-    if not yes:
-        if confirm is None or not confirm(f"{unified_diff(o)}Define '{name}' with this change? [y/N] "):
-            print(f"{name}: skipped: not confirmed", file=out)
-            res.skipped += 1
-            return
-    if dom.XMLDesc(flags).encode() != xml:
-        print(f"virtxml-cpu: {name}: skipped: its definition changed while we worked; run again", file=sys.stderr)
-        res.skipped += 1
-        return
+    name, uuid = dom.name(), dom.UUIDString()  # held by the handle: no round trip, cannot fail
     try:
+        if not dom.isPersistent():
+            print(f"{name}: skipped: transient domain (no persistent definition to fix)", file=opts.out)
+            res.skipped += 1
+            return "transient"
+        xml = dom.XMLDesc(flags).encode()
+    except libvirt.libvirtError as e:
+        return _failed(opts, res, name, f"vanished before it could be read: {e.get_error_message()}", "vanished")
+    o = process(xml, name, host, opts.cfg, opts.policy, opts.style)
+    for note in o.decision.notes:
+        print(f"{name}: note: {note}", file=opts.out)
+    if not o.changed:
+        print(f"{name}: unchanged: {o.decision.reason}", file=opts.out)
+        res.unchanged += 1
+        return "unchanged"
+    if opts.diff:
+        opts.out.write(unified_diff(o))
+    if opts.changes_nothing:
+        print(f"{name}: would add kvm-pv-unhalt: {o.decision.reason}", file=opts.out)
+        res.would_change += 1
+        return "would-change"
+    if not opts.yes:
+        if opts.confirm is None or not opts.confirm(f"{unified_diff(o)}Define '{name}' with this change? [y/N] "):
+            print(f"{name}: skipped: not confirmed", file=opts.out)
+            res.skipped += 1
+            return "not confirmed"
+    try:
+        if dom.XMLDesc(flags).encode() != xml:
+            _say(opts.err, f"{name}: skipped: its definition changed while we worked; run again")
+            res.skipped += 1
+            return "changed meanwhile"
         new = conn.defineXML(o.output.decode())
     except libvirt.libvirtError as e:
-        raise EnvironmentProblem(f"{name}: define failed, definition unchanged: {e.get_error_message()}") from None
-    assert new.UUIDString() == dom.UUIDString()
+        return _failed(opts, res, name, f"define failed, definition unchanged: {e.get_error_message()}",
+                       "define failed")
+    if new.UUIDString() != uuid:
+        return _failed(opts, res, name, f"libvirt defined a different domain ({new.UUIDString()})", "define failed")
     when = "at its next cold boot (the running guest is untouched)" if dom.isActive() else "at its next start"
-    print(f"{name}: added kvm-pv-unhalt; takes effect {when}", file=out)
+    print(f"{name}: added kvm-pv-unhalt; takes effect {when}", file=opts.out)
     res.changed += 1
-    _drop(spool_path)
+    return "changed"
+
+
+def _failed(opts: ApplyOptions, res: ApplyResult, name: str, why: str, outcome: str) -> str:
+    _say(opts.err, f"{name}: {why}")
+    res.failed += 1
+    res.failures.append(f"{name}: {why}")
+    return outcome
+
+
+def _say(err: TextIO, message: str) -> None:
+    print(f"virtxml-cpu: {message}", file=err)

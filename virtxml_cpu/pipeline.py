@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from . import domain, engine, policy, rewrite
 from .config import Config
 from .hostfacts import HostFacts
-from .xmlio import parse_domain
+from .xmlio import parse_domain, parse_domain_lean
 
 
 @dataclass(frozen=True)
@@ -28,9 +28,10 @@ class Outcome:
 
 def process(data: bytes, label: str, host: HostFacts, config: Config,
             cli_policy: str | None = None, cli_style: str | None = None, render: bool = True) -> Outcome:
-    """`render=False` decides without producing the rewritten bytes (explain, --check, audit, the hook)."""
-    tree = parse_domain(data, label)
-    facts = domain.extract(tree.getroot())
+    """`render=False` decides without producing the rewritten bytes (explain, --check, audit, the hook), from
+    a lean parse that drops what no decision reads."""
+    tree = parse_domain(data, label) if render else None
+    facts = domain.extract(tree.getroot() if tree is not None else parse_domain_lean(data, label))
     resolution = engine.resolve(facts, host)
     chosen, source = policy.effective_policy(cli_policy, config.policy, facts.override_policy)
     style = cli_style or config.style

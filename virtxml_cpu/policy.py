@@ -101,9 +101,22 @@ def decide(res: Resolution, policy: str, style: str = "pvspinlock") -> Decision:
                     "it takes effect at the guest's next cold boot", policy, notes)
 
 
+# What a change to a generated definition means, per orchestrator (domain.ORCHESTRATORS).
+ORCHESTRATOR_NOTES = {
+    "OpenStack Nova": "Nova writes this definition again at hard reboot, resize, migration and rebuild, so a "
+                      "change made here does not last; the setting belongs in Nova's configuration",
+    "oVirt/VDSM": "VDSM builds this definition from the engine's data at every start, so a change made here "
+                  "does not last; the setting belongs in oVirt (a VDSM before_vm_start hook)",
+    "KubeVirt": "virt-launcher builds this definition from the VirtualMachineInstance, so a change made here "
+                "does not last; set spec.domain.features.pvspinlock in the VMI",
+}
+
+
 def _notes(res: Resolution, style: str) -> tuple[str, ...]:
     f = res.facts
     notes: list[str] = list(res.warnings)
+    if f.orchestrator:
+        notes.append(f"managed by {f.orchestrator}: {ORCHESTRATOR_NOTES[f.orchestrator]}")
     if f.vcpus <= 1:
         notes.append("1 vCPU: Linux guests do not use PV spinlocks on a single CPU (kvm_spinlock_init)")
     if res.features["kvm-hint-dedicated"].state == ON:

@@ -11,15 +11,16 @@ from __future__ import annotations
 import queue
 import signal
 import threading
+import time
 
 from .config import Config
 from .errors import VirtxmlCpuError
 from .hook import Log
 from .hostfacts import HostFacts
-from .libvirt_conn import _libvirt, connection_host_facts
-from .live import ApplyResult, _apply_one, apply, pending_entries
+from .libvirt_conn import libvirt_module, connection_host_facts
+from .live import ApplyOptions, ApplyResult, Selection, apply_domain, apply_on
 
-SPOOL_EVERY = 10.0  # seconds between looks at the hook's queue
+SPOOL_EVERY = 10.0  # seconds between looks at the hook's queue (entries that failed wait longer: spool.py)
 MAX_BACKOFF = 30.0
 
 
@@ -42,10 +43,11 @@ class _LogWriter:
 
 def watch(uri: str | None, cfg: Config, policy: str | None, style: str | None, probe: bool = True,
           stop: threading.Event | None = None, log: Log | None = None) -> int:
-    libvirt = _libvirt()
+    libvirt = libvirt_module()
     uri = uri or "qemu:///system"
     log = log or Log(cfg.syslog_socket or "/dev/log")
     out = _LogWriter(log)
+    opts = ApplyOptions(cfg, policy, style, yes=True, probe=probe, out=out, err=out)
     stop = stop or threading.Event()
     if threading.current_thread() is threading.main_thread():
         for sig in (signal.SIGTERM, signal.SIGINT):
@@ -84,7 +86,7 @@ def watch(uri: str | None, cfg: Config, policy: str | None, style: str | None, p
             log(f"host facts unavailable ({e}); continuing without them", warning=True)
             host = HostFacts()
         log(f"watching {uri} for defined domains (policy {policy or cfg.policy or 'compat'})")
-        _apply_spool(uri, cfg, policy, style, probe, out, log)
+        _apply_spool(conn, host, opts, log)
         waited = 0.0
         while not stop.is_set() and not closed.is_set():
             try:
@@ -93,12 +95,10 @@ def watch(uri: str | None, cfg: Config, policy: str | None, style: str | None, p
                 waited += 0.5
                 if waited >= SPOOL_EVERY:
                     waited = 0.0
-                    _apply_spool(uri, cfg, policy, style, probe, out, log)
+                    _apply_spool(conn, host, opts, log)
                 continue
             try:
-                dom = conn.lookupByUUIDString(uuid)
-                _apply_one(libvirt, conn, dom, host, cfg, policy, style, False, False, True, out,
-                           ApplyResult(), None, None)
+                apply_domain(conn, conn.lookupByUUIDString(uuid), host, opts, ApplyResult())
             except (libvirt.libvirtError, VirtxmlCpuError) as e:
                 log(f"{uuid}: not fixed: {e}", warning=True)
         if closed.is_set() and not stop.is_set():
@@ -112,10 +112,9 @@ def watch(uri: str | None, cfg: Config, policy: str | None, style: str | None, p
     return 0
 
 
-def _apply_spool(uri, cfg, policy, style, probe, out, log) -> None:
-    if not pending_entries(cfg.spool):
-        return
+def _apply_spool(conn, host, opts: ApplyOptions, log) -> None:
+    """The hook's queue, over the watch's own connection; entries not yet due are left for later."""
     try:
-        apply(uri, [], False, True, cfg, policy, style, False, False, True, probe=probe, out=out)
-    except VirtxmlCpuError as e:
+        apply_on(conn, host, Selection(pending=True), opts, ApplyResult(), now=time.time())
+    except (VirtxmlCpuError, libvirt_module().libvirtError) as e:
         log(f"queued fixes not applied: {e}", warning=True)

@@ -8,6 +8,7 @@ checked by reparsing it and comparing with the edited tree.
 
 from __future__ import annotations
 
+import io
 import re
 from dataclasses import dataclass
 
@@ -26,16 +27,7 @@ def _parser() -> etree.XMLParser:
 
 def parse_xml(data: bytes, what: str = "XML") -> etree._ElementTree:
     """Parse untrusted XML: no DTD, no entities, no network, bounded size; one-line errors."""
-    if len(data) > MAX_INPUT_BYTES:
-        raise BadInput(f"{what} is larger than {MAX_INPUT_BYTES // (1024 * 1024)} MiB")
-    if not data.strip():
-        raise BadInput(f"{what} is empty")
-    try:
-        data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise BadInput(f"{what} is not UTF-8 (byte {e.start})") from None
-    if re.search(rb"<!DOCTYPE|<!ENTITY", data, re.IGNORECASE) and _has_dtd(data):
-        raise BadInput(f"{what} has a DOCTYPE or entity declarations, which domain XML never has")
+    _check_raw(data, what)
     try:
         tree = etree.ElementTree(etree.fromstring(data, _parser()))
     except etree.XMLSyntaxError as e:
@@ -48,6 +40,20 @@ def parse_xml(data: bytes, what: str = "XML") -> etree._ElementTree:
     return tree
 
 
+def _check_raw(data: bytes, what: str) -> None:
+    """Size, emptiness, encoding and DTDs, before any parser sees the bytes."""
+    if len(data) > MAX_INPUT_BYTES:
+        raise BadInput(f"{what} is larger than {MAX_INPUT_BYTES // (1024 * 1024)} MiB")
+    if not data.strip():
+        raise BadInput(f"{what} is empty")
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise BadInput(f"{what} is not UTF-8 (byte {e.start})") from None
+    if re.search(rb"<!DOCTYPE|<!ENTITY", data, re.IGNORECASE) and _has_dtd(data):
+        raise BadInput(f"{what} has a DOCTYPE or entity declarations, which domain XML never has")
+
+
 def _has_dtd(data: bytes) -> bool:
     """A DOCTYPE/ENTITY outside comments (a comment may mention the words)."""
     without_comments = re.sub(rb"<!--.*?-->", b"", data, flags=re.DOTALL)
@@ -56,10 +62,54 @@ def _has_dtd(data: bytes) -> bool:
 
 def parse_domain(data: bytes, what: str = "input") -> etree._ElementTree:
     tree = parse_xml(data, what)
-    root = tree.getroot()
+    _require_domain(tree.getroot(), what)
+    return tree
+
+
+def _require_domain(root: etree._Element, what: str) -> None:
     if root.tag != "domain":
         raise BadInput(f"{what} is not a libvirt domain (root element <{etree.QName(root).localname}>)")
-    return tree
+
+
+# What the decisions read under <devices>; everything else there is dropped by parse_domain_lean.
+KEPT_DEVICES = frozenset({"emulator"})
+
+
+def parse_domain_lean(data: bytes, what: str = "input") -> etree._Element:
+    """The same checks as parse_domain, but the children of <devices> other than <emulator> are dropped as
+    they are parsed: a decision never reads them, and a large domain (thousands of disks, controllers,
+    interfaces) then costs little more memory than its bytes. Only for deciding, never for rewriting."""
+    _check_raw(data, what)
+    parser = dict(resolve_entities=False, no_network=True, load_dtd=False, dtd_validation=False, huge_tree=False,
+                  remove_blank_text=False, remove_comments=True, remove_pis=True, strip_cdata=False,
+                  collect_ids=False)
+    depth = 0
+    devices = None
+    try:
+        ctx = etree.iterparse(io.BytesIO(data), events=("start", "end"), **parser)
+        for event, el in ctx:
+            if event == "start":
+                depth += 1
+                if depth == 2 and el.tag == "devices":
+                    devices = el
+                continue
+            if depth == 3 and devices is not None and el.getparent() is devices and el.tag not in KEPT_DEVICES:
+                el.clear(keep_tail=False)
+                devices.remove(el)
+            depth -= 1
+        root = ctx.root
+    except etree.XMLSyntaxError as e:
+        msg = str(e).splitlines()[0] if str(e) else "syntax error"
+        raise BadInput(f"{what} is not well-formed XML: {msg}") from None
+    except ValueError as e:
+        raise BadInput(f"{what} cannot be parsed: {e}") from None
+    if root is None:
+        raise BadInput(f"{what} is not well-formed XML: no root element")
+    docinfo = root.getroottree().docinfo
+    if docinfo.doctype or docinfo.internalDTD is not None:
+        raise BadInput(f"{what} has a DOCTYPE, which domain XML never has")
+    _require_domain(root, what)
+    return root
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -1,0 +1,95 @@
+#!/usr/bin/env python3
+"""Per-document cost of `rewrite --check` and `explain --format json` on files, against a floor measured
+in the same run: an lxml parse + serialize of the same documents.
+
+Marginal cost: each command runs over N documents and over 1 document, as whole processes; the difference
+divided by N-1 is the cost per document, start-up excluded. Runs are interleaved; medians are reported.
+Also the peak memory (ru_maxrss of the child) of both verbs on one 10 MiB document of small elements,
+against its size.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SOURCES = sorted(p for d in (ROOT / "tests" / "fixtures", ROOT / "examples") for p in d.glob("*.xml"))
+FLOOR = ("import sys\nfrom lxml import etree\n"
+         "p = etree.XMLParser(resolve_entities=False, no_network=True, load_dtd=False)\n"
+         "for f in sys.argv[1:]:\n"
+         "    with open(f, 'rb') as fh: etree.tostring(etree.fromstring(fh.read(), p))\n")
+
+
+def timed(cmd: list[str]) -> tuple[float, int]:
+    t = time.perf_counter()
+    subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+    wall = time.perf_counter() - t
+    return wall, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+
+
+def big_document(path: Path, size: int) -> None:
+    head = (ROOT / "examples" / "fedora-host-model.xml").read_text()
+    filler = "    <controller type='pci' index='1' model='pcie-root-port'/>\n"
+    body = filler * (size // len(filler))
+    path.write_text(head.replace("<devices>", "<devices>\n" + body, 1))
+
+
+def peak_kib(cmd: list[str]) -> int:
+    r = subprocess.run(["/usr/bin/time", "-f", "%M"] + cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                       text=True, check=False)
+    return int(r.stderr.strip().splitlines()[-1])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("-n", "--docs", type=int, default=2000, help="documents per run (copies of the fixtures)")
+    ap.add_argument("-r", "--runs", type=int, default=5)
+    args = ap.parse_args()
+    py = sys.executable
+    with tempfile.TemporaryDirectory() as tmp:
+        files = []
+        for i in range(args.docs):
+            dst = Path(tmp) / f"d{i:05d}.xml"
+            shutil.copy(SOURCES[i % len(SOURCES)], dst)
+            files.append(str(dst))
+        cases = {
+            "floor: lxml parse + serialize": [py, "-c", FLOOR],
+            "rewrite --check": [py, "-m", "virtxml_cpu", "rewrite", "--check", "-q", "--no-host-probe",
+                                "--qemu-flavour", "upstream"],
+            "explain --format json": [py, "-m", "virtxml_cpu", "explain", "--format", "json", "--no-host-probe",
+                                      "--qemu-flavour", "upstream"],
+        }
+        env_cwd = os.getcwd()
+        os.chdir(ROOT)
+        per_doc: dict[str, list[float]] = {k: [] for k in cases}
+        for _ in range(args.runs):
+            for name, cmd in cases.items():
+                many, _ = timed(cmd + files)
+                one, _ = timed(cmd + files[:1])
+                per_doc[name].append((many - one) / (len(files) - 1))
+        med = {k: statistics.median(v) * 1e6 for k, v in per_doc.items()}
+        floor = med["floor: lxml parse + serialize"]
+        for k, v in med.items():
+            ratio = "" if k.startswith("floor") else f"  {v / floor:.2f}x the floor (target <= 3x)"
+            print(f"{k:<32} {v:8.1f} us per document (median of {args.runs}, {args.docs} documents){ratio}")
+        big = Path(tmp) / "big.xml"
+        big_document(big, 10 * 1024 * 1024)
+        size_kib = big.stat().st_size // 1024
+        for name in ("rewrite --check", "explain --format json"):
+            kib = peak_kib(cases[name] + [str(big)])
+            print(f"peak memory, {name}, {size_kib} KiB document: {kib} KiB = {kib / size_kib:.1f}x its size "
+                  "(target <= 10x)")
+        os.chdir(env_cwd)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,102 @@
+"""Operating at fleet scale without libvirt: Prometheus metrics, orchestrator-managed domains, the hook's
+queue with backoff."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from virtxml_cpu import hook, spool
+from virtxml_cpu.audit import HostAudit
+from virtxml_cpu.config import Config
+from virtxml_cpu.hostfacts import HostFacts
+from virtxml_cpu.metrics import exposition
+from virtxml_cpu.pipeline import process
+
+from .conftest import FIXTURES, ROOT
+
+UP = HostFacts(qemu_flavour="upstream", flavour_source="test")
+
+
+def row(domain, pv="off", needs=True, **kw):
+    return {"host": "qemu:///system", "domain": domain, "uuid": f"u-{domain}", "state": "running",
+            "persistent": True, "pv_unhalt": pv, "needs_work": needs, "decision": {}, **kw}
+
+
+def test_prometheus_exposition_parses_and_says_what_it_should():
+    results = [HostAudit("qemu:///system", [row("web", live_pv_unhalt="off", observed_pv_unhalt="off"),
+                                            row('odd"name\\x\ny', pv="on", needs=False),
+                                            row("nova-vm", managed_by="OpenStack Nova"),
+                                            {"host": "qemu:///system", "domain": "ghost", "error": "no domain",
+                                             "needs_work": False}], seconds=0.25),
+               HostAudit("qemu+ssh://down/system", error="cannot connect")]
+    text = exposition(results, 1_700_000_000.0)
+    fams = {f.name: f for f in text_string_to_metric_families(text)}
+    s = {(f.name, tuple(sorted(x.labels.items()))): x.value for f in fams.values() for x in f.samples}
+
+    def get(name, **labels):
+        return s[(name, tuple(sorted(labels.items())))]
+
+    assert get("virtxml_cpu_host_reachable", host="qemu:///system") == 1
+    assert get("virtxml_cpu_host_reachable", host="qemu+ssh://down/system") == 0
+    assert get("virtxml_cpu_host_domains", host="qemu:///system") == 3
+    assert get("virtxml_cpu_host_domains_need_fix", host="qemu:///system") == 2
+    assert get("virtxml_cpu_host_domain_errors", host="qemu:///system") == 1
+    assert get("virtxml_cpu_host_audit_seconds", host="qemu:///system") == 0.25
+    web = dict(host="qemu:///system", domain="web", uuid="u-web")
+    assert get("virtxml_cpu_domain_pv_unhalt", **web, view="definition") == 0
+    assert get("virtxml_cpu_domain_pv_unhalt", **web, view="observed") == 0
+    assert get("virtxml_cpu_domain_needs_fix", **web) == 1
+    odd = dict(host="qemu:///system", domain='odd"name\\x\ny', uuid='u-odd"name\\x\ny')
+    assert get("virtxml_cpu_domain_pv_unhalt", **odd, view="definition") == 1
+    assert get("virtxml_cpu_domain_managed", host="qemu:///system", domain="nova-vm", uuid="u-nova-vm",
+               orchestrator="OpenStack Nova") == 1
+    assert get("virtxml_cpu_audit_timestamp_seconds") == 1_700_000_000.0
+
+
+@pytest.mark.parametrize("metadata,who,says", [
+    ("<nova:instance xmlns:nova='http://openstack.org/xmlns/libvirt/nova/1.1'><nova:name>x</nova:name>"
+     "</nova:instance>", "OpenStack Nova", "hard reboot"),
+    ("<ovirt-vm:vm xmlns:ovirt-vm='http://ovirt.org/vm/1.0'><ovirt-vm:clusterVersion>4.7</ovirt-vm:clusterVersion>"
+     "</ovirt-vm:vm>", "oVirt/VDSM", "VDSM"),
+    ("<kubevirt xmlns='http://kubevirt.io'><uid>1</uid></kubevirt>", "KubeVirt", "spec.domain.features.pvspinlock"),
+])
+def test_orchestrator_managed_domains_are_recognised_and_explained(metadata, who, says):
+    data = (FIXTURES / "handwritten-no-cpu.xml").read_bytes().replace(
+        b"</domain>", f"<metadata>{metadata}</metadata></domain>".encode())
+    o = process(data, "m.xml", UP, Config(), render=False)
+    assert o.resolution.facts.orchestrator == who
+    assert any(n.startswith(f"managed by {who}") and says in n for n in o.decision.notes)
+    logged = []
+    hook.run(["vm", "prepare", "begin", "-"], mode="audit", config_path=None,
+             stdin=__import__("io").BytesIO(data), log=lambda m, **kw: logged.append(m))
+    assert f'managed_by="{who}"' in logged[0] or f"managed_by={who}" in logged[0]
+
+
+def test_unmanaged_domain_has_no_orchestrator():
+    o = process((ROOT / "examples" / "fedora-host-model.xml").read_bytes(), "f.xml", UP, Config(), render=False)
+    assert o.resolution.facts.orchestrator is None
+
+
+def test_spool_postpones_with_growing_delay_and_keeps_the_reason(tmp_path):
+    d = str(tmp_path / "spool")
+    spool.write(d, "1234", {"name": "vm", "rule": "policy-compat"})
+    (e,) = spool.entries(d)
+    assert (e.uuid, e.name, e.attempts) == ("1234", "vm", 0) and e.due(0)
+    e1 = spool.postpone(e, "transient", now=1000.0)
+    e2 = spool.postpone(e1, "transient", now=2000.0)
+    assert (e1.next_try, e2.next_try) == (1060.0, 2120.0) and e2.attempts == 2
+    (back,) = spool.entries(d)
+    assert back.attempts == 2 and back.last_error == "transient" and not back.due(2100.0) and back.due(2120.0)
+    assert json.loads(open(back.path).read())["rule"] == "policy-compat"
+    assert spool.delay(30) == spool.MAX_DELAY
+    spool.drop(back)
+    assert spool.entries(d) == []
+
+
+def test_spool_skips_unreadable_entries_with_a_warning(tmp_path):
+    (tmp_path / "bad.json").write_text("{")
+    warned = []
+    assert spool.entries(str(tmp_path), warn=warned.append) == [] and "bad.json" in warned[0]
