@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from lxml import etree
 
@@ -43,8 +44,10 @@ class QemuArgs:
     accel_irqchip: str | None = None  # kernel_irqchip / kernel-irqchip from -machine/-accel
 
 
-@dataclass(frozen=True)
-class DomainFacts:
+class DomainFacts(NamedTuple):
+    """Every input the rules read (a tuple: built once per document, cheap to build and to hash). name and
+    uuid come first: they are the only facts that differ between clones of one template."""
+
     name: str | None
     uuid: str | None
     virt_type: str | None  # kvm, qemu, ...
@@ -82,8 +85,7 @@ def _state(el, attr="state"):
     return el.get(attr) if el is not None else None
 
 
-def _pvspinlock(feats) -> str | None:
-    el = feats.find("pvspinlock") if feats is not None else None
+def _pvspinlock(el) -> str | None:
     if el is None:
         return None
     return el.get("state") or "on"  # virDomainFeaturesDefParse: a bare <pvspinlock/> is on
@@ -142,47 +144,57 @@ def _parse_global(arg: str) -> tuple[str, str, str] | None:
     return (m.group(1), m.group(2), m.group(3)) if m else None
 
 
-def extract(root: etree._Element) -> DomainFacts:
-    """Read the facts from a parsed <domain> element (pure)."""
-    os_type = root.find("os/type")
-    cpu = root.find("cpu")
-    feats = root.find("features")
-    kvm = feats.find("kvm") if feats is not None else None
+def _children(el) -> dict:
+    """First child element of each tag, in one pass (the tags libvirt writes once)."""
+    out: dict = {}
+    if el is not None:
+        for c in el:
+            if isinstance(c.tag, str) and c.tag not in out:
+                out[c.tag] = c
+    return out
 
-    cache = None
+
+def _text(el) -> str | None:
+    return (el.text or "").strip() if el is not None else None
+
+
+def extract(root: etree._Element) -> DomainFacts:
+    """Read the facts from a parsed <domain> element (pure). One pass over the top level, then only the
+    few subtrees the rules read."""
+    top = _children(root)
+    os_type = _children(top.get("os")).get("type")
+    cpu = top.get("cpu")
+    feats = _children(top.get("features"))
+    kvm = _children(feats.get("kvm"))
+    hyperv = feats.get("hyperv")
+
+    cache, cells = None, 0
     if cpu is None:
         mode, model, check, cpu_features = "none", None, None, ()
     else:
-        model_el = cpu.find("model")
-        model = (model_el.text or "").strip() or None if model_el is not None else None
+        parts = _children(cpu)
+        model = _text(parts.get("model")) or None
         mode = cpu.get("mode") or "custom"
         check = cpu.get("check")
-        cpu_features = tuple((f.get("name") or "", f.get("policy") or "require") for f in cpu.findall("feature"))
-        cache_el = cpu.find("cache")
-        if cache_el is not None:
-            cache = (cache_el.get("mode") or "", cache_el.get("level"))
-
-    vcpu_el = root.find("vcpu")
-    vcpus = _int(vcpu_el.text.strip() if vcpu_el is not None and vcpu_el.text else None, 1)
-    cells = root.findall("cpu/numa/cell")
+        cpu_features = tuple((f.get("name") or "", f.get("policy") or "require") for f in cpu.iterchildren("feature"))
+        if "cache" in parts:
+            cache = (parts["cache"].get("mode") or "", parts["cache"].get("level"))
+        if "numa" in parts:
+            cells = sum(1 for _ in parts["numa"].iterchildren("cell"))
     timer = None
-    for t in root.findall("clock/timer"):
-        if t.get("name") == "kvmclock":
-            timer = t.get("present")
-    args = [a.get("value", "") for a in root.iterfind(f"{{{QEMU_NS}}}commandline/{{{QEMU_NS}}}arg")]
-    override = None
-    own = root.find(f"metadata/{{{OWN_NS}}}cpu")
-    if own is not None:
-        override = own.get("policy")
-    os_el = root.find(f"metadata/{{{LIBOSINFO_NS}}}libosinfo/{{{LIBOSINFO_NS}}}os")
-    hyperv = feats.find("hyperv") if feats is not None else None
-    hv_spin = hyperv.find("spinlocks") if hyperv is not None else None
-    emulator = root.find("devices/emulator")
-    name = root.find("name")
-    uuid = root.find("uuid")
+    if "clock" in top:
+        for t in top["clock"].iterchildren("timer"):
+            if t.get("name") == "kvmclock":
+                timer = t.get("present")
+    args = [a.get("value", "") for c in root.iterchildren(f"{{{QEMU_NS}}}commandline")
+            for a in c.iterchildren(f"{{{QEMU_NS}}}arg")]
+    meta = _children(top.get("metadata"))
+    own = meta.get(f"{{{OWN_NS}}}cpu")
+    osinfo = _children(meta.get(f"{{{LIBOSINFO_NS}}}libosinfo")).get(f"{{{LIBOSINFO_NS}}}os")
+    hv_spin = _children(hyperv).get("spinlocks")
     return DomainFacts(
-        name=(name.text or "").strip() if name is not None else None,
-        uuid=(uuid.text or "").strip() if uuid is not None else None,
+        name=_text(top.get("name")),
+        uuid=_text(top.get("uuid")),
         virt_type=root.get("type"),
         arch=os_type.get("arch") if os_type is not None else None,
         machine=os_type.get("machine") if os_type is not None else None,
@@ -191,23 +203,23 @@ def extract(root: etree._Element) -> DomainFacts:
         cpu_check=check,
         cpu_features=cpu_features,
         cpu_cache=cache,
-        pvspinlock=_pvspinlock(feats),
-        apic_eoi=_state(feats.find("apic"), "eoi") if feats is not None else None,
-        kvm_hidden=_state(kvm.find("hidden")) == "on" if kvm is not None else False,
-        hint_dedicated=_state(kvm.find("hint-dedicated")) if kvm is not None else None,
-        poll_control=_state(kvm.find("poll-control")) if kvm is not None else None,
-        pv_ipi=_state(kvm.find("pv-ipi")) if kvm is not None else None,
-        ioapic_driver=_state(feats.find("ioapic"), "driver") if feats is not None else None,
+        pvspinlock=_pvspinlock(feats.get("pvspinlock")),
+        apic_eoi=_state(feats.get("apic"), "eoi"),
+        kvm_hidden=_state(kvm.get("hidden")) == "on",
+        hint_dedicated=_state(kvm.get("hint-dedicated")),
+        poll_control=_state(kvm.get("poll-control")),
+        pv_ipi=_state(kvm.get("pv-ipi")),
+        ioapic_driver=_state(feats.get("ioapic"), "driver"),
         kvmclock_present=timer,
         hyperv=hyperv is not None,
         hyperv_spinlocks=_state(hv_spin) == "on",
-        vcpus=vcpus,
-        numa_cells=len(cells),
+        vcpus=_int(_text(top.get("vcpu")), 1),
+        numa_cells=cells,
         qemu=parse_qemu_args(args),
-        override_policy=override,
-        os_id=os_el.get("id") if os_el is not None else None,
-        emulator=(emulator.text or "").strip() if emulator is not None else None,
-        orchestrator=_orchestrator(root.find("metadata")),
+        override_policy=own.get("policy") if own is not None else None,
+        os_id=osinfo.get("id") if osinfo is not None else None,
+        emulator=_text(top["devices"].find("emulator") if "devices" in top else None),
+        orchestrator=_orchestrator(top.get("metadata")),
     )
 
 

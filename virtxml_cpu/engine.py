@@ -14,8 +14,11 @@ host-dependent, with each build's answer in its detail.
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import re
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from . import rules
 from .cpu_models import MODEL_BITS
@@ -31,8 +34,9 @@ TCG_X2APIC_SINCE = (9, 0)  # x2APIC emulation for TCG (Bui Quang Minh's series, 
 SRC_TCG, SRC_HIDDEN, SRC_CPU_PM, SRC_FILTERED, SRC_FLAVOUR = "tcg", "kvm-hidden", "kvm-cpu-pm", "filtered", "qemu-flavour"
 
 
-@dataclass(frozen=True)
-class Value:
+class Value(NamedTuple):
+    """One property's answer (a tuple: 17 are built per domain)."""
+
     state: str  # on | off | host-dependent
     source: str  # where the value comes from, short
     detail: str  # why, with the QEMU/libvirt/KVM reference
@@ -85,6 +89,7 @@ class _Context:
     model: str | None
     cpu_props: list[tuple[str, bool, str, str]]
     warnings: list[str]
+    support: dict[str, tuple[bool | None, str]] = field(default_factory=dict)  # filled once, read by steps
 
 
 def _bool(text: str) -> bool | None:
@@ -192,15 +197,31 @@ def step_cpu_model(ctx: _Context, slots: dict[str, _Slot]) -> None:
     slots["l3-cache"] = _Slot(True, "qemu-default", "l3-cache property default true (14c985cffa, 2.8)")
 
 
+_APPLICABLE: dict[tuple, tuple] = {}
+
+
+def _applicable(ctx: _Context, layer: str) -> tuple[tuple[Rule, bool | None], ...]:
+    """The rows of one layer that may apply to this machine, with rule_applies' answer. Pure in (build,
+    machine, irqchip), so cached: a fleet has few distinct machines."""
+    key = (id(ctx.flavour), ctx.machine, ctx.irqchip, layer)
+    hit = _APPLICABLE.get(key)
+    if hit is not None and hit[0] is ctx.flavour:
+        return hit[1]
+    rows = (ctx.flavour.kvm_defaults if layer == "kvm-default" else ()) + tuple(
+        r for r in ctx.flavour.machine_rows if r.layer == layer)
+    answer = tuple((r, a) for r in rows if (a := rule_applies(r, ctx.machine, ctx.irqchip)) is not False)
+    if len(_APPLICABLE) > 4096:
+        _APPLICABLE.clear()
+    _APPLICABLE[key] = (ctx.flavour, answer)
+    return answer
+
+
 def step_kvm_defaults(ctx: _Context, slots: dict[str, _Slot]) -> None:
     """2. The build's kvm_default_props as machine compat changed them (named models under KVM only)."""
     if ctx.kind != "named" or ctx.accel != "kvm":
         return
     base = {p: (s.value, s.detail) for p, s in slots.items()}
-    for rule in ctx.flavour.kvm_defaults + tuple(r for r in ctx.flavour.machine_rows if r.layer == "kvm-default"):
-        applies = rule_applies(rule, ctx.machine, ctx.irqchip)
-        if applies is False:
-            continue
+    for rule, applies in _applicable(ctx, "kvm-default"):
         if applies is None:
             slots[rule.prop] = _Slot(None, "machine-compat",
                                      f"depends on which machine {ctx.machine.label()} stands for: {rule.source}")
@@ -208,7 +229,7 @@ def step_kvm_defaults(ctx: _Context, slots: dict[str, _Slot]) -> None:
             v, d = base[rule.prop]
             slots[rule.prop] = _Slot(v, "machine-compat", f"{ctx.machine.label()}: {rule.source}; so {d}")
         else:
-            src = "kvm-default" if rule in UPSTREAM.kvm_defaults else f"{ctx.flavour.name}-kvm-default"
+            src = "kvm-default" if id(rule) in _UPSTREAM_DEFAULTS else f"{ctx.flavour.name}-kvm-default"
             slots[rule.prop] = _Slot(rule.value == ON, src, rule.source)
     if ctx.flavour is not UPSTREAM and not any(r.prop == "svm" for r in ctx.flavour.kvm_defaults):
         v, d = base["svm"]
@@ -218,10 +239,7 @@ def step_kvm_defaults(ctx: _Context, slots: dict[str, _Slot]) -> None:
 
 def step_machine_compat(ctx: _Context, slots: dict[str, _Slot]) -> None:
     """3. Machine compat_props: every x86 CPU, counted as user-set."""
-    for rule in (r for r in ctx.flavour.machine_rows if r.layer == "compat"):
-        applies = rule_applies(rule, ctx.machine, ctx.irqchip)
-        if applies is False:
-            continue
+    for rule, applies in _applicable(ctx, "compat"):
         if applies is None:
             slots[rule.prop] = _Slot(None, "machine-compat",
                                      f"depends on which machine {ctx.machine.label()} stands for: {rule.source}",
@@ -252,7 +270,7 @@ def step_host_max(ctx: _Context, slots: dict[str, _Slot]) -> None:
     """6. host/max: auto-enable what the accelerator supports, except user-set properties."""
     for p, s in slots.items():
         if s.auto and not s.user_set:
-            sup, why = _supported(p, ctx)
+            sup, why = ctx.support[p]
             slots[p] = _Slot(sup, s.source, f"passed through: {why}")
 
 
@@ -271,12 +289,14 @@ def step_filter(ctx: _Context, slots: dict[str, _Slot]) -> None:
     for p, s in slots.items():
         if s.value is False or p == "l3-cache":
             continue
-        sup, why = _supported(p, ctx)
+        sup, why = ctx.support[p]
         if sup is False:
             slots[p] = _Slot(False, SRC_FILTERED, f"{s.detail}; dropped: {why}")
         elif sup is None and s.value is True:
             slots[p] = _Slot(None, s.source, f"{s.detail}; kept only if {why}")
 
+
+_UPSTREAM_DEFAULTS = frozenset(id(r) for r in UPSTREAM.kvm_defaults)  # shared rows keep the plain label
 
 STEPS = (step_cpu_model, step_kvm_defaults, step_machine_compat, step_globals, step_cpu_properties,
          step_host_max, step_kvm_leaf, step_filter)
@@ -292,17 +312,41 @@ def _kvm_strips(ctx: _Context, values: dict[str, Value]) -> None:
 
 # ---------------------------------------------------------------------------------------------------------
 
+_RESOLVED: dict[tuple, tuple] = {}
+_IDENTITY = ("name", "uuid")  # the only facts that differ between clones of one template: DomainFacts[:2]
+
+
+assert DomainFacts._fields[:len(_IDENTITY)] == _IDENTITY
+
+
 def resolve(facts: DomainFacts, host: HostFacts | None = None) -> Resolution:
-    """Resolve under the host's QEMU build, or under every build that has this machine when it is unknown."""
+    """Resolve under the host's QEMU build, or under every build that has this machine when it is unknown.
+
+    Pure in (facts but name and uuid, host facts), so answers are kept per host: a fleet's domains are
+    mostly clones of a few templates."""
     host = host or HostFacts()
+    key = (id(host),) + facts[len(_IDENTITY):]
+    hit = _RESOLVED.get(key)
+    if hit is not None and hit[0] is host:
+        return _with_facts(hit[1], facts)
     candidates, basis, warnings = _flavour_candidates(facts.machine, host)
     results = [_resolve_one(facts, host, flavour, machine, list(warnings)) for flavour, machine in candidates]
     res = results[0] if len(results) == 1 else _merge(results)
-    return Resolution(**{**res.__dict__, "flavour_basis": basis})
+    res = dataclasses.replace(res, flavour_basis=basis)
+    if len(_RESOLVED) > 4096:
+        _RESOLVED.clear()
+    _RESOLVED[key] = (host, res)
+    return res
+
+
+def _with_facts(res: Resolution, facts: DomainFacts) -> Resolution:
+    """A kept resolution for another clone: everything but the facts (name, uuid) is the same."""
+    clone = copy.copy(res)
+    object.__setattr__(clone, "facts", facts)
+    return clone
 
 
 def _flavour_candidates(name: str | None, host: HostFacts) -> tuple[list[tuple[Flavour, Machine]], str, list[str]]:
-    claim = claimants(name, host.aliases)
     machine_label = name or "(none: the default machine)"
     if host.qemu_flavour:
         chosen = FLAVOURS[host.qemu_flavour]
@@ -310,6 +354,8 @@ def _flavour_candidates(name: str | None, host: HostFacts) -> tuple[list[tuple[F
         basis = f"{chosen.name}: {host.flavour_source}"
         if mine is not None:
             return [(chosen, mine)], basis, []
+    claim = claimants(name, host.aliases)
+    if host.qemu_flavour:
         if claim:
             names = ", ".join(f.title for f, _ in claim)
             return claim, f"{'/'.join(f.name for f, _ in claim)}: machine {machine_label} exists only in {names}", [
@@ -349,16 +395,16 @@ def _resolve_one(facts: DomainFacts, host: HostFacts, flavour: Flavour, machine:
         else:
             model = facts.cpu_model
     ctx = _Context(facts, host, flavour, machine, accel, irqchip, kind, model, cpu_props, warnings)
+    ctx.support = _support(ctx)
     slots: dict[str, _Slot] = {}
     for step in STEPS:
         step(ctx, slots)
     values = {p: Value(_state(s.value), s.source, s.detail) for p, s in slots.items()}
     _kvm_strips(ctx, values)
     refusal = _start_refusal(ctx, values)
-    support = {p: _supported(p, ctx) for p in rules.PROPERTIES}
     return Resolution(facts, machine, accel, irqchip, kind, model, values, _explicit_unhalt(facts),
                       tuple(dict.fromkeys(warnings)), start_refusal=refusal, host=host, flavour=flavour.name,
-                      support=support, cpu_from_commandline=bool(facts.qemu.cpu))
+                      support=ctx.support, cpu_from_commandline=bool(facts.qemu.cpu))
 
 
 def _start_refusal(ctx: _Context, values: dict[str, Value]) -> str | None:
@@ -458,6 +504,23 @@ def _libvirt_cpu_props(facts: DomainFacts, warnings: list[str]) -> list[tuple[st
             out.append(("l3-cache", on, "<cpu><cache>",
                         f"<cache mode='{mode}'/> -> l3-cache={'on' if on else 'off'} (qemuBuildCpuCommandLine)"))
     return out
+
+
+_SUPPORT: dict[tuple, tuple] = {}
+
+
+def _support(ctx: _Context) -> dict[str, tuple[bool | None, str]]:
+    """What the accelerator keeps, per property: pure in (host facts, accelerator, irqchip), so computed
+    once per host and kept (the cache holds the host facts, so their id stays theirs)."""
+    key = (id(ctx.host), ctx.accel, ctx.irqchip)
+    hit = _SUPPORT.get(key)
+    if hit is not None and hit[0] is ctx.host:
+        return hit[1]
+    answer = {p: _supported(p, ctx) for p in rules.PROPERTIES}
+    if len(_SUPPORT) > 256:
+        _SUPPORT.clear()
+    _SUPPORT[key] = (ctx.host, answer)
+    return answer
 
 
 def _supported(prop: str, ctx: _Context) -> tuple[bool | None, str]:

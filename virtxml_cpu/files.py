@@ -41,9 +41,9 @@ def read_input(path: str) -> bytes:
     """Read a file (or stdin, `-`), at most MAX_INPUT_BYTES + 1 bytes; pipes and /dev/fd/N work too."""
     try:
         if path == "-":
-            return sys.stdin.buffer.read(MAX_INPUT_BYTES + 1)
-        with open(path, "rb") as fh:
-            return fh.read(MAX_INPUT_BYTES + 1)
+            return _read_fd(sys.stdin.fileno(), "<stdin>")
+        with open(path, "rb", buffering=0) as fh:
+            return _read_fd(fh.fileno(), path)
     except FileNotFoundError:
         raise BadInput(f"{shown(path)}: no such file") from None
     except IsADirectoryError:
@@ -100,10 +100,14 @@ def update_in_place(path: str, transform: Callable[[bytes], tuple[bytes | None, 
 
 
 def _read_fd(fd: int, path: str) -> bytes:
+    """At most MAX_INPUT_BYTES + 1 bytes, in reads sized to the file (a 10 MiB buffer for every small file
+    would cost more than parsing it)."""
     chunks, size = [], 0
     try:
+        st = os.fstat(fd)
+        step = min(st.st_size + 1, MAX_INPUT_BYTES + 1) if stat.S_ISREG(st.st_mode) else 1 << 16
         while size <= MAX_INPUT_BYTES:
-            chunk = os.read(fd, 1 << 20)
+            chunk = os.read(fd, min(step, MAX_INPUT_BYTES + 1 - size))
             if not chunk:
                 break
             chunks.append(chunk)

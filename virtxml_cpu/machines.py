@@ -57,13 +57,29 @@ def format_version(v: Version | None) -> str:
     return ".".join(str(p) for p in v) if v else "?"
 
 
+_CACHE: dict[tuple, tuple[Flavour, Machine | None]] = {}
+_CACHE_LIMIT = 4096
+
+
 def classify(name: str | None, flavour: Flavour, host_aliases: dict[str, str] | None = None) -> Machine | None:
     """Read `name` with `flavour`'s naming data; None when that build has no such machine.
 
     `host_aliases` (from the host's capabilities) says what `pc`, `q35` and the default machine are there.
-    An absent machine is the flavour's default machine.
+    An absent machine is the flavour's default machine. Pure, so answers are cached (a fleet has few
+    distinct machine names); the cache holds the flavour, so its id stays its own.
     """
-    host_aliases = host_aliases or {}
+    key = (id(flavour), name, tuple(sorted(host_aliases.items())) if host_aliases else ())
+    hit = _CACHE.get(key)
+    if hit is not None and hit[0] is flavour:
+        return hit[1]
+    machine = _classify(name, flavour, host_aliases or {})
+    if len(_CACHE) >= _CACHE_LIMIT:
+        _CACHE.clear()
+    _CACHE[key] = (flavour, machine)
+    return machine
+
+
+def _classify(name: str | None, flavour: Flavour, host_aliases: dict[str, str]) -> Machine | None:
     key = name or ""
     canonical = host_aliases.get(key)
     if canonical and canonical != name:

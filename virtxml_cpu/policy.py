@@ -41,9 +41,25 @@ def invalid_exemption(value: str) -> Decision:
                     "the domain is left unchanged until it is corrected", "never")
 
 
+_DECIDED: dict[tuple, tuple] = {}
+
+
 def decide(res: Resolution, policy: str, style: str = "pvspinlock") -> Decision:
     """Decide from the resolution and its provenance only: what QEMU/KVM did with kvm-pv-unhalt and why,
-    and whether the accelerator could provide it (`res.support`)."""
+    and whether the accelerator could provide it (`res.support`). Clones of a template share a resolution
+    (engine.resolve keeps one per configuration, its features dict its own), so they share the decision."""
+    key = (id(res.features), policy, style)
+    hit = _DECIDED.get(key)
+    if hit is not None and hit[0] is res.features:
+        return hit[1]
+    decision = _decide(res, policy, style)
+    if len(_DECIDED) > 4096:
+        _DECIDED.clear()
+    _DECIDED[key] = (res.features, decision)
+    return decision
+
+
+def _decide(res: Resolution, policy: str, style: str) -> Decision:
     notes = _notes(res, style)
     unhalt = res.features["kvm-pv-unhalt"]
     can_have, why_not = res.support["kvm-pv-unhalt"]

@@ -9,18 +9,19 @@ from .pipeline import Outcome
 from .rules import PROPERTIES
 
 
-def to_json(o: Outcome) -> dict:
-    r, d = o.resolution, o.decision
+def _features(features) -> dict:
     feats = {}
     for p in PROPERTIES:
-        v = r.features[p]
+        v = features[p]
         feats[p] = {"state": v.state, "source": v.source, "detail": v.detail}
         if v.qom:
             feats[p]["qemu_property"] = v.qom
+    return feats
+
+
+def _shared(r) -> dict:
+    """What depends on the resolution alone (not on the domain's name, uuid or the decision)."""
     return {
-        "file": o.label,
-        "domain": r.facts.name,
-        "uuid": r.facts.uuid,
         "machine": r.facts.machine,
         "machine_resolved": r.machine.alias_of or r.facts.machine,
         "machine_family": r.machine.family,
@@ -30,16 +31,61 @@ def to_json(o: Outcome) -> dict:
         "cpu_model": r.model,
         "accel": r.accel,
         "kernel_irqchip": r.irqchip,
-        "features": feats,
-        "decision": {"action": d.action, "rule": d.rule, "reason": d.reason, "policy": d.policy,
-                     "policy_source": o.policy_source, "style": o.style, "notes": list(d.notes)},
+        "features": _features(r.features),
         "host_facts": list(r.host.sources),
-        "changed": o.changed,
     }
 
 
+def _own(o: Outcome) -> dict:
+    r = o.resolution
+    return {"file": o.label, "domain": r.facts.name, "uuid": r.facts.uuid, "changed": o.changed}
+
+
+def _decision(o: Outcome) -> dict:
+    d = o.decision
+    return {"action": d.action, "rule": d.rule, "reason": d.reason, "policy": d.policy,
+            "policy_source": o.policy_source, "style": o.style, "notes": list(d.notes)}
+
+
+def to_json(o: Outcome) -> dict:
+    return {**_own(o), "decision": _decision(o), **_shared(o.resolution)}
+
+
+_ENCODED: dict[int, tuple] = {}
+
+
+def _shared_json(r) -> str:
+    """The shared part, encoded once per resolution: clones of a template share one (engine.resolve keeps
+    it), and its features dict is that resolution's own, so its identity names it."""
+    hit = _ENCODED.get(id(r.features))
+    if hit is not None and hit[0] is r.features:
+        return hit[1]
+    text = json.dumps(_shared(r), separators=(",", ":"))
+    if len(_ENCODED) > 4096:
+        _ENCODED.clear()
+    _ENCODED[id(r.features)] = (r.features, text)
+    return text
+
+
+_DECISIONS: dict[tuple, tuple] = {}
+
+
+def _decision_json(o: Outcome) -> str:
+    key = (id(o.decision), o.policy_source, o.style)
+    hit = _DECISIONS.get(key)
+    if hit is not None and hit[0] is o.decision:
+        return hit[1]
+    text = json.dumps(_decision(o), separators=(",", ":"))
+    if len(_DECISIONS) > 4096:
+        _DECISIONS.clear()
+    _DECISIONS[key] = (o.decision, text)
+    return text
+
+
 def to_json_line(o: Outcome) -> str:
-    return json.dumps(to_json(o), sort_keys=False, separators=(",", ":"))
+    """One line of JSON: the same object as to_json, its shared parts encoded once."""
+    own = json.dumps(_own(o), separators=(",", ":"))
+    return own[:-1] + ',"decision":' + _decision_json(o) + "," + _shared_json(o.resolution)[1:]
 
 
 def table(o: Outcome, verbose: bool = False) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import re
+import threading
 from dataclasses import dataclass
 
 from lxml import etree
@@ -19,10 +20,16 @@ from .errors import BadInput
 MAX_INPUT_BYTES = 10 * 1024 * 1024  # libvirt itself refuses domain XML over 10 MiB
 
 
+_PARSERS = threading.local()  # an lxml parser serves one thread at a time; building one per document is slow
+
+
 def _parser() -> etree.XMLParser:
-    return etree.XMLParser(resolve_entities=False, no_network=True, load_dtd=False, dtd_validation=False,
-                           huge_tree=False, remove_blank_text=False, remove_comments=False,
-                           remove_pis=False, strip_cdata=False, collect_ids=False)
+    parser = getattr(_PARSERS, "parser", None)
+    if parser is None:
+        parser = _PARSERS.parser = etree.XMLParser(
+            resolve_entities=False, no_network=True, load_dtd=False, dtd_validation=False, huge_tree=False,
+            remove_blank_text=False, remove_comments=False, remove_pis=False, strip_cdata=False, collect_ids=False)
+    return parser
 
 
 def parse_xml(data: bytes, what: str = "XML") -> etree._ElementTree:
@@ -50,7 +57,7 @@ def _check_raw(data: bytes, what: str) -> None:
         data.decode("utf-8")
     except UnicodeDecodeError as e:
         raise BadInput(f"{what} is not UTF-8 (byte {e.start})") from None
-    if re.search(rb"<!DOCTYPE|<!ENTITY", data, re.IGNORECASE) and _has_dtd(data):
+    if b"<!" in data and re.search(rb"<!DOCTYPE|<!ENTITY", data, re.IGNORECASE) and _has_dtd(data):
         raise BadInput(f"{what} has a DOCTYPE or entity declarations, which domain XML never has")
 
 
@@ -73,12 +80,17 @@ def _require_domain(root: etree._Element, what: str) -> None:
 
 # What the decisions read under <devices>; everything else there is dropped by parse_domain_lean.
 KEPT_DEVICES = frozenset({"emulator"})
+LEAN_FROM_BYTES = 256 * 1024  # below this a plain parse is faster and small anyway
 
 
 def parse_domain_lean(data: bytes, what: str = "input") -> etree._Element:
     """The same checks as parse_domain, but the children of <devices> other than <emulator> are dropped as
     they are parsed: a decision never reads them, and a large domain (thousands of disks, controllers,
     interfaces) then costs little more memory than its bytes. Only for deciding, never for rewriting."""
+    if len(data) < LEAN_FROM_BYTES:
+        root = parse_xml(data, what).getroot()
+        _require_domain(root, what)
+        return root
     _check_raw(data, what)
     parser = dict(resolve_entities=False, no_network=True, load_dtd=False, dtd_validation=False, huge_tree=False,
                   remove_blank_text=False, remove_comments=True, remove_pis=True, strip_cdata=False,
