@@ -18,6 +18,40 @@ FIXTURES = ROOT / "tests" / "fixtures"
 _lab_skip_reasons: list[str] = []
 
 
+# What the suite exercised, as virt-manager's test_checkprops records XML properties: every rule row that
+# applied and every decision rule reached (tests/test_zz_exercised.py checks the totals after a full run).
+EXERCISED: dict[str, set] = {"rows": set(), "decisions": set()}
+
+
+def _record_exercise() -> None:
+    from virtxml_cpu import engine, policy
+
+    rule_applies, decide, invalid = engine.rule_applies, policy._decide, policy.invalid_exemption
+
+    def recording_rule_applies(rule, machine, irqchip):
+        applies = rule_applies(rule, machine, irqchip)
+        if applies:
+            EXERCISED["rows"].add(id(rule))
+        return applies
+
+    def recording_decide(res, pol, style):
+        d = decide(res, pol, style)
+        EXERCISED["decisions"].add(d.rule)
+        return d
+
+    def recording_invalid(value):
+        d = invalid(value)
+        EXERCISED["decisions"].add(d.rule)
+        return d
+
+    engine.rule_applies, policy._decide, policy.invalid_exemption = (recording_rule_applies, recording_decide,
+                                                                     recording_invalid)
+
+
+def pytest_configure(config):
+    _record_exercise()
+
+
 def pytest_addoption(parser):
     parser.addoption("--regen", action="store_true",
                      help="rewrite the expected golden files from the current output (review the diff!)")

@@ -178,6 +178,17 @@ def test_host_without_pv_unhalt_is_left_alone():
 def test_single_vcpu_and_dedicated_notes():
     d = policy.decide(engine.resolve(dom(vcpus=1), NO_HOST), "compat")
     assert d.action == "inject" and any("1 vCPU" in n for n in d.notes)
+    assert not any("KVM_HINTS_REALTIME" in n for n in d.notes)
+    d = policy.decide(engine.resolve(dom(features="<kvm><hint-dedicated state='on'/></kvm>"), NO_HOST), "compat")
+    assert d.action == "inject" and any("KVM_HINTS_REALTIME" in n for n in d.notes)
+    assert not any("1 vCPU" in n for n in d.notes)
+
+
+def test_without_a_features_element():
+    """No <features> at all is its own path (dom() writes none by default)."""
+    f = dom()
+    assert (f.pvspinlock, f.apic_eoi, f.kvm_hidden, f.ioapic_driver) == (None, None, False, None)
+    assert policy.decide(engine.resolve(f, NO_HOST), "compat").rule == "policy-compat"
 
 
 def test_metadata_override_beats_cli():
@@ -185,3 +196,40 @@ def test_metadata_override_beats_cli():
     f = dom(extra=own)
     assert f.override_policy == "never"
     assert policy.effective_policy("always", "compat", f.override_policy) == ("never", "domain <metadata>")
+
+
+@pytest.mark.parametrize("flavour,machine", [("upstream", "pc-q35-7.2"), ("ubuntu", "pc-q35-jammy"),
+                                             ("rhel", "pc-q35-rhel9.2.0")])
+def test_x2apic_off_without_in_kernel_irqchip_on_every_build(flavour, machine):
+    off = ("<qemu:commandline><qemu:arg value='-accel'/><qemu:arg value='kvm,kernel-irqchip=off'/>"
+           "</qemu:commandline>")
+    host = HostFacts(qemu_flavour=flavour, flavour_source="test")
+    r = engine.resolve(dom(machine, "<cpu mode='custom'><model>Skylake-Client</model></cpu>", extra=off), host)
+    assert r.irqchip == "off" and r.features["x2apic"].state == "off"
+    assert "492a4c94be" in r.features["x2apic"].detail
+    assert r.features["kvm-pv-unhalt"].state == "off"
+    assert policy.decide(r, "compat").rule == "accelerator-unsupported"
+
+
+def test_decision_branches_reached_only_by_unusual_domains():
+    arm = domain.extract(etree.fromstring(
+        "<domain type='kvm'><name>a</name><os><type arch='aarch64' machine='virt'>hvm</type></os><devices/></domain>"))
+    assert policy.decide(engine.resolve(arm, NO_HOST), "compat").rule == "not-x86"
+    no_unhalt = up(cpuid={(0x40000001, "eax"): 0x7B & ~0x80})
+    hp = engine.resolve(dom(cpu="<cpu mode='host-passthrough'/>"), no_unhalt)
+    assert hp.features["kvm-pv-unhalt"].state == "off"
+    assert policy.decide(hp, "compat").rule == "cpu-mode"
+    # An Ubuntu codename between artful (2.10) and bionic (2.11): its compat level straddles 2.11.
+    between = engine.resolve(dom("pc-q35-aztec"), HostFacts(qemu_flavour="ubuntu", flavour_source="t"))
+    assert policy.decide(between, "compat").rule == "machine-version-unknown"
+    assert policy.decide(between, "always").rule == "policy-always"
+
+
+def test_invalid_exemption_keeps_the_domain():
+    from virtxml_cpu.config import Config
+    from virtxml_cpu.pipeline import process
+
+    xml = (b"<domain type='kvm'><name>t</name><os><type arch='x86_64' machine='pc-q35-7.2'>hvm</type></os>"
+           b"<metadata><v:cpu xmlns:v='urn:virtxml-cpu:domain:1' policy='Never'/></metadata><devices/></domain>")
+    o = process(xml, "t.xml", NO_HOST, Config())
+    assert (o.decision.rule, o.changed, o.output) == ("metadata-invalid", False, xml)

@@ -11,6 +11,12 @@ POLICIES = ("compat", "never", "always", "numa")
 STYLES = ("pvspinlock", "cpu-feature")
 COMPAT_SINCE = (2, 11)  # the seed series: "enables kvm_pv_unhalt by default on pc-*-2.11 and newer"
 X86 = ("x86_64", "i686")
+# Every rule a decision can name, in the order decide() tries them (README "The rules"; the suite checks
+# that each one is reached).
+DECISION_RULES = ("policy-never", "not-x86", "not-kvm", "user-choice", "qemu-cpu-override", "kvm-hidden", "cpu-pm",
+                  "already-on", "machine-family", "cpu-mode", "machine-too-old", "machine-version-unknown",
+                  "accelerator-unsupported", "numa-single-node", "policy-compat", "policy-numa", "policy-always",
+                  "metadata-invalid")
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,38 @@
+"""After a full run: every rule row of every QEMU flavour applied somewhere, and every decision rule was
+reached (the counterpart of virt-manager's test_checkprops). Runs last (file order); skipped when only
+part of the suite was selected."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from virtxml_cpu.flavours import FLAVOURS
+from virtxml_cpu.policy import DECISION_RULES
+from virtxml_cpu.pipeline import process
+from virtxml_cpu.config import Config
+from virtxml_cpu.hostfacts import HostFacts
+
+from .conftest import EXERCISED
+
+HERE = Path(__file__).resolve().parent
+
+
+def test_every_rule_row_and_decision_rule_was_exercised(request):
+    ran = {Path(str(item.fspath)).name for item in request.session.items}
+    every = {p.name for p in HERE.glob("test_*.py")}
+    if ran != every:
+        pytest.skip(f"partial run ({len(ran)} of {len(every)} test files): totals are checked on full runs only")
+    rows = [(f.name, r) for f in FLAVOURS.values() for r in f.kvm_defaults + f.machine_rows]
+    missing = [f"{name}: {r.layer} {r.prop}={r.value} ({r.source})" for name, r in rows
+               if id(r) not in EXERCISED["rows"]]
+    assert not missing, "rule rows no test exercised:\n" + "\n".join(missing)
+    assert set(DECISION_RULES) == EXERCISED["decisions"], sorted(set(DECISION_RULES) ^ EXERCISED["decisions"])
+
+
+def test_decisions_name_only_known_rules():
+    src = Path(__file__).resolve().parent / "fixtures"
+    for path in src.glob("*.xml"):
+        o = process(path.read_bytes(), path.name, HostFacts(), Config(), render=False)
+        assert o.decision.rule in DECISION_RULES, (path.name, o.decision.rule)
