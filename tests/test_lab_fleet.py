@@ -248,3 +248,47 @@ def test_watch_fixes_new_definitions_does_not_loop_and_survives_a_restart(lab_up
                 pass
         conn.close()
         log.close()
+
+
+def _clients() -> set[str]:
+    out = subprocess.run(["virt-admin", "-c", "libvirtd:///system", "srv-clients-list", "libvirtd"],
+                         capture_output=True, text=True, check=True).stdout
+    return {line.split()[0] for line in out.splitlines()[2:] if line.strip()}
+
+
+def test_watch_keeps_one_connection_and_backs_off_a_queued_fix_it_cannot_apply(lab_up, tmp_path):
+    """A queued fix for a transient domain cannot be applied: watch records why, waits a minute before the
+    next try instead of every 10 s, and does all this over its one connection."""
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(f'[hook]\nspool = "{tmp_path / "spool"}"\nsyslog_socket = "{tmp_path / "no-syslog"}"\n')
+    conn = harness.connect()
+    name = harness.unique_name("transient")
+    transient = conn.createXML(harness.startable(harness.boot_sector_guest(name, "pc-q35-7.2", HM)).decode(),
+                               libvirt.VIR_DOMAIN_START_PAUSED)
+    (tmp_path / "spool").mkdir()
+    entry = tmp_path / "spool" / f"{transient.UUIDString()}.json"
+    entry.write_text(json.dumps({"uuid": transient.UUIDString(), "name": name}))
+    before = _clients()
+    log = open(tmp_path / "watch.log", "w+")
+    proc = subprocess.Popen([sys.executable, "-m", "virtxml_cpu", "watch", "--config", str(cfg)], cwd=ROOT,
+                            stdout=log, stderr=subprocess.STDOUT)
+    try:
+        assert _wait_for(lambda: "queued fix kept" in (tmp_path / "watch.log").read_text(), 20)
+        seen = set()
+        deadline = time.monotonic() + 23  # two queue passes (every 10 s)
+        while time.monotonic() < deadline:
+            seen |= _clients() - before
+            time.sleep(0.5)
+        text = (tmp_path / "watch.log").read_text()
+        data = json.loads(entry.read_text())
+        assert data["attempts"] == 1 and data["last_error"] == "transient" and data["next_try"] > time.time() + 30
+        assert text.count("queued fix kept") == 1, text  # not retried at the next passes
+        assert len(seen) == 1, (seen, text)  # one connection all along (the old code opened one per pass)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=10) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        transient.destroy()
+        conn.close()
+        log.close()

@@ -75,14 +75,19 @@ def install(hooks_dir: str, mode: str | None, config: str | None, legacy: bool |
     if config and not os.path.isabs(config):
         config = os.path.abspath(config)
     text = render(template(), sys.executable, PACKAGE_PARENT, mode, config)
+    what = f"mode {mode or 'from config, else audit'}, interpreter {sys.executable}"
+    try:
+        if path.read_text() == text and os.access(path, os.X_OK):
+            return [f"unchanged: {path} is installed already ({what})"]
+    except (OSError, UnicodeDecodeError):
+        pass
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise EnvironmentProblem(f"{path.parent}: {e.strerror}") from None
     write_output(str(path), text.encode(), [])
     os.chmod(path, 0o755)
-    return [f"installed {path} (mode {mode or 'from config, else audit'}, interpreter {sys.executable})",
-            RESTART_NOTE]
+    return [f"installed {path} ({what})", RESTART_NOTE]
 
 
 def uninstall(hooks_dir: str) -> list[str]:
