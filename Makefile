@@ -42,6 +42,7 @@ test: $(STAMP)
 bench: $(STAMP)
 	$(PY) bench/hook_latency.py
 	$(PY) bench/audit_scale.py
+	$(PY) bench/file_cost.py
 
 clean:
 	rm -rf $(VENV) build demo-out .pytest_cache

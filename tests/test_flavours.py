@@ -153,14 +153,12 @@ def test_explain_names_the_flavour_and_why():
 
 def test_adding_a_release_is_data_only():
     """A new Ubuntu release is one Release row; nothing else changes."""
-    from dataclasses import replace
-
     from virtxml_cpu.flavours.model import Release
 
     table = UBUNTU.tables[0]
-    newer = replace(table, releases=table.releases + (Release("stonking", {"pc-i440fx": (11, 0), "pc-q35": (11, 0)},
+    newer = table._replace(releases=table.releases + (Release("stonking", {"pc-i440fx": (11, 0), "pc-q35": (11, 0)},
                                                               "test"),))
-    flavour = replace(UBUNTU, tables=(newer,))
+    flavour = UBUNTU._replace(tables=(newer,))
     assert classify("pc-q35-stonking", flavour).version == (11, 0)
     assert classify("pc-q35-stonking", UBUNTU).low == (10, 2)
     assert set(FLAVOURS) == {"upstream", "ubuntu", "rhel"}

@@ -5,14 +5,14 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from dataclasses import replace
 
 from . import __version__, config as configmod, report
 from .config import HOOK_MODES
 from .flavours import NAMES as FLAVOUR_NAMES
 from .errors import EXIT_BAD_INPUT, EXIT_ENVIRONMENT, EXIT_OK, EXIT_WORK_FOUND, BadInput, VirtxmlCpuError
 from .hookinstall import DEFAULT_HOOKS_DIR
-from .files import read_input, shown, update_in_place, write_output
+from .errors import shown
+from .files import read_input, update_in_place, write_output
 from .hostfacts import HostFacts, parse_capabilities, parse_domcapabilities, probe_kvm, probe_local_qemu
 from .pipeline import process
 from .policy import POLICIES, STYLES
@@ -234,7 +234,7 @@ def _emit(args, path: str, o) -> int:
 def _live_config(args):
     """The config, with --qemu-flavour folded in: the live verbs hand one Config to each host."""
     cfg = configmod.load(args.config)
-    return replace(cfg, qemu_flavour=args.qemu_flavour) if args.qemu_flavour else cfg
+    return cfg._replace(qemu_flavour=args.qemu_flavour) if args.qemu_flavour else cfg
 
 
 def _apply(args) -> int:

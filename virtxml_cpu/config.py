@@ -13,10 +13,9 @@ from __future__ import annotations
 
 import os
 import tomllib
-from dataclasses import dataclass
+from typing import NamedTuple
 
-from .errors import BadInput, EnvironmentProblem
-from .files import shown
+from .errors import BadInput, EnvironmentProblem, shown
 from .flavours import NAMES as FLAVOURS
 from .policy import POLICIES, STYLES
 
@@ -25,8 +24,7 @@ HOOK_MODES = ("audit", "enforce", "queue")
 DEFAULT_SPOOL = "/var/lib/virtxml-cpu/pending"
 
 
-@dataclass(frozen=True)
-class Config:
+class Config(NamedTuple):
     policy: str | None = None
     style: str = "pvspinlock"
     hook_mode: str | None = None  # None: the mode `hook install` baked in, else audit

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import NamedTuple
 
 from lxml import etree
@@ -34,8 +33,7 @@ ORCHESTRATORS = (
 )
 
 
-@dataclass(frozen=True)
-class QemuArgs:
+class QemuArgs(NamedTuple):
     """What `<qemu:commandline>` does to the CPU."""
 
     cpu: str | None = None  # last -cpu value (QEMU uses the last one)

@@ -14,10 +14,7 @@ host-dependent, with each build's answer in its detail.
 
 from __future__ import annotations
 
-import copy
-import dataclasses
 import re
-from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from . import rules
@@ -47,8 +44,7 @@ class Value(NamedTuple):
         return self.qom or self.state
 
 
-@dataclass(frozen=True)
-class Resolution:
+class Resolution(NamedTuple):
     facts: DomainFacts
     machine: Machine
     accel: str  # kvm | tcg | other
@@ -59,37 +55,44 @@ class Resolution:
     explicit_unhalt: str | None  # who chose kvm-pv-unhalt explicitly, if anyone
     warnings: tuple[str, ...] = ()
     start_refusal: str | None = None  # libvirt's error when it will refuse to start the domain
-    host: HostFacts = field(default_factory=HostFacts)
+    host: HostFacts = HostFacts()
     flavour: str = "upstream"  # the QEMU build assumed; "a|b" when unknown and the answers were merged
     flavour_basis: str = ""  # why that build
-    support: dict[str, tuple[bool | None, str]] = field(default_factory=dict)  # would the accelerator keep it
+    support: dict[str, tuple[bool | None, str]] = {}  # would the accelerator keep it (never mutated)
     cpu_from_commandline: bool = False  # <qemu:commandline> -cpu replaced libvirt's -cpu
 
 
-@dataclass
 class _Slot:
-    value: bool | None  # None = unknown (host-dependent)
-    source: str
-    detail: str
-    user_set: bool = False
-    auto: bool = False  # host/max: to be filled from host support
+    """One property while the steps run (mutable, per resolution)."""
+
+    __slots__ = ("value", "source", "detail", "user_set", "auto")
+
+    def __init__(self, value: bool | None, source: str, detail: str, user_set: bool = False, auto: bool = False):
+        self.value = value  # None = unknown (host-dependent)
+        self.source = source
+        self.detail = detail
+        self.user_set = user_set
+        self.auto = auto  # host/max: to be filled from host support
 
 
-@dataclass
 class _Context:
     """Everything the steps read; computed once per (domain, flavour)."""
 
-    facts: DomainFacts
-    host: HostFacts
-    flavour: Flavour
-    machine: Machine
-    accel: str
-    irqchip: str
-    kind: str
-    model: str | None
-    cpu_props: list[tuple[str, bool, str, str]]
-    warnings: list[str]
-    support: dict[str, tuple[bool | None, str]] = field(default_factory=dict)  # filled once, read by steps
+    __slots__ = ("facts", "host", "flavour", "machine", "accel", "irqchip", "kind", "model", "cpu_props", "warnings",
+                 "support")
+
+    def __init__(self, facts, host, flavour, machine, accel, irqchip, kind, model, cpu_props, warnings):
+        self.facts: DomainFacts = facts
+        self.host: HostFacts = host
+        self.flavour: Flavour = flavour
+        self.machine: Machine = machine
+        self.accel = accel
+        self.irqchip = irqchip
+        self.kind = kind
+        self.model: str | None = model
+        self.cpu_props: list[tuple[str, bool, str, str]] = cpu_props
+        self.warnings: list[str] = warnings
+        self.support: dict[str, tuple[bool | None, str]] = {}  # filled once, read by steps
 
 
 def _bool(text: str) -> bool | None:
@@ -332,7 +335,7 @@ def resolve(facts: DomainFacts, host: HostFacts | None = None) -> Resolution:
     candidates, basis, warnings = _flavour_candidates(facts.machine, host)
     results = [_resolve_one(facts, host, flavour, machine, list(warnings)) for flavour, machine in candidates]
     res = results[0] if len(results) == 1 else _merge(results)
-    res = dataclasses.replace(res, flavour_basis=basis)
+    res = res._replace(flavour_basis=basis)
     if len(_RESOLVED) > 4096:
         _RESOLVED.clear()
     _RESOLVED[key] = (host, res)
@@ -341,9 +344,7 @@ def resolve(facts: DomainFacts, host: HostFacts | None = None) -> Resolution:
 
 def _with_facts(res: Resolution, facts: DomainFacts) -> Resolution:
     """A kept resolution for another clone: everything but the facts (name, uuid) is the same."""
-    clone = copy.copy(res)
-    object.__setattr__(clone, "facts", facts)
-    return clone
+    return res._replace(facts=facts)
 
 
 def _flavour_candidates(name: str | None, host: HostFacts) -> tuple[list[tuple[Flavour, Machine]], str, list[str]]:

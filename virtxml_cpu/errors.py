@@ -6,6 +6,11 @@ EXIT_BAD_INPUT = 2
 EXIT_ENVIRONMENT = 3
 
 
+def shown(path: str) -> str:
+    """A file name for a one-line message: control characters (a newline in a name) escaped."""
+    return path if path.isprintable() else repr(path)[1:-1]
+
+
 class VirtxmlCpuError(Exception):
     """Base error: a one-line message and an exit status."""
 

@@ -20,16 +20,11 @@ import tempfile
 from collections.abc import Callable
 from typing import TypeVar
 
-from .errors import BadInput, EnvironmentProblem
+from .errors import BadInput, EnvironmentProblem, shown
 from .xmlio import MAX_INPUT_BYTES
 
 T = TypeVar("T")
 MAX_BACKUP_NUMBER = 999
-
-
-def shown(path: str) -> str:
-    """A file name for a one-line message: control characters (a newline in a name) escaped."""
-    return path if path.isprintable() else repr(path)[1:-1]
 
 
 def _env_error(path: str, e: OSError, what: str = "") -> EnvironmentProblem:

@@ -13,7 +13,7 @@ import socket
 import sys
 import time
 
-from . import config as configmod, spool
+from . import config as configmod
 import re
 
 from .hostfacts import HostFacts, probe_kvm, probe_local_qemu
@@ -104,6 +104,8 @@ def run(argv: list[str], mode: str | None = None, config_path: str | None = None
         return 1
     if d.action == "inject" and hook_mode == "queue":
         try:
+            from . import spool  # queue mode only: the other paths do not pay for it
+
             spool.write(cfg.spool, r.facts.uuid, {"name": r.facts.name, "rule": d.rule, "reason": d.reason,
                                                   "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
             fields["queued"] = cfg.spool

@@ -8,7 +8,7 @@ import fcntl
 import os
 import re
 import struct
-from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from .errors import BadInput
 from .flavours import FLAVOURS
@@ -20,12 +20,11 @@ _ENTRY = struct.Struct("=IIIIIIIIII")  # function, index, flags, eax, ebx, ecx, 
 _REGS = ("eax", "ebx", "ecx", "edx")
 
 
-@dataclass(frozen=True)
-class HostFacts:
+class HostFacts(NamedTuple):
     """Everything known about the host; empty fields mean 'not known'."""
 
     cpuid: dict[tuple[int, str], int] | None = None  # KVM_GET_SUPPORTED_CPUID (index 0 entries)
-    aliases: dict[str, str] = field(default_factory=dict)  # pc -> pc-i440fx-7.2, "" -> default
+    aliases: dict[str, str] = {}  # pc -> pc-i440fx-7.2, "" -> default (never mutated)
     machines: frozenset[str] = frozenset()
     host_model: tuple[str | None, tuple[tuple[str, str], ...]] | None = None  # model, features
     qemu_version: tuple[int, ...] | None = None

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
 from urllib.parse import urlparse
 
 from .errors import EnvironmentProblem
@@ -57,7 +56,7 @@ def host_facts_from(conn, uri: str) -> HostFacts:
     except libvirt.libvirtError as e:
         raise EnvironmentProblem(f"{uri}: {e.get_error_message()}") from None
     facts = caps.merged(dom)
-    return replace(facts, qemu_version=version, sources=tuple(f"{s} ({uri})" for s in facts.sources),
+    return facts._replace(qemu_version=version, sources=tuple(f"{s} ({uri})" for s in facts.sources),
                    flavour_source=f"{facts.flavour_source} ({uri})" if facts.qemu_flavour else "")
 
 
@@ -72,5 +71,5 @@ def connection_host_facts(conn, uri: str, probe: bool, qemu_flavour: str | None 
     local = probe_kvm() if probe and is_local(uri) else HostFacts()
     facts = local.merged(host_facts_from(conn, uri))
     if qemu_flavour:
-        facts = replace(facts, qemu_flavour=qemu_flavour, flavour_source="configured qemu_flavour")
+        facts = facts._replace(qemu_flavour=qemu_flavour, flavour_source="configured qemu_flavour")
     return facts

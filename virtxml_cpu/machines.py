@@ -8,7 +8,7 @@ that range cannot be decided from the name alone.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from .flavours import FLAVOURS, I440FX, PC, Q35, Flavour, NameTable, Release, Version
 
@@ -17,8 +17,7 @@ __all__ = ["I440FX", "Q35", "PC_FAMILIES", "Machine", "classify", "claimants", "
            "version_at_most", "own_version_at_most", "parse_version", "format_version"]
 
 
-@dataclass(frozen=True)
-class Machine:
+class Machine(NamedTuple):
     """What the rules need to know about a machine type, under one flavour."""
 
     name: str | None  # as written in the XML (None when absent)

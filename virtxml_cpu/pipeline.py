@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from . import domain, engine, policy, rewrite
 from .config import Config
@@ -10,8 +10,7 @@ from .hostfacts import HostFacts
 from .xmlio import parse_domain, parse_domain_lean
 
 
-@dataclass(frozen=True)
-class Outcome:
+class Outcome(NamedTuple):
     label: str
     resolution: engine.Resolution
     decision: policy.Decision

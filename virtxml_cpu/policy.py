@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from .engine import OFF, ON, SRC_CPU_PM, SRC_HIDDEN, SRC_TCG, Resolution
 from .machines import PC_FAMILIES, version_at_least
@@ -19,8 +19,7 @@ DECISION_RULES = ("policy-never", "not-x86", "not-kvm", "user-choice", "qemu-cpu
                   "metadata-invalid")
 
 
-@dataclass(frozen=True)
-class Decision:
+class Decision(NamedTuple):
     action: str  # inject | keep
     rule: str  # short id of the rule that decided
     reason: str

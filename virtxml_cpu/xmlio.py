@@ -11,7 +11,7 @@ from __future__ import annotations
 import io
 import re
 import threading
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from lxml import etree
 
@@ -136,13 +136,17 @@ _TOKEN = re.compile(
 )
 
 
-@dataclass
 class Span:
-    start: int  # offset of '<' of the start tag (or comment / PI)
-    start_end: int  # offset just after the start tag
-    empty: bool  # <x/>
-    end_start: int = -1  # offset of '</x>'
-    end_end: int = -1
+    """Where a node sits in the source text (its end tag is filled in when the scan reaches it)."""
+
+    __slots__ = ("start", "start_end", "empty", "end_start", "end_end")
+
+    def __init__(self, start: int, start_end: int, empty: bool):
+        self.start = start  # offset of '<' of the start tag (or comment / PI)
+        self.start_end = start_end  # offset just after the start tag
+        self.empty = empty  # <x/>
+        self.end_start = -1  # offset of '</x>'
+        self.end_end = -1
 
 
 def node_spans(text: str) -> list[Span]:
@@ -168,8 +172,7 @@ def node_spans(text: str) -> list[Span]:
     return spans
 
 
-@dataclass(frozen=True)
-class Style:
+class Style(NamedTuple):
     quote: str
     unit: str
     newline: str
@@ -221,8 +224,7 @@ def _line_indent(text: str, pos: int) -> str:
     return m.group(0) if m else ""
 
 
-@dataclass(frozen=True)
-class Insertion:
+class Insertion(NamedTuple):
     """Add `new` as a child of `parent` before the node at `index` (None = append)."""
 
     parent: etree._Element

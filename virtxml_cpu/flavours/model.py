@@ -9,7 +9,7 @@ build, and compat rows apply to machines at or below a version (pc_compat_X_Y).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from typing import NamedTuple
 
 Version = tuple[int, ...]
 
@@ -18,8 +18,7 @@ Q35 = "pc-q35"
 PC = frozenset({I440FX, Q35})
 
 
-@dataclass(frozen=True)
-class Rule:
+class Rule(NamedTuple):
     """One row: a kvm_default_props entry, an x86_cpu_change_kvm_default() call or a compat property."""
 
     layer: str  # "kvm-default" (named CPU models under KVM) | "compat" (every x86 CPU, counts as user-set)
@@ -32,19 +31,17 @@ class Rule:
     when: str | None = None  # "irqchip=split" | "irqchip=off"
 
 
-@dataclass(frozen=True)
-class Release:
+class Release(NamedTuple):
     """A downstream machine version (an Ubuntu codename, a RHEL X.Y.Z) and the upstream options it is built
     from, per family. `irqchip` overrides the default kernel_irqchip of that upstream base."""
 
     key: str
     bases: dict[str, Version]
     source: str
-    irqchip: dict[str, str] = field(default_factory=dict)
+    irqchip: dict[str, str] = {}  # never mutated
 
 
-@dataclass(frozen=True)
-class NameTable:
+class NameTable(NamedTuple):
     """A grammar `family-KEY[suffix]` whose KEY is looked up in `releases` (oldest first).
 
     `order` says how an unknown KEY relates to the known ones: "version" (RHEL X.Y.Z: bounded by its
@@ -58,12 +55,11 @@ class NameTable:
     order: str
     source: str
     ordered_from: str | None = None
-    suffix_overrides: dict[str, Release] = field(default_factory=dict)
+    suffix_overrides: dict[str, Release] = {}  # never mutated
     family_of_bare: str | None = None  # for patterns without a family group (rhel6.x.0 is i440fx)
 
 
-@dataclass(frozen=True)
-class Alias:
+class Alias(NamedTuple):
     """`pc`, `q35`, `ubuntu`: the newest machine of a family in whatever build runs. Its lowest possible
     compat level: libvirt >= 8.1 requires QEMU >= 4.2, so an alias stands for 4.2 or newer."""
 
@@ -73,8 +69,7 @@ class Alias:
     canonical: str | None = None  # when the build fixes what the alias means (RHEL: pc-i440fx-rhel7.6.0)
 
 
-@dataclass(frozen=True)
-class Flavour:
+class Flavour(NamedTuple):
     name: str  # upstream | ubuntu | rhel
     title: str
     versioned: tuple[tuple[re.Pattern, str | None], ...]  # upstream numeric names: (pattern, family or group)

@@ -13,7 +13,6 @@ Sources (Ubuntu packaging, debian/patches/ubuntu/):
 from __future__ import annotations
 
 import re
-from dataclasses import replace
 
 from .model import I440FX, Q35, Alias, NameTable, Release
 from .upstream import KVM_DEFAULTS, MACHINE_ROWS, SVM_COMPAT_2_1, UPSTREAM
@@ -69,8 +68,7 @@ CODENAMES = NameTable(
     source=_PATCH,
 )
 
-UBUNTU = replace(
-    UPSTREAM,
+UBUNTU = UPSTREAM._replace(
     name="ubuntu",
     title="Ubuntu's QEMU",
     tables=(CODENAMES,),
