@@ -9,7 +9,6 @@ import stat
 import subprocess
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -264,3 +263,55 @@ def test_unreadable_input_and_config_both_exit_3(open_dir):
 
     assert as_nobody(lambda: load(str(cfg)))[0] == 3
     assert as_nobody(lambda: read_input(str(xml)))[0] == 3
+
+
+@pytest.fixture
+def small_fs(tmp_path):
+    """A 256 KiB tmpfs, to run out of space on purpose (root only)."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root to mount a tmpfs")
+    mnt = tmp_path / "small"
+    mnt.mkdir()
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(mnt)], capture_output=True)
+    if r.returncode:
+        pytest.skip(f"cannot mount a tmpfs here: {r.stderr.decode().strip()}")
+    yield mnt
+    subprocess.run(["umount", str(mnt)], check=False)
+
+
+def test_a_full_disk_leaves_the_file_and_the_old_backup_whole(small_fs):
+    vm = small_fs / "vm.xml"
+    shutil.copy(SRC, vm)
+    old = small_fs / "vm.xml.orig"
+    old.write_bytes(b"<!-- a good old backup -->\n" * 100)
+    filler = small_fs / "filler"
+    with open(filler, "wb", buffering=0) as fh:  # fill the filesystem up to the last few bytes
+        try:
+            while True:
+                fh.write(b"\0" * 1024)
+        except OSError:
+            pass
+    r = run("rewrite", "--in-place", "--backup", ".orig", "--no-host-probe", str(vm))
+    one_line(r, 3)
+    assert vm.read_bytes() == SRC.read_bytes()
+    assert old.read_bytes() == b"<!-- a good old backup -->\n" * 100
+    assert sorted(p.name for p in small_fs.iterdir()) == ["filler", "vm.xml", "vm.xml.orig"]
+
+
+@pytest.mark.parametrize("verb", [["explain", "--format", "json"], ["rewrite", "--check"]])
+def test_deciding_on_a_10_mib_domain_takes_at_most_10x_its_size(tmp_path, verb):
+    sys.path.insert(0, str(ROOT / "bench"))
+    import file_cost
+
+    big = tmp_path / "big.xml"
+    file_cost.big_document(big, 10 * 1024 * 1024)
+    probe = ("import resource, sys, runpy\n"
+             "sys.argv = ['virtxml-cpu'] + sys.argv[1:]\n"
+             "try:\n    runpy.run_module('virtxml_cpu', run_name='__main__')\n"
+             "except SystemExit as e:\n    code = e.code\n"
+             "sys.stderr.write(f'\\nMAXRSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss} {code}\\n')\n")
+    r = subprocess.run([sys.executable, "-c", probe, *verb, "--no-host-probe", "--qemu-flavour", "upstream",
+                        str(big)], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=120)
+    kib, code = r.stderr.decode().rsplit("MAXRSS ", 1)[1].split()
+    assert code in ("0", "1", "None"), r.stderr[-500:]
+    assert int(kib) <= 10 * big.stat().st_size // 1024, f"{kib} KiB for a {big.stat().st_size // 1024} KiB document"

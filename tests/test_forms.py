@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from virtxml_cpu import domain, engine, policy
+from virtxml_cpu import domain, engine
 from virtxml_cpu.config import Config
 from virtxml_cpu.hostfacts import HostFacts
 from virtxml_cpu.pipeline import process

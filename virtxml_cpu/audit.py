@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from .config import Config
 from .errors import VirtxmlCpuError
-from .libvirt_conn import libvirt_module, connection_host_facts, open_for_reading
+from .libvirt_conn import connection_host_facts, libvirt_module, open_for_reading
 from .pipeline import process
 
 STATES = {0: "no state", 1: "running", 2: "blocked", 3: "paused", 4: "shutdown", 5: "shut off", 6: "crashed",
@@ -40,8 +41,20 @@ def observe_pv_unhalt(dom) -> str:
     return "on" if qmp({"execute": "qom-get", "arguments": {"path": path, "property": "kvm-pv-unhalt"}}) else "off"
 
 
-def audit_host(uri: str, names: list[str], cfg: Config, policy: str | None, style: str | None,
-               observe: bool, probe: bool, progress=None) -> HostAudit:
+@dataclass(frozen=True)
+class AuditOptions:
+    """What an audit reads and how: one object from the shell to every host and domain."""
+
+    cfg: Config
+    policy: str | None = None
+    style: str | None = None
+    names: tuple[str, ...] = ()  # empty: every domain
+    observe: bool = False  # also ask the running QEMU (QMP qom-get)
+    probe: bool = True  # read /dev/kvm for local URIs
+    progress: Callable[[str, int, int], None] | None = None
+
+
+def audit_host(uri: str, opts: AuditOptions) -> HostAudit:
     started = time.monotonic()
     result = HostAudit(uri)
     try:
@@ -51,27 +64,26 @@ def audit_host(uri: str, names: list[str], cfg: Config, policy: str | None, styl
         result.error = str(e)
         return result
     try:
-        host = connection_host_facts(conn, uri, probe, cfg.qemu_flavour)
+        host = connection_host_facts(conn, uri, opts.probe, opts.cfg.qemu_flavour)
         doms = []
-        for n in names:  # an unknown name is that name's row, not the host's failure
+        for n in opts.names:  # an unknown name is that name's row, not the host's failure
             try:
                 doms.append(conn.lookupByName(n))
             except libvirt.libvirtError as e:
                 result.rows.append({"host": uri, "domain": n, "error": e.get_error_message(), "needs_work": False})
-        doms = doms if names else conn.listAllDomains()
+        doms = doms if opts.names else conn.listAllDomains()
         # Two list calls instead of two round trips per domain.
         persistent = {d.UUIDString() for d in conn.listAllDomains(libvirt.VIR_CONNECT_LIST_DOMAINS_PERSISTENT)}
         active = {d.UUIDString() for d in conn.listAllDomains(libvirt.VIR_CONNECT_LIST_DOMAINS_ACTIVE)}
         for i, dom in enumerate(doms, 1):
             uuid = dom.UUIDString()
             try:
-                result.rows.append(_audit_domain(libvirt, uri, dom, host, cfg, policy, style, observe,
-                                                 uuid in active, uuid in persistent))
+                result.rows.append(_audit_domain(uri, dom, host, opts, uuid in active, uuid in persistent))
             except libvirt.libvirtError as e:  # vanished between the listing and the read
                 result.rows.append({"host": uri, "domain": dom.name(), "uuid": uuid, "needs_work": False,
                                     "error": f"vanished while auditing: {e.get_error_message()}"})
-            if progress:
-                progress(uri, i, len(doms))
+            if opts.progress:
+                opts.progress(uri, i, len(doms))
     except libvirt.libvirtError as e:
         result.error = e.get_error_message()
     except VirtxmlCpuError as e:
@@ -82,21 +94,22 @@ def audit_host(uri: str, names: list[str], cfg: Config, policy: str | None, styl
     return result
 
 
-def _audit_domain(libvirt, uri, dom, host, cfg, policy, style, observe, active, persistent) -> dict:
+def _audit_domain(uri: str, dom, host, opts: AuditOptions, active: bool, persistent: bool) -> dict:
+    libvirt = libvirt_module()
     name = dom.name()
     state = STATES.get(dom.state()[0], "?") if active else "shut off"
     row = {"host": uri, "domain": name, "uuid": dom.UUIDString(), "state": state, "persistent": persistent}
     flags = libvirt.VIR_DOMAIN_XML_INACTIVE if persistent else 0
-    o = process(dom.XMLDesc(flags).encode(), name, host, cfg, policy, style, render=False)
+    o = process(dom.XMLDesc(flags).encode(), name, host, opts.cfg, opts.policy, opts.style, render=False)
     row["pv_unhalt"] = o.resolution.features["kvm-pv-unhalt"].state
     row["decision"] = {"action": o.decision.action, "rule": o.decision.rule, "reason": o.decision.reason,
                        "notes": list(o.decision.notes)}
     row["managed_by"] = o.resolution.facts.orchestrator
     row["needs_work"] = o.decision.action == "inject" and bool(persistent)
     if active:
-        live = process(dom.XMLDesc(0).encode(), name, host, cfg, policy, style, render=False)
+        live = process(dom.XMLDesc(0).encode(), name, host, opts.cfg, opts.policy, opts.style, render=False)
         row["live_pv_unhalt"] = live.resolution.features["kvm-pv-unhalt"].qemu_property
-        if observe:
+        if opts.observe:
             try:
                 row["observed_pv_unhalt"] = observe_pv_unhalt(dom)
             except Exception as e:  # noqa: BLE001 - report, keep auditing
@@ -106,10 +119,9 @@ def _audit_domain(libvirt, uri, dom, host, cfg, policy, style, observe, active, 
     return row
 
 
-def audit(uris: list[str], names: list[str], cfg: Config, policy: str | None, style: str | None,
-          observe: bool, probe: bool, progress=None) -> list[HostAudit]:
+def audit(uris: list[str], opts: AuditOptions) -> list[HostAudit]:
     with ThreadPoolExecutor(max_workers=max(1, min(8, len(uris)))) as pool:
-        return list(pool.map(lambda u: audit_host(u, names, cfg, policy, style, observe, probe, progress), uris))
+        return list(pool.map(lambda u: audit_host(u, opts), uris))
 
 
 def table(results: list[HostAudit]) -> str:

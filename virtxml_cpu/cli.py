@@ -237,17 +237,18 @@ def _live_config(args):
     return cfg._replace(qemu_flavour=args.qemu_flavour) if args.qemu_flavour else cfg
 
 
+def _ask(prompt: str) -> bool:
+    return input(prompt).strip().lower() in ("y", "yes")
+
+
 def _apply(args) -> int:
     from .errors import EnvironmentProblem
     from .live import ApplyOptions, ApplyResult, Selection, apply
 
     if not (args.domains or args.all or args.pending):
         raise BadInput("name domains, or use --all or --pending")
-    confirm = None
-    if not args.yes and sys.stdin.isatty():
-        def confirm(prompt: str) -> bool:
-            return input(prompt).strip().lower() in ("y", "yes")
-    elif not (args.yes or args.dry_run or args.diff):
+    confirm = _ask if not args.yes and sys.stdin.isatty() else None
+    if confirm is None and not (args.yes or args.dry_run or args.diff):
         raise BadInput("not a terminal: pass --yes to define without asking, or --dry-run/--diff")
     opts = ApplyOptions(_live_config(args), args.policy, args.style, args.dry_run, args.diff, args.yes,
                         probe=not args.no_host_probe, confirm=confirm)
@@ -277,8 +278,9 @@ def _audit(args) -> int:
 
     cfg = _live_config(args)
     uris = args.connect or ["qemu:///system"]
-    results = audit.audit(uris, args.domains, cfg, args.policy, args.style, args.observe,
-                          not args.no_host_probe, audit.stderr_progress())
+    opts = audit.AuditOptions(cfg, args.policy, args.style, tuple(args.domains), args.observe,
+                              not args.no_host_probe, audit.stderr_progress())
+    results = audit.audit(uris, opts)
     if args.format == "json":
         text = "".join((json.dumps({"host": h.uri, "error": h.error}) + "\n" if h.error else "")
                        + "".join(json.dumps(row) + "\n" for row in h.rows) for h in results)
@@ -306,7 +308,9 @@ def _audit(args) -> int:
 def _watch(args) -> int:
     from .watch import watch
 
-    return watch(args.connect, _live_config(args), args.policy, args.style, not args.no_host_probe)
+    from .live import ApplyOptions
+
+    return watch(args.connect, ApplyOptions(_live_config(args), args.policy, args.style, probe=not args.no_host_probe))
 
 
 def _hook(args) -> int:

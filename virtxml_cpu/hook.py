@@ -14,8 +14,6 @@ import sys
 import time
 
 from . import config as configmod
-import re
-
 from .hostfacts import HostFacts, probe_kvm, probe_local_qemu
 from .pipeline import process
 from .xmlio import MAX_INPUT_BYTES

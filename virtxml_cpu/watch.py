@@ -12,8 +12,8 @@ import queue
 import signal
 import threading
 import time
+from dataclasses import replace
 
-from .config import Config
 from .errors import VirtxmlCpuError
 from .hook import Log
 from .hostfacts import HostFacts
@@ -41,13 +41,15 @@ class _LogWriter:
         pass
 
 
-def watch(uri: str | None, cfg: Config, policy: str | None, style: str | None, probe: bool = True,
-          stop: threading.Event | None = None, log: Log | None = None) -> int:
+def watch(uri: str | None, opts: ApplyOptions, stop: threading.Event | None = None, log: Log | None = None) -> int:
+    """Run until SIGTERM (or `stop`); `opts` says how to decide (its output goes to the log; it defines
+    without asking)."""
     libvirt = libvirt_module()
     uri = uri or "qemu:///system"
+    cfg = opts.cfg
     log = log or Log(cfg.syslog_socket or "/dev/log")
     out = _LogWriter(log)
-    opts = ApplyOptions(cfg, policy, style, yes=True, probe=probe, out=out, err=out)
+    opts = replace(opts, yes=True, confirm=None, out=out, err=out)
     stop = stop or threading.Event()
     if threading.current_thread() is threading.main_thread():
         for sig in (signal.SIGTERM, signal.SIGINT):
@@ -81,11 +83,11 @@ def watch(uri: str | None, cfg: Config, policy: str | None, style: str | None, p
         conn.registerCloseCallback(lambda *_, ev=closed: ev.set(), None)  # this connection's event only
         cb = conn.domainEventRegisterAny(None, libvirt.VIR_DOMAIN_EVENT_ID_LIFECYCLE, on_event, None)
         try:
-            host = connection_host_facts(conn, uri, probe, cfg.qemu_flavour)
+            host = connection_host_facts(conn, uri, opts.probe, cfg.qemu_flavour)
         except VirtxmlCpuError as e:
             log(f"host facts unavailable ({e}); continuing without them", warning=True)
             host = HostFacts()
-        log(f"watching {uri} for defined domains (policy {policy or cfg.policy or 'compat'})")
+        log(f"watching {uri} for defined domains (policy {opts.policy or cfg.policy or 'compat'})")
         _apply_spool(conn, host, opts, log)
         waited = 0.0
         while not stop.is_set() and not closed.is_set():
