@@ -23,12 +23,14 @@ from .domain import DomainFacts
 from .flavours import FLAVOURS, UPSTREAM, Flavour, Rule
 from .hostfacts import HostFacts
 from .machines import Machine, claimants, classify, own_version_at_most, version_at_most
+from .memo import MISSING, Kept
 
 ON, OFF, HOST = "on", "off", "host-dependent"
 TCG_X2APIC_SINCE = (9, 0)  # x2APIC emulation for TCG (Bui Quang Minh's series, merged for QEMU 9.0)
 
 # Provenance tags a policy may act on.
-SRC_TCG, SRC_HIDDEN, SRC_CPU_PM, SRC_FILTERED, SRC_FLAVOUR = "tcg", "kvm-hidden", "kvm-cpu-pm", "filtered", "qemu-flavour"
+SRC_TCG, SRC_HIDDEN, SRC_CPU_PM = "tcg", "kvm-hidden", "kvm-cpu-pm"
+SRC_FILTERED, SRC_FLAVOUR = "filtered", "qemu-flavour"
 
 
 class Value(NamedTuple):
@@ -200,22 +202,19 @@ def step_cpu_model(ctx: _Context, slots: dict[str, _Slot]) -> None:
     slots["l3-cache"] = _Slot(True, "qemu-default", "l3-cache property default true (14c985cffa, 2.8)")
 
 
-_APPLICABLE: dict[tuple, tuple] = {}
+_APPLICABLE = Kept()
 
 
 def _applicable(ctx: _Context, layer: str) -> tuple[tuple[Rule, bool | None], ...]:
     """The rows of one layer that may apply to this machine, with rule_applies' answer. Pure in (build,
     machine, irqchip), so cached: a fleet has few distinct machines."""
-    key = (id(ctx.flavour), ctx.machine, ctx.irqchip, layer)
-    hit = _APPLICABLE.get(key)
-    if hit is not None and hit[0] is ctx.flavour:
-        return hit[1]
-    rows = (ctx.flavour.kvm_defaults if layer == "kvm-default" else ()) + tuple(
-        r for r in ctx.flavour.machine_rows if r.layer == layer)
-    answer = tuple((r, a) for r in rows if (a := rule_applies(r, ctx.machine, ctx.irqchip)) is not False)
-    if len(_APPLICABLE) > 4096:
-        _APPLICABLE.clear()
-    _APPLICABLE[key] = (ctx.flavour, answer)
+    key = (ctx.machine, ctx.irqchip, layer)
+    answer = _APPLICABLE.get(ctx.flavour, key)
+    if answer is MISSING:
+        rows = (ctx.flavour.kvm_defaults if layer == "kvm-default" else ()) + tuple(
+            r for r in ctx.flavour.machine_rows if r.layer == layer)
+        answer = _APPLICABLE.put(ctx.flavour, key, tuple(
+            (r, a) for r in rows if (a := rule_applies(r, ctx.machine, ctx.irqchip)) is not False))
     return answer
 
 
@@ -237,7 +236,8 @@ def step_kvm_defaults(ctx: _Context, slots: dict[str, _Slot]) -> None:
     if ctx.flavour is not UPSTREAM and not any(r.prop == "svm" for r in ctx.flavour.kvm_defaults):
         v, d = base["svm"]
         slots["svm"] = _Slot(v, f"{ctx.flavour.name}-kvm-default",
-                             f"{ctx.flavour.title} does not disable svm under KVM (enable-svm-by-default.patch); so {d}")
+                             f"{ctx.flavour.title} does not disable svm under KVM "
+                             f"(enable-svm-by-default.patch); so {d}")
 
 
 def step_machine_compat(ctx: _Context, slots: dict[str, _Slot]) -> None:
@@ -315,7 +315,7 @@ def _kvm_strips(ctx: _Context, values: dict[str, Value]) -> None:
 
 # ---------------------------------------------------------------------------------------------------------
 
-_RESOLVED: dict[tuple, tuple] = {}
+_RESOLVED = Kept()
 _IDENTITY = ("name", "uuid")  # the only facts that differ between clones of one template: DomainFacts[:2]
 
 
@@ -328,23 +328,14 @@ def resolve(facts: DomainFacts, host: HostFacts | None = None) -> Resolution:
     Pure in (facts but name and uuid, host facts), so answers are kept per host: a fleet's domains are
     mostly clones of a few templates."""
     host = host or HostFacts()
-    key = (id(host),) + facts[len(_IDENTITY):]
-    hit = _RESOLVED.get(key)
-    if hit is not None and hit[0] is host:
-        return _with_facts(hit[1], facts)
+    key = facts[len(_IDENTITY):]
+    kept = _RESOLVED.get(host, key)
+    if kept is not MISSING:
+        return kept._replace(facts=facts)
     candidates, basis, warnings = _flavour_candidates(facts.machine, host)
     results = [_resolve_one(facts, host, flavour, machine, list(warnings)) for flavour, machine in candidates]
     res = results[0] if len(results) == 1 else _merge(results)
-    res = res._replace(flavour_basis=basis)
-    if len(_RESOLVED) > 4096:
-        _RESOLVED.clear()
-    _RESOLVED[key] = (host, res)
-    return res
-
-
-def _with_facts(res: Resolution, facts: DomainFacts) -> Resolution:
-    """A kept resolution for another clone: everything but the facts (name, uuid) is the same."""
-    return res._replace(facts=facts)
+    return _RESOLVED.put(host, key, res._replace(flavour_basis=basis))
 
 
 def _flavour_candidates(name: str | None, host: HostFacts) -> tuple[list[tuple[Flavour, Machine]], str, list[str]]:
@@ -507,20 +498,15 @@ def _libvirt_cpu_props(facts: DomainFacts, warnings: list[str]) -> list[tuple[st
     return out
 
 
-_SUPPORT: dict[tuple, tuple] = {}
+_SUPPORT = Kept(256)
 
 
 def _support(ctx: _Context) -> dict[str, tuple[bool | None, str]]:
     """What the accelerator keeps, per property: pure in (host facts, accelerator, irqchip), so computed
     once per host and kept (the cache holds the host facts, so their id stays theirs)."""
-    key = (id(ctx.host), ctx.accel, ctx.irqchip)
-    hit = _SUPPORT.get(key)
-    if hit is not None and hit[0] is ctx.host:
-        return hit[1]
-    answer = {p: _supported(p, ctx) for p in rules.PROPERTIES}
-    if len(_SUPPORT) > 256:
-        _SUPPORT.clear()
-    _SUPPORT[key] = (ctx.host, answer)
+    answer = _SUPPORT.get(ctx.host, (ctx.accel, ctx.irqchip))
+    if answer is MISSING:
+        answer = _SUPPORT.put(ctx.host, (ctx.accel, ctx.irqchip), {p: _supported(p, ctx) for p in rules.PROPERTIES})
     return answer
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from .flavours import FLAVOURS, I440FX, PC, Q35, Flavour, NameTable, Release, Version
+from .memo import MISSING, Kept
 
 PC_FAMILIES = PC
 __all__ = ["I440FX", "Q35", "PC_FAMILIES", "Machine", "classify", "claimants", "version_at_least",
@@ -56,8 +57,7 @@ def format_version(v: Version | None) -> str:
     return ".".join(str(p) for p in v) if v else "?"
 
 
-_CACHE: dict[tuple, tuple[Flavour, Machine | None]] = {}
-_CACHE_LIMIT = 4096
+_CLASSIFIED = Kept()
 
 
 def classify(name: str | None, flavour: Flavour, host_aliases: dict[str, str] | None = None) -> Machine | None:
@@ -67,14 +67,10 @@ def classify(name: str | None, flavour: Flavour, host_aliases: dict[str, str] | 
     An absent machine is the flavour's default machine. Pure, so answers are cached (a fleet has few
     distinct machine names); the cache holds the flavour, so its id stays its own.
     """
-    key = (id(flavour), name, tuple(sorted(host_aliases.items())) if host_aliases else ())
-    hit = _CACHE.get(key)
-    if hit is not None and hit[0] is flavour:
-        return hit[1]
-    machine = _classify(name, flavour, host_aliases or {})
-    if len(_CACHE) >= _CACHE_LIMIT:
-        _CACHE.clear()
-    _CACHE[key] = (flavour, machine)
+    key = (name, tuple(sorted(host_aliases.items())) if host_aliases else ())
+    machine = _CLASSIFIED.get(flavour, key)
+    if machine is MISSING:
+        machine = _CLASSIFIED.put(flavour, key, _classify(name, flavour, host_aliases or {}))
     return machine
 
 

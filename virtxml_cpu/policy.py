@@ -6,6 +6,7 @@ from typing import NamedTuple
 
 from .engine import OFF, ON, SRC_CPU_PM, SRC_HIDDEN, SRC_TCG, Resolution
 from .machines import PC_FAMILIES, version_at_least
+from .memo import MISSING, Kept
 
 POLICIES = ("compat", "never", "always", "numa")
 STYLES = ("pvspinlock", "cpu-feature")
@@ -46,21 +47,16 @@ def invalid_exemption(value: str) -> Decision:
                     "the domain is left unchanged until it is corrected", "never")
 
 
-_DECIDED: dict[tuple, tuple] = {}
+_DECIDED = Kept()
 
 
 def decide(res: Resolution, policy: str, style: str = "pvspinlock") -> Decision:
     """Decide from the resolution and its provenance only: what QEMU/KVM did with kvm-pv-unhalt and why,
     and whether the accelerator could provide it (`res.support`). Clones of a template share a resolution
     (engine.resolve keeps one per configuration, its features dict its own), so they share the decision."""
-    key = (id(res.features), policy, style)
-    hit = _DECIDED.get(key)
-    if hit is not None and hit[0] is res.features:
-        return hit[1]
-    decision = _decide(res, policy, style)
-    if len(_DECIDED) > 4096:
-        _DECIDED.clear()
-    _DECIDED[key] = (res.features, decision)
+    decision = _DECIDED.get(res.features, (policy, style))
+    if decision is MISSING:
+        decision = _DECIDED.put(res.features, (policy, style), _decide(res, policy, style))
     return decision
 
 

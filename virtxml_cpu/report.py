@@ -5,6 +5,7 @@ from __future__ import annotations
 import difflib
 import json
 
+from .memo import MISSING, Kept
 from .pipeline import Outcome
 from .rules import PROPERTIES
 
@@ -51,34 +52,25 @@ def to_json(o: Outcome) -> dict:
     return {**_own(o), "decision": _decision(o), **_shared(o.resolution)}
 
 
-_ENCODED: dict[int, tuple] = {}
+_ENCODED = Kept()
 
 
 def _shared_json(r) -> str:
     """The shared part, encoded once per resolution: clones of a template share one (engine.resolve keeps
     it), and its features dict is that resolution's own, so its identity names it."""
-    hit = _ENCODED.get(id(r.features))
-    if hit is not None and hit[0] is r.features:
-        return hit[1]
-    text = json.dumps(_shared(r), separators=(",", ":"))
-    if len(_ENCODED) > 4096:
-        _ENCODED.clear()
-    _ENCODED[id(r.features)] = (r.features, text)
+    text = _ENCODED.get(r.features)
+    if text is MISSING:
+        text = _ENCODED.put(r.features, (), json.dumps(_shared(r), separators=(",", ":")))
     return text
 
 
-_DECISIONS: dict[tuple, tuple] = {}
+_DECISIONS = Kept()
 
 
 def _decision_json(o: Outcome) -> str:
-    key = (id(o.decision), o.policy_source, o.style)
-    hit = _DECISIONS.get(key)
-    if hit is not None and hit[0] is o.decision:
-        return hit[1]
-    text = json.dumps(_decision(o), separators=(",", ":"))
-    if len(_DECISIONS) > 4096:
-        _DECISIONS.clear()
-    _DECISIONS[key] = (o.decision, text)
+    text = _DECISIONS.get(o.decision, (o.policy_source, o.style))
+    if text is MISSING:
+        text = _DECISIONS.put(o.decision, (o.policy_source, o.style), json.dumps(_decision(o), separators=(",", ":")))
     return text
 
 
