@@ -43,6 +43,7 @@ bench: $(STAMP)
 	$(PY) bench/hook_latency.py
 	$(PY) bench/audit_scale.py
 	$(PY) bench/file_cost.py
+	$(PY) bench/fleet_faults.py
 
 clean:
 	rm -rf $(VENV) build demo-out .pytest_cache

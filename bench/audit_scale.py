@@ -16,7 +16,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from virtxml_cpu.audit import audit  # noqa: E402
+from virtxml_cpu.audit import AuditOptions, audit  # noqa: E402
 from virtxml_cpu.config import Config  # noqa: E402
 
 PREFIX = "vxc-bench-"
@@ -47,10 +47,10 @@ def main() -> None:
                 d.XMLDesc(libvirt.VIR_DOMAIN_XML_INACTIVE)
         base = time.perf_counter() - t
         t = time.perf_counter()
-        audit([args.connect], names[:1], Config(), None, None, False, True)
+        audit([args.connect], AuditOptions(Config(), names=tuple(names[:1])))
         one = time.perf_counter() - t  # connection + host facts + one domain
         t = time.perf_counter()
-        result = audit([args.connect], names, Config(), None, None, False, True)
+        result = audit([args.connect], AuditOptions(Config(), names=tuple(names)))
         total = time.perf_counter() - t
         rows = result[0].rows
         assert len(rows) == args.n and not result[0].error, result[0].error

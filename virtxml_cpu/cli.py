@@ -38,7 +38,20 @@ def _live_opts(p: argparse.ArgumentParser, several: bool = True) -> None:
     else:
         p.add_argument("--connect", metavar="URI", default="qemu:///system")
     p.add_argument("--no-host-probe", action="store_true", help="do not read /dev/kvm (local URIs only)")
+    p.add_argument("--timeout", type=_seconds, metavar="SECONDS",
+                   help="how long a libvirt host may stay silent while connecting or on any call "
+                        "(default: config, else 30); a host gets 10 times that in all")
     _policy_opts(p)
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not 0 < value <= 86400:
+        raise argparse.ArgumentTypeError("give a number of seconds above 0, at most 86400")
+    return value
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -241,24 +254,56 @@ def _ask(prompt: str) -> bool:
     return input(prompt).strip().lower() in ("y", "yes")
 
 
-def _apply(args) -> int:
+def _apply_host(uri: str, which, opts, host_timeout: float):
+    """One host's apply in a thread of its own: a host that stalls mid-way is abandoned at its deadline,
+    and the message says which domains were handled and which were not."""
+    import threading
+
     from .errors import EnvironmentProblem
-    from .live import ApplyOptions, ApplyResult, Selection, apply
+    from .libvirt_conn import libvirt_module
+    from .live import ApplyResult, apply_into
+
+    res, box = ApplyResult(), {}
+
+    def work():
+        try:
+            apply_into(uri, which, opts, res)
+        except EnvironmentProblem as e:
+            box["problem"] = str(e)
+        except libvirt_module().libvirtError as e:  # the connection dropped mid-way (keepalive, restart)
+            box["problem"] = (f"{uri}: {e.get_error_message()}; handled: {', '.join(res.done) or 'none'}; "
+                              f"not handled: {', '.join(res.todo) or 'none'}")
+
+    t = threading.Thread(target=work, name=f"apply {uri}", daemon=True)
+    t.start()
+    t.join(host_timeout)
+    if t.is_alive():
+        done, todo = list(res.done), list(res.todo)
+        return res, (f"{uri}: not done within {host_timeout:g}s (timed out); handled: {', '.join(done) or 'none'}; "
+                     f"not handled: {', '.join(todo) or 'not known (the host stalled before listing its domains)'}")
+    return res, box.get("problem")
+
+
+def _apply(args) -> int:
+    from .libvirt_conn import DEFAULT_TIMEOUT
+    from .live import ApplyOptions, ApplyResult, Selection
 
     if not (args.domains or args.all or args.pending):
         raise BadInput("name domains, or use --all or --pending")
     confirm = _ask if not args.yes and sys.stdin.isatty() else None
     if confirm is None and not (args.yes or args.dry_run or args.diff):
         raise BadInput("not a terminal: pass --yes to define without asking, or --dry-run/--diff")
-    opts = ApplyOptions(_live_config(args), args.policy, args.style, args.dry_run, args.diff, args.yes,
-                        probe=not args.no_host_probe, confirm=confirm)
+    cfg = _live_config(args)
+    timeout = args.timeout or cfg.timeout or DEFAULT_TIMEOUT
+    opts = ApplyOptions(cfg, args.policy, args.style, args.dry_run, args.diff, args.yes,
+                        probe=not args.no_host_probe, confirm=confirm, timeout=timeout)
     which = Selection(tuple(args.domains), args.all, args.pending)
     total, down = ApplyResult(), []
     for uri in args.connect or ["qemu:///system"]:
-        try:
-            total.add(apply(uri, which, opts))
-        except EnvironmentProblem as e:  # one unreachable host does not stop the others
-            _err(str(e))
+        res, problem = _apply_host(uri, which, opts, cfg.host_timeout or 10 * timeout)
+        total.add(res)
+        if problem:  # one unreachable or wedged host does not stop the others
+            _err(problem)
             down.append(uri)
     print(f"changed {total.changed}, would change {total.would_change}, unchanged {total.unchanged}, "
           f"skipped {total.skipped}, unknown {total.unknown}, failed {total.failed}"
@@ -271,32 +316,50 @@ def _apply(args) -> int:
 
 
 def _audit(args) -> int:
+    """Each host's results as soon as that host is done (rows, or JSON lines), then the summary."""
     import json
     import time
 
     from . import audit
 
     cfg = _live_config(args)
-    uris = args.connect or ["qemu:///system"]
+    timeout = args.timeout or cfg.timeout or audit.DEFAULT_TIMEOUT
     opts = audit.AuditOptions(cfg, args.policy, args.style, tuple(args.domains), args.observe,
-                              not args.no_host_probe, audit.stderr_progress())
-    results = audit.audit(uris, opts)
+                              not args.no_host_probe, audit.stderr_progress(), timeout,
+                              cfg.host_timeout or 10 * timeout)
+    uris = args.connect or ["qemu:///system"]
+    streaming = args.format in ("table", "json") and not args.output
+    if streaming and args.format == "table":
+        print(audit.TABLE_HEADER, flush=True)
+    results, chunks = [], []
+    for h in audit.audit_stream(uris, opts):
+        results.append(h)
+        if args.format == "json":
+            text = ((json.dumps({"host": h.uri, "error": h.error, "condition": h.condition}) + "\n" if h.error else "")
+                    + "".join(json.dumps(row) + "\n" for row in h.rows))
+        elif args.format == "table":
+            text = "".join(line + "\n" for line in audit.table_rows(h))
+        else:
+            text = ""
+        if streaming:
+            sys.stdout.write(text)
+            sys.stdout.flush()
+        else:
+            chunks.append(text)
+        if h.error:
+            _err(f"{h.uri}: {h.error}")
     if args.format == "json":
-        text = "".join((json.dumps({"host": h.uri, "error": h.error}) + "\n" if h.error else "")
-                       + "".join(json.dumps(row) + "\n" for row in h.rows) for h in results)
+        chunks.append(json.dumps(audit.summary_record(results)) + "\n")
+        if streaming:
+            sys.stdout.write(chunks.pop())
     elif args.format == "prometheus":
         from .metrics import exposition
 
-        text = exposition(results, time.time())
-    else:
-        text = audit.table(results) + "\n"
+        chunks = [exposition(results, time.time())]
+    elif not streaming:
+        chunks.insert(0, audit.TABLE_HEADER + "\n")
     if args.output:
-        write_output(args.output, text.encode(), [])
-    else:
-        sys.stdout.write(text)
-    for h in results:
-        if h.error:
-            _err(f"{h.uri}: {h.error}")
+        write_output(args.output, "".join(chunks).encode(), [])
     print(audit.summary(results), file=sys.stderr)
     if any(h.error for h in results):
         return EXIT_ENVIRONMENT
@@ -306,11 +369,13 @@ def _audit(args) -> int:
 
 
 def _watch(args) -> int:
+    from .libvirt_conn import DEFAULT_TIMEOUT
+    from .live import ApplyOptions
     from .watch import watch
 
-    from .live import ApplyOptions
-
-    return watch(args.connect, ApplyOptions(_live_config(args), args.policy, args.style, probe=not args.no_host_probe))
+    cfg = _live_config(args)
+    return watch(args.connect, ApplyOptions(cfg, args.policy, args.style, probe=not args.no_host_probe,
+                                            timeout=args.timeout or cfg.timeout or DEFAULT_TIMEOUT))
 
 
 def _hook(args) -> int:

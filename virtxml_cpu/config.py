@@ -32,10 +32,13 @@ class Config(NamedTuple):
     syslog_socket: str | None = None
     path: str | None = None
     qemu_flavour: str | None = None
+    timeout: float | None = None  # seconds a libvirt host may stay silent (connecting, any call)
+    host_timeout: float | None = None  # seconds for a whole host (default: 10 x timeout)
 
 
 MAX_CONFIG_BYTES = 64 * 1024  # a config is a few lines; /dev/zero or a log file by mistake is not
-KEYS = {"policy": str, "style": str, "qemu_flavour": str, "hook": dict}
+KEYS = {"policy": str, "style": str, "qemu_flavour": str, "hook": dict, "timeout": (int, float),
+        "host_timeout": (int, float)}
 HOOK_KEYS = {"mode": str, "spool": str, "syslog_socket": str}
 
 
@@ -52,14 +55,18 @@ def parse(text: str, path: str = "<config>") -> Config:
         if unknown:
             raise BadInput(f"config {path}: unknown setting(s) {', '.join(prefix + k for k in unknown)}")
         for key, want in keys.items():
-            if key in table and not isinstance(table[key], want):
-                kind = "a table" if want is dict else "a string"
+            if key in table and (not isinstance(table[key], want) or isinstance(table[key], bool)):
+                kind = {dict: "a table", str: "a string"}.get(want, "a number of seconds")
                 raise BadInput(f"config {path}: {prefix}{key} must be {kind}, not {type(table[key]).__name__}")
     for key in ("spool", "syslog_socket"):
         if key in hook and (not hook[key] or "\0" in hook[key]):
             raise BadInput(f"config {path}: hook.{key} must be a path")
+    for key in ("timeout", "host_timeout"):
+        if key in data and not 0 < data[key] <= 86400:
+            raise BadInput(f"config {path}: {key} must be above 0 and at most 86400 seconds")
     cfg = Config(data.get("policy"), data.get("style", "pvspinlock"), hook.get("mode"),
-                 hook.get("spool", DEFAULT_SPOOL), hook.get("syslog_socket"), path, data.get("qemu_flavour"))
+                 hook.get("spool", DEFAULT_SPOOL), hook.get("syslog_socket"), path, data.get("qemu_flavour"),
+                 data.get("timeout"), data.get("host_timeout"))
     for key, value, allowed in (("policy", cfg.policy, POLICIES + (None,)), ("style", cfg.style, STYLES),
                                 ("qemu_flavour", cfg.qemu_flavour, FLAVOURS + (None,)),
                                 ("hook.mode", cfg.hook_mode, HOOK_MODES + (None,))):

@@ -27,3 +27,7 @@ class EnvironmentProblem(VirtxmlCpuError):
     """libvirt unreachable, permission denied, disk full (exit 3)."""
 
     exit_code = EXIT_ENVIRONMENT
+
+
+class HostTimeout(EnvironmentProblem):
+    """A libvirt peer that accepted the connection but did not answer in time (exit 3; not "refused")."""

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import threading
 from urllib.parse import urlparse
 
-from .errors import EnvironmentProblem
+from .errors import EnvironmentProblem, HostTimeout
 from .hostfacts import HostFacts, parse_capabilities, parse_domcapabilities, probe_kvm
 
 
@@ -16,21 +17,86 @@ def libvirt_module():
     return libvirt
 
 
-def open_connection(uri: str, read_only: bool = True):
+DEFAULT_TIMEOUT = 30.0  # seconds a libvirt peer may stay silent: connecting, and any one call
+_EVENT_LOOP = threading.Lock()
+_event_loop_running = False
+
+
+def ensure_event_loop() -> None:
+    """libvirt's default event loop, in a daemon thread: keepalive needs it to notice a silent peer.
+    Registered once per process, before the first connection is opened."""
+    global _event_loop_running
+    with _EVENT_LOOP:
+        if _event_loop_running:
+            return
+        libvirt = libvirt_module()
+        libvirt.virEventRegisterDefaultImpl()
+
+        def run():
+            while True:
+                libvirt.virEventRunDefaultImpl()
+
+        threading.Thread(target=run, name="libvirt-events", daemon=True).start()
+        _event_loop_running = True
+
+
+def keepalive(timeout: float) -> tuple[int, int]:
+    """libvirt keepalive (interval, count) that drops a peer silent for about `timeout` seconds."""
+    interval = max(1, int(timeout // 5))
+    return interval, max(1, int(timeout // interval) - 1)
+
+
+def open_connection(uri: str, read_only: bool = True, timeout: float | None = DEFAULT_TIMEOUT):
+    """Open with a bound on the whole handshake (TCP, RPC, authentication): a peer that accepts and stays
+    silent is a HostTimeout after `timeout` seconds, not a hang. The open goes on in a daemon thread that is
+    abandoned (and its connection closed, should it ever complete). Keepalive then bounds every call."""
     libvirt = libvirt_module()
     libvirt.registerErrorHandler(lambda *_: None, None)  # errors become exceptions, not stderr noise
-    try:
-        return libvirt.openReadOnly(uri) if read_only else libvirt.open(uri)
-    except libvirt.libvirtError as e:
-        raise EnvironmentProblem(f"cannot connect to {uri}: {e.get_error_message()}") from None
+    if timeout is not None:
+        ensure_event_loop()
+    box: dict = {}
+    lock = threading.Lock()
+    done = threading.Event()
+
+    def worker():
+        try:
+            conn = libvirt.openReadOnly(uri) if read_only else libvirt.open(uri)
+        except libvirt.libvirtError as e:
+            conn, box["error"] = None, e
+        with lock:
+            if box.get("abandoned") and conn is not None:
+                conn.close()
+            else:
+                box["conn"] = conn
+        done.set()
+
+    threading.Thread(target=worker, name=f"open {uri}", daemon=True).start()
+    if not done.wait(timeout):
+        with lock:
+            box["abandoned"] = True
+            late = box.pop("conn", None)
+        if late is None:
+            raise HostTimeout(f"{uri}: no answer within {timeout:g}s while connecting (timed out)")
+        box["conn"] = late
+    if "error" in box:
+        raise EnvironmentProblem(f"cannot connect to {uri}: {box['error'].get_error_message()}") from None
+    conn = box["conn"]
+    if timeout is not None:
+        try:
+            conn.setKeepAlive(*keepalive(timeout))
+        except libvirt.libvirtError:
+            pass  # a local driver without keepalive: nothing can stall there
+    return conn
 
 
-def open_for_reading(uri: str):
-    """Read-write when allowed (domain capabilities need it), else read-only."""
+def open_for_reading(uri: str, timeout: float | None = DEFAULT_TIMEOUT):
+    """Read-write when allowed (domain capabilities need it), else read-only; a timeout is final."""
     try:
-        return open_connection(uri, read_only=False)
+        return open_connection(uri, read_only=False, timeout=timeout)
+    except HostTimeout:
+        raise
     except EnvironmentProblem:
-        return open_connection(uri)
+        return open_connection(uri, timeout=timeout)
 
 
 def host_facts(uri: str) -> HostFacts:

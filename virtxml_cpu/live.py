@@ -16,7 +16,7 @@ from typing import TextIO
 from . import spool
 from .config import Config
 from .hostfacts import HostFacts
-from .libvirt_conn import connection_host_facts, libvirt_module, open_connection, open_for_reading
+from .libvirt_conn import DEFAULT_TIMEOUT, connection_host_facts, libvirt_module, open_connection, open_for_reading
 from .pipeline import process
 from .report import unified_diff
 
@@ -35,6 +35,7 @@ class ApplyOptions:
     out: TextIO = sys.stdout
     err: TextIO = sys.stderr
     confirm: Callable[[str], bool] | None = None
+    timeout: float = DEFAULT_TIMEOUT  # connecting, and any one libvirt call (keepalive)
 
     @property
     def changes_nothing(self) -> bool:
@@ -59,6 +60,8 @@ class ApplyResult:
     unknown: int = 0  # names that are no domain there
     failed: int = 0  # defines libvirt refused, domains that vanished mid-way
     failures: list[str] = field(default_factory=list)
+    done: list[str] = field(default_factory=list)  # domains handled so far, in order (whatever the outcome)
+    todo: list[str] = field(default_factory=list)  # domains not reached yet
 
     def add(self, other: "ApplyResult") -> None:
         for k in ("changed", "would_change", "skipped", "unchanged", "unknown", "failed"):
@@ -68,12 +71,21 @@ class ApplyResult:
 
 def apply(uri: str, which: Selection, opts: ApplyOptions) -> ApplyResult:
     """One host: open a connection, apply, close. Raises EnvironmentProblem when the host is unreachable."""
-    conn = open_for_reading(uri) if opts.changes_nothing else open_connection(uri, read_only=False)
+    res = ApplyResult()
+    apply_into(uri, which, opts, res)
+    return res
+
+
+def apply_into(uri: str, which: Selection, opts: ApplyOptions, res: ApplyResult) -> None:
+    """`apply` filling a result the caller holds, so that a host abandoned mid-way still tells which
+    domains were handled (`res.done`) and which were not (`res.todo`)."""
+    if opts.changes_nothing:
+        conn = open_for_reading(uri, opts.timeout)
+    else:
+        conn = open_connection(uri, read_only=False, timeout=opts.timeout)
     try:
         host = connection_host_facts(conn, uri, opts.probe, opts.cfg.qemu_flavour)
-        res = ApplyResult()
         apply_on(conn, host, which, opts, res)
-        return res
     finally:
         conn.close()
 
@@ -110,8 +122,10 @@ def apply_on(conn, host: HostFacts, which: Selection, opts: ApplyOptions, res: A
             except libvirt.libvirtError as e:
                 _say(opts.err, f"{name}: {e.get_error_message()}")
                 res.unknown += 1
+    res.todo = [d.name() for d in doms]
     for dom in doms:
         apply_domain(conn, dom, host, opts, res)
+        res.done.append(res.todo.pop(0))
 
 
 def apply_domain(conn, dom, host: HostFacts, opts: ApplyOptions, res: ApplyResult) -> str:

@@ -8,16 +8,17 @@ as an UPDATED event and is then found unchanged: nothing loops.
 
 from __future__ import annotations
 
+import hashlib
 import queue
 import signal
 import threading
 import time
 from dataclasses import replace
 
-from .errors import VirtxmlCpuError
+from .errors import EnvironmentProblem, VirtxmlCpuError
 from .hook import Log
 from .hostfacts import HostFacts
-from .libvirt_conn import libvirt_module, connection_host_facts
+from .libvirt_conn import connection_host_facts, ensure_event_loop, libvirt_module, open_connection
 from .live import ApplyOptions, ApplyResult, Selection, apply_domain, apply_on
 
 SPOOL_EVERY = 10.0  # seconds between looks at the hook's queue (entries that failed wait longer: spool.py)
@@ -54,16 +55,10 @@ def watch(uri: str | None, opts: ApplyOptions, stop: threading.Event | None = No
     if threading.current_thread() is threading.main_thread():
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, lambda *_: stop.set())
-    libvirt.virEventRegisterDefaultImpl()
-    libvirt.virEventAddTimeout(500, lambda *_: None, None)  # wake the loop regularly so it sees `stop`
-
-    def loop():
-        while not stop.is_set():
-            libvirt.virEventRunDefaultImpl()
-
-    threading.Thread(target=loop, name="libvirt-events", daemon=True).start()
+    ensure_event_loop()  # lifecycle events and keepalive
     todo: queue.Queue[str] = queue.Queue()
     backoff = 1.0
+    known: dict[str, str] | None = None  # uuid -> digest of its definition when last seen
 
     def on_event(_conn, dom, event, detail, _opaque):
         if event == libvirt.VIR_DOMAIN_EVENT_DEFINED and detail in (
@@ -71,10 +66,10 @@ def watch(uri: str | None, opts: ApplyOptions, stop: threading.Event | None = No
             todo.put(dom.UUIDString())
 
     while not stop.is_set():
-        try:
-            conn = libvirt.open(uri)
-        except libvirt.libvirtError as e:
-            log(f"cannot connect to {uri} ({e.get_error_message()}); retrying in {backoff:.0f}s", warning=True)
+        try:  # bounded: a libvirtd that accepts and does not answer (stopped, wedged) is a timeout
+            conn = open_connection(uri, read_only=False, timeout=opts.timeout)
+        except EnvironmentProblem as e:
+            log(f"cannot connect ({e}); retrying in {backoff:.0f}s", warning=True)
             stop.wait(backoff)
             backoff = min(backoff * 2, MAX_BACKOFF)
             continue
@@ -87,7 +82,13 @@ def watch(uri: str | None, opts: ApplyOptions, stop: threading.Event | None = No
         except VirtxmlCpuError as e:
             log(f"host facts unavailable ({e}); continuing without them", warning=True)
             host = HostFacts()
-        log(f"watching {uri} for defined domains (policy {opts.policy or cfg.policy or 'compat'})")
+        log(f"watching {uri} for defined domains (policy {opts.policy or cfg.policy or 'compat'}; keepalive "
+            f"drops a silent libvirtd after about {opts.timeout:g}s)")
+        try:
+            known = _sweep(conn, host, opts, log, known)
+        except libvirt.libvirtError as e:
+            log(f"cannot list the domains ({e.get_error_message()}); reconnecting", warning=True)
+            closed.set()
         _apply_spool(conn, host, opts, log)
         waited = 0.0
         while not stop.is_set() and not closed.is_set():
@@ -100,7 +101,9 @@ def watch(uri: str | None, opts: ApplyOptions, stop: threading.Event | None = No
                     _apply_spool(conn, host, opts, log)
                 continue
             try:
-                apply_domain(conn, conn.lookupByUUIDString(uuid), host, opts, ApplyResult())
+                dom = conn.lookupByUUIDString(uuid)
+                apply_domain(conn, dom, host, opts, ApplyResult())
+                known[uuid] = _digest(dom)
             except (libvirt.libvirtError, VirtxmlCpuError) as e:
                 log(f"{uuid}: not fixed: {e}", warning=True)
         if closed.is_set() and not stop.is_set():
@@ -112,6 +115,38 @@ def watch(uri: str | None, opts: ApplyOptions, stop: threading.Event | None = No
             pass
     log("stopped")
     return 0
+
+
+def _digest(dom) -> str:
+    libvirt = libvirt_module()
+    xml = dom.XMLDesc(libvirt.VIR_DOMAIN_XML_INACTIVE | libvirt.VIR_DOMAIN_XML_SECURE)
+    return hashlib.sha256(xml.encode()).hexdigest()
+
+
+def _sweep(conn, host, opts: ApplyOptions, log, known: dict[str, str] | None) -> dict[str, str]:
+    """What every persistent definition looks like now. After a reconnect, the ones defined or changed
+    while no events could arrive (a restart, a stall) get the policy, as a DEFINED event would have had it.
+    The first connection only takes the picture: domains defined before watch started are not its work."""
+    libvirt = libvirt_module()
+    now = {}
+    for dom in conn.listAllDomains(libvirt.VIR_CONNECT_LIST_DOMAINS_PERSISTENT):
+        try:
+            now[dom.UUIDString()] = (dom, _digest(dom))
+        except libvirt.libvirtError:
+            continue  # gone meanwhile
+    if known is None:
+        return {uuid: digest for uuid, (_dom, digest) in now.items()}
+    missed = [dom for uuid, (dom, digest) in now.items() if known.get(uuid) != digest]
+    if missed:
+        log(f"{len(missed)} domain(s) defined or changed while not connected: applying the policy")
+    out = {uuid: digest for uuid, (_dom, digest) in now.items()}
+    for dom in missed:
+        try:
+            apply_domain(conn, dom, host, opts, ApplyResult())
+            out[dom.UUIDString()] = _digest(dom)
+        except (libvirt.libvirtError, VirtxmlCpuError) as e:
+            log(f"{dom.name()}: not fixed: {e}", warning=True)
+    return out
 
 
 def _apply_spool(conn, host, opts: ApplyOptions, log) -> None:
