@@ -184,3 +184,33 @@ def test_watch_notices_a_stopped_libvirtd_and_fixes_what_was_defined_around_it(l
                 pass
         conn.close()
         log.close()
+
+
+def test_a_fleet_with_wedged_hosts_costs_at_most_the_timeout_and_reports_every_domain(lab):
+    """bench/fleet_faults.py in small: 10 hosts (the lab daemon over loopback TCP) x its domains, then
+    the same with 2 refusing and 2 silent hosts added, --timeout 3."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    import fleet_faults
+
+    doms = [define(lab, "fleet-scale") for _ in range(20)]
+    listeners = []
+    try:
+        per_host = len(lab.listAllDomains())
+        healthy = [f"{TCP}?host={n}" for n in range(10)]
+        wedged = [f"qemu+tcp://127.0.0.1:{fleet_faults.refused_port()}/system" for _ in range(2)]
+        for _ in range(2):
+            port, sock = fleet_faults.silent_listener()
+            listeners.append(sock)
+            wedged.append(f"qemu+tcp://127.0.0.1:{port}/system")
+        h_time, h_rows, _ = fleet_faults.run(healthy, 3)
+        f_time, f_rows, summary = fleet_faults.run(healthy + wedged, 3)
+        assert h_rows == f_rows == 10 * per_host
+        assert len(summary["timed_out"]) == 2 and len(summary["unreachable"]) == 2
+        assert f_time <= h_time + 3 + 2.0, (h_time, f_time)  # 2 s of slack for a loaded 2-core machine
+        print(f"\nfleet: {10 * per_host} domains on 10 hosts in {h_time:.2f}s; with 2 refusing + 2 silent "
+              f"hosts (timeout 3s) {f_time:.2f}s")
+    finally:
+        for s in listeners:
+            s.close()
+        for d in doms:
+            d.undefine()

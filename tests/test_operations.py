@@ -100,3 +100,50 @@ def test_spool_skips_unreadable_entries_with_a_warning(tmp_path):
     (tmp_path / "bad.json").write_text("{")
     warned = []
     assert spool.entries(str(tmp_path), warn=warned.append) == [] and "bad.json" in warned[0]
+
+
+def test_audit_stream_hands_out_fast_hosts_first_and_times_out_a_stalled_one(monkeypatch):
+    """A host that connects and then stalls mid-audit is reported at its whole-host deadline; the others
+    come out as soon as they are done, and the stalled thread cannot keep the run waiting."""
+    import threading
+    import time
+
+    from virtxml_cpu import audit
+
+    release = threading.Event()
+
+    def fake_host(uri, opts):
+        if uri == "stalls":
+            release.wait(30)
+        time.sleep(0.05 if uri == "fast" else 0.3)
+        return audit.HostAudit(uri, rows=[row(f"{uri}-vm")], seconds=0.1)
+
+    monkeypatch.setattr(audit, "audit_host", fake_host)
+    opts = audit.AuditOptions(Config(), timeout=0.5, host_timeout=1.0)
+    t0 = time.monotonic()
+    seen = [(h.uri, h.condition, round(time.monotonic() - t0, 1)) for h in audit.audit_stream(["stalls", "slow", "fast"], opts)]
+    release.set()
+    assert [s[:2] for s in seen] == [("fast", "ok"), ("slow", "ok"), ("stalls", "timed out")]
+    assert seen[0][2] < 0.3 and 0.9 <= seen[2][2] < 2.0, seen
+    assert "summary" in audit.summary_record([audit.HostAudit("stalls", error="x", timed_out=True)])
+
+
+def test_apply_names_what_a_wedged_host_did_and_did_not_handle(monkeypatch):
+    import threading
+
+    from virtxml_cpu import live
+
+    release = threading.Event()
+
+    def fake_apply_into(uri, which, opts, res):
+        res.todo = ["a", "b", "c"]
+        res.done.append(res.todo.pop(0))
+        res.changed += 1
+        release.wait(30)  # wedged before b
+
+    monkeypatch.setattr(live, "apply_into", fake_apply_into)
+    res, problem = live.apply_with_deadline("qemu+tcp://wedged/system", live.Selection(all_domains=True),
+                                            live.ApplyOptions(Config()), host_timeout=0.5)
+    release.set()
+    assert res.changed == 1
+    assert "timed out" in problem and "handled: a;" in problem and "not handled: b, c" in problem

@@ -254,39 +254,9 @@ def _ask(prompt: str) -> bool:
     return input(prompt).strip().lower() in ("y", "yes")
 
 
-def _apply_host(uri: str, which, opts, host_timeout: float):
-    """One host's apply in a thread of its own: a host that stalls mid-way is abandoned at its deadline,
-    and the message says which domains were handled and which were not."""
-    import threading
-
-    from .errors import EnvironmentProblem
-    from .libvirt_conn import libvirt_module
-    from .live import ApplyResult, apply_into
-
-    res, box = ApplyResult(), {}
-
-    def work():
-        try:
-            apply_into(uri, which, opts, res)
-        except EnvironmentProblem as e:
-            box["problem"] = str(e)
-        except libvirt_module().libvirtError as e:  # the connection dropped mid-way (keepalive, restart)
-            box["problem"] = (f"{uri}: {e.get_error_message()}; handled: {', '.join(res.done) or 'none'}; "
-                              f"not handled: {', '.join(res.todo) or 'none'}")
-
-    t = threading.Thread(target=work, name=f"apply {uri}", daemon=True)
-    t.start()
-    t.join(host_timeout)
-    if t.is_alive():
-        done, todo = list(res.done), list(res.todo)
-        return res, (f"{uri}: not done within {host_timeout:g}s (timed out); handled: {', '.join(done) or 'none'}; "
-                     f"not handled: {', '.join(todo) or 'not known (the host stalled before listing its domains)'}")
-    return res, box.get("problem")
-
-
 def _apply(args) -> int:
     from .libvirt_conn import DEFAULT_TIMEOUT
-    from .live import ApplyOptions, ApplyResult, Selection
+    from .live import ApplyOptions, ApplyResult, Selection, apply_with_deadline
 
     if not (args.domains or args.all or args.pending):
         raise BadInput("name domains, or use --all or --pending")
@@ -300,7 +270,7 @@ def _apply(args) -> int:
     which = Selection(tuple(args.domains), args.all, args.pending)
     total, down = ApplyResult(), []
     for uri in args.connect or ["qemu:///system"]:
-        res, problem = _apply_host(uri, which, opts, cfg.host_timeout or 10 * timeout)
+        res, problem = apply_with_deadline(uri, which, opts, cfg.host_timeout or 10 * timeout)
         total.add(res)
         if problem:  # one unreachable or wedged host does not stop the others
             _err(problem)

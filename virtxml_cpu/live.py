@@ -9,12 +9,14 @@ that domain and the others carry on.
 from __future__ import annotations
 
 import sys
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TextIO
 
 from . import spool
 from .config import Config
+from .errors import EnvironmentProblem
 from .hostfacts import HostFacts
 from .libvirt_conn import DEFAULT_TIMEOUT, connection_host_facts, libvirt_module, open_connection, open_for_reading
 from .pipeline import process
@@ -74,6 +76,37 @@ def apply(uri: str, which: Selection, opts: ApplyOptions) -> ApplyResult:
     res = ApplyResult()
     apply_into(uri, which, opts, res)
     return res
+
+
+def apply_with_deadline(uri: str, which: Selection, opts: ApplyOptions,
+                        host_timeout: float) -> tuple[ApplyResult, str | None]:
+    """One host's apply in a thread of its own: a host that stalls mid-way is abandoned at its deadline
+    (the thread is a daemon), and the problem says which domains were handled and which were not."""
+    res, box = ApplyResult(), {}
+
+    def work():
+        try:
+            apply_into(uri, which, opts, res)
+        except EnvironmentProblem as e:
+            box["problem"] = str(e)
+        except Exception as e:  # noqa: BLE001 - a libvirt error: the connection dropped mid-way (keepalive)
+            libvirt_error = getattr(sys.modules.get("libvirt"), "libvirtError", None)
+            if libvirt_error is None or not isinstance(e, libvirt_error):
+                raise
+            box["problem"] = f"{uri}: {e.get_error_message()}; {_progress(res)}"
+
+    t = threading.Thread(target=work, name=f"apply {uri}", daemon=True)
+    t.start()
+    t.join(host_timeout)
+    if t.is_alive():
+        return res, f"{uri}: not done within {host_timeout:g}s (timed out); {_progress(res)}"
+    return res, box.get("problem")
+
+
+def _progress(res: ApplyResult) -> str:
+    done, todo = list(res.done), list(res.todo)
+    return (f"handled: {', '.join(done) or 'none'}; "
+            f"not handled: {', '.join(todo) or 'not known (the host stalled before listing its domains)'}")
 
 
 def apply_into(uri: str, which: Selection, opts: ApplyOptions, res: ApplyResult) -> None:
