@@ -6,10 +6,8 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
-import threading
 import time
 
 import pytest
@@ -24,47 +22,21 @@ TCP = "qemu+tcp://127.0.0.1/system"
 SECURE_INACTIVE = libvirt.VIR_DOMAIN_XML_INACTIVE | libvirt.VIR_DOMAIN_XML_SECURE
 
 
-class Silent:
-    """A loopback listener that accepts connections and never says a word (a wedged host)."""
-
-    def __init__(self):
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(64)
-        self.port = self.sock.getsockname()[1]
-        self.held: list[socket.socket] = []
-        self.running = True
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self):
-        while self.running:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            self.held.append(conn)
-
-    def close(self):
-        self.running = False
-        self.sock.close()
-        for c in self.held:
-            c.close()
+sys.path.insert(0, str(ROOT / "bench"))
+import fleet_faults  # noqa: E402  (its loopback listeners: a silent host, a refusing port)
 
 
 @pytest.fixture
 def silent():
-    s = Silent()
-    yield f"qemu+tcp://127.0.0.1:{s.port}/system"
-    s.close()
+    """A loopback listener that accepts connections and never says a word (a wedged host)."""
+    port, sock = fleet_faults.silent_listener()
+    yield f"qemu+tcp://127.0.0.1:{port}/system"
+    sock.close()
 
 
 @pytest.fixture
 def refusing():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()  # bound once, never listening: connections are refused
-    return f"qemu+tcp://127.0.0.1:{port}/system"
+    return f"qemu+tcp://127.0.0.1:{fleet_faults.refused_port()}/system"
 
 
 def define(conn, stem):
@@ -175,23 +147,12 @@ def test_watch_notices_a_stopped_libvirtd_and_fixes_what_was_defined_around_it(l
             os.kill(pid, signal.SIGCONT)
         except ProcessLookupError:
             pass
-        if proc.poll() is None:
-            proc.kill()
-        for n in names:
-            try:
-                conn.lookupByName(n).undefine()
-            except libvirt.libvirtError:
-                pass
-        conn.close()
-        log.close()
+        harness.stop_watch(proc, conn, names, log)
 
 
 def test_a_fleet_with_wedged_hosts_costs_at_most_the_timeout_and_reports_every_domain(lab):
     """bench/fleet_faults.py in small: 10 hosts (the lab daemon over loopback TCP) x its domains, then
     the same with 2 refusing and 2 silent hosts added, --timeout 3."""
-    sys.path.insert(0, str(ROOT / "bench"))
-    import fleet_faults
-
     doms = [define(lab, "fleet-scale") for _ in range(20)]
     listeners = []
     try:

@@ -239,15 +239,7 @@ def test_watch_fixes_new_definitions_does_not_loop_and_survives_a_restart(lab_up
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=10) == 0
     finally:
-        if proc.poll() is None:
-            proc.kill()
-        for n in names:
-            try:
-                conn.lookupByName(n).undefine()
-            except libvirt.libvirtError:
-                pass
-        conn.close()
-        log.close()
+        harness.stop_watch(proc, conn, names, log)
 
 
 def _clients() -> set[str]:

@@ -231,6 +231,21 @@ def restart_libvirtd() -> None:
     wait_for_libvirtd()
 
 
+def stop_watch(proc, conn, names, log) -> None:
+    """Teardown of a test that ran `virtxml-cpu watch`: the process, the domains it defined, the files."""
+    import libvirt
+
+    if proc.poll() is None:
+        proc.kill()
+    for n in names:
+        try:
+            conn.lookupByName(n).undefine()
+        except libvirt.libvirtError:
+            pass
+    conn.close()
+    log.close()
+
+
 def cleanup(conn) -> None:
     """Remove leftovers of earlier runs (domains with the lab prefix)."""
     for dom in conn.listAllDomains():
