@@ -227,17 +227,15 @@ def step_kvm_defaults(ctx: _Context, slots: dict[str, _Slot]) -> None:
         if applies is None:
             slots[rule.prop] = _Slot(None, "machine-compat",
                                      f"depends on which machine {ctx.machine.label()} stands for: {rule.source}")
-        elif rule.value is None:
+        elif rule.value is None:  # keep the CPU model's own bit: a machine's compat row, or a build's table
             v, d = base[rule.prop]
-            slots[rule.prop] = _Slot(v, "machine-compat", f"{ctx.machine.label()}: {rule.source}; so {d}")
+            if id(rule) in _DEFAULT_ROWS:
+                slots[rule.prop] = _Slot(v, f"{ctx.flavour.name}-kvm-default", f"{rule.source}; so {d}")
+            else:
+                slots[rule.prop] = _Slot(v, "machine-compat", f"{ctx.machine.label()}: {rule.source}; so {d}")
         else:
             src = "kvm-default" if id(rule) in _UPSTREAM_DEFAULTS else f"{ctx.flavour.name}-kvm-default"
             slots[rule.prop] = _Slot(rule.value == ON, src, rule.source)
-    if ctx.flavour is not UPSTREAM and not any(r.prop == "svm" for r in ctx.flavour.kvm_defaults):
-        v, d = base["svm"]
-        slots["svm"] = _Slot(v, f"{ctx.flavour.name}-kvm-default",
-                             f"{ctx.flavour.title} does not disable svm under KVM "
-                             f"(enable-svm-by-default.patch); so {d}")
 
 
 def step_machine_compat(ctx: _Context, slots: dict[str, _Slot]) -> None:
@@ -300,6 +298,7 @@ def step_filter(ctx: _Context, slots: dict[str, _Slot]) -> None:
 
 
 _UPSTREAM_DEFAULTS = frozenset(id(r) for r in UPSTREAM.kvm_defaults)  # shared rows keep the plain label
+_DEFAULT_ROWS = frozenset(id(r) for f in FLAVOURS.values() for r in f.kvm_defaults)  # a build's own table
 
 STEPS = (step_cpu_model, step_kvm_defaults, step_machine_compat, step_globals, step_cpu_properties,
          step_host_max, step_kvm_leaf, step_filter)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 
-from .model import I440FX, Q35, Alias, NameTable, Release
+from .model import I440FX, Q35, Alias, NameTable, Release, Rule
 from .upstream import KVM_DEFAULTS, MACHINE_ROWS, SVM_COMPAT_2_1, UPSTREAM
 
 _PATCH = "define-ubuntu-machine-types.patch"
@@ -76,7 +76,9 @@ UBUNTU = UPSTREAM._replace(
              "ubuntu": Alias(I440FX, (4, 2), f"{_PATCH}: the newest pc-i440fx-<codename>, QEMU's default machine"),
              "ubuntu-q35": Alias(Q35, (4, 2), f"{_PATCH}: the newest pc-q35-<codename>")},
     default_machine="ubuntu",
-    kvm_defaults=tuple(r for r in KVM_DEFAULTS if r.prop != "svm"),
+    kvm_defaults=tuple(r for r in KVM_DEFAULTS if r.prop != "svm") + (
+        Rule("kvm-default", "svm", None, "enable-svm-by-default.patch: Ubuntu's QEMU does not disable svm under "
+                                         "KVM (removed from kvm_default_props); the CPU model keeps its own bit"),),
     machine_rows=tuple(r for r in MACHINE_ROWS if r != SVM_COMPAT_2_1),
     version_marker=re.compile(r"ubuntu", re.IGNORECASE),
 )
