@@ -37,8 +37,10 @@ def test_every_row_cites_a_source_and_covers_a_real_range():
 
 @pytest.mark.parametrize("os_id, name, effect", [
     ("http://redhat.com/rhel/7.3", "RHEL 7.3", guest_os.MISHANDLES),
-    ("http://redhat.com/rhel/7.2", None, None),  # no evidence either way: decided as before
-    ("http://redhat.com/rhel/7.4", None, None),
+    ("http://redhat.com/rhel/7.0", "RHEL 7.0-7.2", guest_os.MISHANDLES),
+    ("http://redhat.com/rhel/7.2", "RHEL 7.0-7.2", guest_os.MISHANDLES),
+    ("http://redhat.com/rhel/7.4", None, None),  # no evidence either way: decided as before
+    ("http://redhat.com/rhel/7.8", None, None),
     ("http://redhat.com/rhel/7.30", None, None),
     ("http://redhat.com/rhel/7-unknown", None, None),
     ("http://redhat.com/rhel-atomic/7.3", None, None),
@@ -47,7 +49,7 @@ def test_every_row_cites_a_source_and_covers_a_real_range():
     ("http://redhat.com/rhel/6.9", None, None),
     ("http://centos.org/centos/6.5", "CentOS 6", guest_os.IGNORES),
     ("http://centos.org/centos/6.10", None, None),
-    ("http://centos.org/centos/7.0", None, None),  # one id for all of CentOS 7.x
+    ("http://centos.org/centos/7.0", "CentOS 7", guest_os.MAY_MISHANDLE),  # one id for all of CentOS 7.x
     ("http://freebsd.org/freebsd/13.1", "FreeBSD", guest_os.IGNORES),
     ("http://freebsd.org/freebsd/14.3", "FreeBSD", guest_os.IGNORES),
     ("http://freebsd.org/freebsd/15.0", None, None),
@@ -105,7 +107,21 @@ def test_a_guest_that_ignores_the_bit_gets_a_note_and_the_same_decision(host):
     assert "changes nothing for it" in o.decision.notes[-1]
 
 
-@pytest.mark.parametrize("os_id", ["http://redhat.com/rhel/7.4", "http://example.org/os/1.0", "http://redhat.com/rhel/7"])
+def test_centos7_one_id_for_every_7x_release_keeps_the_decision_and_warns(host):
+    o = process(with_os(RHEL73, "http://centos.org/centos/7.0"), "c7.xml", host, Config())
+    bare = process(with_os(RHEL73, None), "c7.xml", host, Config())
+    assert (o.decision.action, o.decision.rule, o.decision.reason) == \
+           (bare.decision.action, bare.decision.rule, bare.decision.reason)
+    assert o.decision.action == "inject"
+    (note,) = [n for n in o.decision.notes if n not in bare.decision.notes]
+    assert note.startswith("guest CentOS 7 (http://centos.org/centos/7.0)") and "<vxc:cpu policy='never'/>" in note
+    exempt = with_os(RHEL73, "http://centos.org/centos/7.0").replace(
+        b"  </metadata>", b"    <vxc:cpu xmlns:vxc='urn:virtxml-cpu:domain:1' policy='never'/>\n  </metadata>")
+    assert process(exempt, "c7.xml", host, Config()).decision.rule == "policy-never"
+
+
+@pytest.mark.parametrize("os_id", ["http://redhat.com/rhel/7.4", "http://example.org/os/1.0",
+                                   "http://redhat.com/rhel/7"])
 def test_an_os_no_row_covers_decides_exactly_as_no_os_at_all(host, os_id):
     named = process(with_os(RHEL73, os_id), "x.xml", host, Config())
     bare = process(with_os(RHEL73, None), "x.xml", host, Config())

@@ -13,13 +13,15 @@ source; no row without one, and an OS with no row is decided as before.
   the QEMU hypercall-patching thread of 2025). KubeVirt added spec.domain.features.pvspinlock for exactly this
   oops: "BUG: unable to handle kernel paging request ... IP: kvm_kick_cpu+0x27/0x30" (kubevirt/kubevirt#4972).
   Policies compat and numa keep such a domain (decision rule `guest-kernel`); `always` still adds it.
+- MAY_MISHANDLE: the id covers releases some of whose kernels are MISHANDLES and some fixed (CentOS 7 has one
+  libosinfo id for all of 7.x: http://centos.org/centos/7.0). The decision is unchanged; the note says which
+  kernels crash and how to exempt the domain.
 - IGNORES: the kernel has no KVM PV-spinlock code, so the bit changes nothing for that guest. The decision is
   unchanged (as for Windows, which uses <hyperv><spinlocks> instead; policy._notes): the bit is harmless to a
   kernel that never reads it, and a guest upgraded in place keeps the id it was installed with.
 
 The id names the release the guest was installed as; a guest updated since may run a newer kernel. That is
-what `--policy always` and the per-domain `<vxc:cpu policy='always'/>` are for. CentOS 7 has a single
-libosinfo id for all of 7.x (http://centos.org/centos/7.0), so its kernel cannot be told from the id.
+what `--policy always` and the per-domain `<vxc:cpu policy='always'/>` (or `'never'`) are for.
 """
 
 from __future__ import annotations
@@ -29,8 +31,9 @@ from functools import lru_cache
 from typing import NamedTuple
 
 MISHANDLES = "mishandles-pv-spinlocks"
+MAY_MISHANDLE = "some-releases-mishandle-pv-spinlocks"
 IGNORES = "no-pv-spinlocks"
-EFFECTS = (MISHANDLES, IGNORES)
+EFFECTS = (MISHANDLES, MAY_MISHANDLE, IGNORES)
 
 
 class GuestKernel(NamedTuple):
@@ -40,7 +43,7 @@ class GuestKernel(NamedTuple):
     prefix: str  # the libosinfo id up to the version, e.g. "http://redhat.com/rhel/"
     first: tuple[int, ...]
     last: tuple[int, ...]
-    effect: str  # MISHANDLES | IGNORES
+    effect: str  # one of EFFECTS
     name: str  # how a person calls it
     why: str  # one clause for the note
     source: str  # what shows it (repository@commit:path, commit id, bug)
@@ -51,6 +54,9 @@ _RHEL73 = ("kernel-3.10.0-514.el7 (RHEL 7.3, github.com/Shun-Hao/linux-3.10.0-51
            "bare VMCALL, without Linux c1118b3602c2, which 3.10.0-1127.el7 (7.8) and 3.10.0-1160.el7 (7.9) carry; "
            "KVM patches that VMCALL on AMD with the guest's permissions (Linux f1a9761fbb00's message): the oops "
            "kubevirt/kubevirt#4972 quotes")
+_RHEL70 = ("inferred from kernel-3.10.0-514.el7 (RHEL 7.3, github.com/Shun-Hao/linux-3.10.0-514.el7@b783267f), "
+           "which still lacks Linux c1118b3602c2: an earlier 7.x kernel cannot carry it")
+_CENTOS7 = _RHEL73 + "; CentOS 7 is rebuilt from the same sources"
 _RHEL6 = ("kernel-2.6.32-642.6.2.el6 (RHEL 6.8, github.com/functor/linux-2.6.32-642.6.2.el6@310e44f0): no "
           "KVM_FEATURE_PV_UNHALT, KVM_HC_KICK_CPU or KVM spinlock code under arch/x86; earlier 6.x kernels predate "
           "it, and CentOS 6 is rebuilt from the same sources")
@@ -61,6 +67,12 @@ GUEST_KERNELS: tuple[GuestKernel, ...] = (
     GuestKernel("http://redhat.com/rhel/", (7, 3), (7, 3), MISHANDLES, "RHEL 7.3",
                 "its kernel (3.10.0-514.el7) issues the PV-spinlock kick as a bare VMCALL and oopses on AMD hosts "
                 "(page fault at kvm_kick_cpu+0x27); kernels from RHEL 7.8 on are fixed", _RHEL73),
+    GuestKernel("http://redhat.com/rhel/", (7, 0), (7, 2), MISHANDLES, "RHEL 7.0-7.2",
+                "its kernel predates 7.3's, which still issues the PV-spinlock kick as a bare VMCALL: with KVM PV "
+                "spinlocks it oopses on AMD hosts as 7.3's does, without them the bit changes nothing", _RHEL70),
+    GuestKernel("http://centos.org/centos/", (7, 0), (7, 0), MAY_MISHANDLE, "CentOS 7",
+                "this one libosinfo id covers all of CentOS 7.x; the 7.3 kernel (3.10.0-514) oopses on AMD hosts "
+                "with kvm-pv-unhalt (page fault at kvm_kick_cpu+0x27), kernels from 7.8 on are fixed", _CENTOS7),
     GuestKernel("http://redhat.com/rhel/", (6, 0), (6, 8), IGNORES, "RHEL 6",
                 "its 2.6.32 kernel has no KVM PV spinlocks", _RHEL6),
     GuestKernel("http://centos.org/centos/", (6, 0), (6, 8), IGNORES, "CentOS 6",
@@ -92,4 +104,7 @@ def note(os_id: str, row: GuestKernel) -> str:
         return (f"guest {row.name} ({os_id}): {row.why}, so compat and numa leave it without kvm-pv-unhalt; "
                 "if it runs a fixed kernel, or only ever on Intel hosts, add it with --policy always or "
                 f"<vxc:cpu policy='always'/> in the domain's metadata [{row.source}]")
+    if row.effect == MAY_MISHANDLE:
+        return (f"guest {row.name} ({os_id}): {row.why}; if this guest still runs an unfixed kernel on AMD "
+                f"hosts, exempt it with <vxc:cpu policy='never'/> in the domain's metadata [{row.source}]")
     return f"guest {row.name} ({os_id}): {row.why}, so kvm-pv-unhalt changes nothing for it [{row.source}]"
