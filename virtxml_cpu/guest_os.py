@@ -108,3 +108,10 @@ def note(os_id: str, row: GuestKernel) -> str:
         return (f"guest {row.name} ({os_id}): {row.why}; if this guest still runs an unfixed kernel on AMD "
                 f"hosts, exempt it with <vxc:cpu policy='never'/> in the domain's metadata [{row.source}]")
     return f"guest {row.name} ({os_id}): {row.why}, so kvm-pv-unhalt changes nothing for it [{row.source}]"
+
+
+def record(os_id: str) -> dict:
+    """The OS a domain names and what a row knows of its kernel, for JSON (explain, audit)."""
+    row = lookup(os_id)
+    known = {"name": row.name, "kernel": row.effect, "source": row.source} if row else {}
+    return {"libosinfo_id": os_id, **known}

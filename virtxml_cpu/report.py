@@ -21,17 +21,10 @@ def _features(features) -> dict:
     return feats
 
 
-def _guest_os(os_id: str) -> dict:
-    """The OS the domain names (libosinfo) and what guest_os knows of its kernel, if anything."""
-    row = guest_os.lookup(os_id)
-    known = {"name": row.name, "kernel": row.effect, "source": row.source} if row else {}
-    return {"libosinfo_id": os_id, **known}
-
-
 def _shared(r) -> dict:
     """What depends on the resolution alone (not on the domain's name, uuid or the decision). The guest OS
     appears only when the domain names one."""
-    guest = {"guest_os": _guest_os(r.facts.os_id)} if r.facts.os_id else {}
+    guest = {"guest_os": guest_os.record(r.facts.os_id)} if r.facts.os_id else {}
     return {
         "machine": r.facts.machine,
         "machine_resolved": r.machine.alias_of or r.facts.machine,
