@@ -9,9 +9,13 @@ source; no row without one, and an OS with no row is decided as before.
 - MISHANDLES: the kernel crashes on that path. Kernels without Linux commit c1118b3602c2 ("x86: kvm: use
   alternatives for VMCALL vs. VMMCALL if kernel text is read-only") issue the Intel VMCALL instruction on every
   host; on AMD, KVM rewrites it to VMMCALL with the guest's own page permissions, and with read-only kernel
-  text the guest gets a page fault at the hypercall itself (KVM commit f1a9761fbb00's message, Linux 5.19;
-  the QEMU hypercall-patching thread of 2025). KubeVirt added spec.domain.features.pvspinlock for exactly this
-  oops: "BUG: unable to handle kernel paging request ... IP: kvm_kick_cpu+0x27/0x30" (kubevirt/kubevirt#4972).
+  text the guest gets a page fault at the hypercall itself, "a !WRITABLE #PF with CR2 pointing at the RIP of
+  the faulting instruction" (lore.kernel.org/kvm/20211210222903.3417968-1-seanjc@google.com; Linux
+  f1a9761fbb00's message, 5.19; Mathias Krause's qemu-devel patch for -accel kvm,hypercall-patching=off, 2025).
+  KubeVirt added spec.domain.features.pvspinlock for exactly this oops: "BUG: unable to handle kernel paging
+  request at ffffffff8104e8f7 ... IP: kvm_kick_cpu+0x27/0x30" (kubevirt/kubevirt#4972). The rows name the
+  kernel source; that a distribution built it with PARAVIRT_SPINLOCKS and read-only text (DEBUG_RODATA,
+  default y in those trees) is what that oops shows, not read from their build configs.
   Policies compat and numa keep such a domain (decision rule `guest-kernel`); `always` still adds it.
 - MAY_MISHANDLE: the id covers releases some of whose kernels are MISHANDLES and some fixed (CentOS 7 has one
   libosinfo id for all of 7.x: http://centos.org/centos/7.0). The decision is unchanged; the note says which
