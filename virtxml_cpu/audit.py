@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
+from . import guest_os
 from .config import Config
 from .errors import HostTimeout, VirtxmlCpuError
 from .libvirt_conn import DEFAULT_TIMEOUT, connection_host_facts, libvirt_module, open_for_reading
@@ -116,6 +117,8 @@ def _audit_domain(uri: str, dom, host, opts: AuditOptions, active: bool, persist
     row["decision"] = {"action": o.decision.action, "rule": o.decision.rule, "reason": o.decision.reason,
                        "notes": list(o.decision.notes)}
     row["managed_by"] = o.resolution.facts.orchestrator
+    if o.resolution.facts.os_id:
+        row["guest_os"] = guest_os.record(o.resolution.facts.os_id)
     row["needs_work"] = o.decision.action == "inject" and bool(persistent)
     if active:
         live = process(dom.XMLDesc(0).encode(), name, host, opts.cfg, opts.policy, opts.style, render=False)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from . import guest_os
 from .engine import OFF, ON, SRC_CPU_PM, SRC_HIDDEN, SRC_TCG, Resolution
 from .machines import PC_FAMILIES, version_at_least
 from .memo import MISSING, Kept
@@ -16,8 +17,8 @@ X86 = ("x86_64", "i686")
 # that each one is reached).
 DECISION_RULES = ("policy-never", "not-x86", "not-kvm", "user-choice", "qemu-cpu-override", "kvm-hidden", "cpu-pm",
                   "already-on", "machine-family", "cpu-mode", "machine-too-old", "machine-version-unknown",
-                  "accelerator-unsupported", "numa-single-node", "policy-compat", "policy-numa", "policy-always",
-                  "metadata-invalid")
+                  "accelerator-unsupported", "numa-single-node", "guest-kernel", "policy-compat", "policy-numa",
+                  "policy-always", "metadata-invalid")
 
 
 class Decision(NamedTuple):
@@ -108,6 +109,10 @@ def _decide(res: Resolution, policy: str, style: str) -> Decision:
     if policy == "numa" and res.facts.numa_cells <= 1:
         return keep("numa-single-node", f"policy 'numa': {res.facts.numa_cells or 'no'} guest NUMA cell(s); "
                                         "only multi-node guests get it")
+    guest = guest_os.lookup(res.facts.os_id)
+    if policy in ("compat", "numa") and guest is not None and guest.effect == guest_os.MISHANDLES:
+        return keep("guest-kernel", f"the domain names its OS {guest.name} ({res.facts.os_id}), whose kernel is "
+                                    "known to mishandle KVM PV spinlocks (see the note)")
     why = {"compat": f"machine {res.machine.label()} is 2.11 or newer",
            "numa": f"machine {res.machine.label()} is 2.11 or newer and the guest has {res.facts.numa_cells} NUMA cells",
            "always": "policy 'always'"}[policy]
@@ -138,6 +143,9 @@ def _notes(res: Resolution, style: str) -> tuple[str, ...]:
         notes.append("1 vCPU: Linux guests do not use PV spinlocks on a single CPU (kvm_spinlock_init)")
     if res.features["kvm-hint-dedicated"].state == ON:
         notes.append("kvm hint-dedicated (KVM_HINTS_REALTIME): Linux guests keep native spinlocks")
+    guest = guest_os.lookup(f.os_id)
+    if guest is not None:
+        notes.append(guest_os.note(f.os_id, guest))
     if f.looks_windows:
         notes.append("Windows guest: it does not use KVM PV spinlocks; its enlightenment is <hyperv><spinlocks>"
                      + (" (already on)" if f.hyperv_spinlocks else ", e.g. <spinlocks state='on' retries='8191'/>"))

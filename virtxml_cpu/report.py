@@ -5,6 +5,7 @@ from __future__ import annotations
 import difflib
 import json
 
+from . import guest_os
 from .memo import MISSING, Kept
 from .pipeline import Outcome
 from .rules import PROPERTIES
@@ -21,7 +22,9 @@ def _features(features) -> dict:
 
 
 def _shared(r) -> dict:
-    """What depends on the resolution alone (not on the domain's name, uuid or the decision)."""
+    """What depends on the resolution alone (not on the domain's name, uuid or the decision). The guest OS
+    appears only when the domain names one."""
+    guest = {"guest_os": guest_os.record(r.facts.os_id)} if r.facts.os_id else {}
     return {
         "machine": r.facts.machine,
         "machine_resolved": r.machine.alias_of or r.facts.machine,
@@ -34,6 +37,7 @@ def _shared(r) -> dict:
         "kernel_irqchip": r.irqchip,
         "features": _features(r.features),
         "host_facts": list(r.host.sources),
+        **guest,
     }
 
 
@@ -87,6 +91,11 @@ def table(o: Outcome, verbose: bool = False) -> str:
     lines = [f"== {r.facts.name or '?'}  [{o.label}]",
              f"   machine {r.machine.label()}, CPU {r.facts.cpu_mode}{model}, {accel}, kernel_irqchip={r.irqchip}",
              f"   QEMU build: {r.flavour_basis}"]
+    if r.facts.os_id:
+        row = guest_os.lookup(r.facts.os_id)
+        known = f" ({row.name}: {row.effect})" if row else " (no finding about its kernel)"
+        shown = r.facts.os_id if r.facts.os_id.isprintable() else repr(r.facts.os_id)
+        lines.append(f"   guest OS: {shown}{known}")
     width = max(len(p) for p in PROPERTIES)
     lines.append(f"   {'FEATURE':<{width}}  {'STATE':<14}  {'SOURCE':<26}  REASON")
     for p in PROPERTIES:
