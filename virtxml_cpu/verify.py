@@ -418,9 +418,12 @@ class Runner:
         sock, err = os.path.join(self.dir, f"{tag}.qmp"), os.path.join(self.dir, f"{tag}.err")
         argv = [self.emulator, "-S", "-nodefaults", "-nographic", "-machine", machine_opt,
                 "-qmp", f"unix:{sock},server=on,wait=off"] + (["-cpu", cpu] if cpu else [])
-        with open(err, "wb") as errf:
-            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=errf, stderr=errf, cwd=self.dir,
-                                    start_new_session=True, close_fds=True, **self.identity.popen())
+        try:
+            with open(err, "wb") as errf:
+                proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=errf, stderr=errf, cwd=self.dir,
+                                        start_new_session=True, close_fds=True, **self.identity.popen())
+        except OSError as e:
+            raise QMPClosed(f"cannot run {self.emulator} as {self.identity.name}: {e.strerror}") from None
         watchdog = threading.Timer(self.timeout, _kill, (proc,))
         watchdog.start()
         try:
