@@ -262,7 +262,7 @@ def test_compat_props_are_checked_as_globals_on_the_newest_machine():
 
 def test_cpu_modes_and_version_line():
     assert [m.label for m in verify.cpu_modes(frozenset({"Haswell", "Opteron_G3", "qemu64"}))] == [
-        "no -cpu", "Haswell", "Opteron_G3", "host", "max"]
+        "default-cpu", "Haswell", "Opteron_G3", "host", "max"]
     assert [m.key for m in verify.cpu_modes(frozenset(), ("default", "host"))] == ["default", "host"]
     assert verify.parse_version_line("QEMU emulator version 7.2.22 (Debian 1:7.2+dfsg-7+deb12u18+b3)") == (
         "7.2.22", "Debian 1:7.2+dfsg-7+deb12u18+b3")

@@ -133,7 +133,7 @@ class Build(NamedTuple):
 
 def cpu_modes(models: frozenset[str], wanted: tuple[str, ...] = ()) -> list[CpuMode]:
     """No -cpu, an Intel and an AMD model this QEMU has, host and max."""
-    modes = [CpuMode("default", "no -cpu", None, "")]
+    modes = [CpuMode("default", "default-cpu", None, "")]  # no -cpu: the machine's default model
     for key, candidates in (("intel", INTEL_MODELS), ("amd", AMD_MODELS)):
         model = next((m for m in candidates if m in models), None)
         if model:
