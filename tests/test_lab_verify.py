@@ -164,3 +164,16 @@ def _cmdline(pid: str) -> bytes:
         return Path(f"/proc/{pid}/cmdline").read_bytes()
     except OSError:
         return b""
+
+
+def test_connect_takes_the_emulator_libvirt_uses(shared_dir):
+    harness.bring_up(harness.HOST_LAB)
+    proc, _ = verify("--connect", harness.HOST_LAB.uri, "--machine", "q35", "--cpu", "default",
+                     "--record", str(shared_dir / "connect.json"))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.startswith(f"QEMU {HOST_QEMU}: QEMU emulator version 7.2.")
+    # The chroot's libvirtd names /usr/bin/qemu-system-x86_64 of its own filesystem: not this host's binary.
+    harness.bring_up(harness.BPO_LAB)
+    proc, _ = verify("--connect", harness.BPO_LAB.uri, "--machine", "q35")
+    assert proc.returncode == 3
+    assert "runs QEMU 10.0.2, but /usr/bin/qemu-system-x86_64 here is 7.2." in proc.stderr

@@ -302,3 +302,14 @@ def test_cli_verify_bad_emulator_and_the_note(tmp_path, monkeypatch, capsys):
                     "on this host: run `virtxml-cpu verify` first")
     monkeypatch.setattr(verify, "local_build", lambda: None)
     assert verify.unverified_note(str(tmp_path / "none.json")) is None
+
+
+def test_hook_install_mentions_verify_for_an_unverified_build(tmp_path, monkeypatch, capsys):
+    from virtxml_cpu import cli
+
+    monkeypatch.setattr(verify, "local_build", lambda: ("/opt/qemu/bin/qemu-system-x86_64", "9.9.9", "Test 1"))
+    assert cli.main(["hook", "install", "--hooks-dir", str(tmp_path / "hooks"), "--qemu-d"]) == 0
+    out = capsys.readouterr()
+    assert out.out.startswith("installed ") and "run `virtxml-cpu verify`" not in out.out
+    assert out.err == ("virtxml-cpu: note: the rules were never verified against /opt/qemu/bin/qemu-system-x86_64 "
+                       "(QEMU 9.9.9, Test 1) on this host: run `virtxml-cpu verify` first\n")

@@ -338,7 +338,7 @@ def find_emulator(opts: VerifyOptions) -> str:
             raise BadInput(f"--emulator {shown(opts.emulator)}: not an executable file")
         return path
     if opts.connect:
-        return _libvirt_emulator(opts.connect)
+        return _libvirt_emulator(opts.connect)[0]
     for name in LOCAL_EMULATORS:
         path = shutil.which(name)
         if path:
@@ -346,8 +346,9 @@ def find_emulator(opts: VerifyOptions) -> str:
     raise EnvironmentProblem("QEMU is not available: no qemu-system-x86_64 on PATH (name one with --emulator PATH)")
 
 
-def _libvirt_emulator(uri: str) -> str:
-    """The emulator libvirt uses for x86_64 KVM domains (domain capabilities <path>)."""
+def _libvirt_emulator(uri: str) -> tuple[str, str]:
+    """The emulator libvirt uses for x86_64 KVM domains (domain capabilities <path>) and the QEMU version
+    libvirt reports for it."""
     from .libvirt_conn import is_local, libvirt_module, open_for_reading
     from .xmlio import parse_xml
 
@@ -356,6 +357,7 @@ def _libvirt_emulator(uri: str) -> str:
     conn = open_for_reading(uri)
     try:
         caps = conn.getDomainCapabilities(None, "x86_64", None, "kvm", 0)
+        v = conn.getVersion()
     except libvirt_module().libvirtError as e:
         raise EnvironmentProblem(f"{uri}: {e.get_error_message()}") from None
     finally:
@@ -363,7 +365,7 @@ def _libvirt_emulator(uri: str) -> str:
     path = (parse_xml(caps.encode(), "domain capabilities").getroot().findtext("path") or "").strip()
     if not path:
         raise EnvironmentProblem(f"{uri}: the domain capabilities name no emulator")
-    return path
+    return path, f"{v // 1000000}.{v // 1000 % 1000}.{v % 1000}"
 
 
 def check_kvm(device: str = "/dev/kvm") -> None:
@@ -512,7 +514,7 @@ def read_vcpu(runner: Runner, machine: str, mode: CpuMode) -> Run:
 
 def run(opts: VerifyOptions) -> Outcome:
     start = time.monotonic()
-    emulator = find_emulator(opts)
+    emulator, libvirt_version = _libvirt_emulator(opts.connect) if opts.connect else (find_emulator(opts), None)
     check_kvm()
     identity = qemu_identity()
     directory = tempfile.mkdtemp(prefix="virtxml-cpu-verify-")
@@ -524,6 +526,10 @@ def run(opts: VerifyOptions) -> Outcome:
             build = probe(runner)
         except QMPClosed as e:
             raise EnvironmentProblem(f"QEMU or KVM is not usable: {emulator} (as {identity.name}): {e}") from None
+        if libvirt_version and libvirt_version != build.version:  # a libvirtd in a chroot or container
+            raise EnvironmentProblem(f"{opts.connect} runs QEMU {libvirt_version}, but {emulator} here is "
+                                     f"{build.version}: libvirt's emulator lives in another filesystem; "
+                                     "name it with --emulator")
         host = tool_host(build, probe_kvm(), opts.qemu_flavour, opts.flavour_source)
         machines = x86_machines(build.machines, opts.machines)
         modes = cpu_modes(build.models, opts.modes)
