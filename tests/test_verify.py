@@ -145,7 +145,7 @@ props = spec.get("props", {}).get(f"{machine}/{cpu}", {})
 for line in f:
     cmd = json.loads(line)
     name, a, i = cmd["execute"], cmd.get("arguments", {}), cmd.get("id")
-    if spec.get("hang") and name != "qmp_capabilities":
+    if spec.get("hang") and name != "qmp_capabilities" and machine != "none":
         time.sleep(3600)
     send({"event": "RESUME", "timestamp": {"seconds": 0, "microseconds": 0}})
     if name == "query-version":
@@ -231,6 +231,15 @@ def test_a_qemu_that_fails_or_hangs_is_reported_and_killed(fake):
     hung = verify.read_vcpu(fake(hang=True, timeout=1), "pc", named())
     assert hung.qemu is None and 0.9 < time.monotonic() - t < 5, hung
     assert not [p for p in os.listdir("/proc") if p.isdigit() and _cmdline(p).endswith("fake-qemu")]
+
+
+def test_after_three_qemus_killed_no_more_are_started(fake):
+    runner = fake(hang=True, timeout=0.5)
+    assert verify.probe(runner).version == "7.2.9"  # `-machine none` answers; every machine type hangs
+    t = time.monotonic()
+    runs = [verify.read_vcpu(runner, "pc", named()) for _ in range(5)]
+    assert runner.killed == 3 and time.monotonic() - t < 4
+    assert [r.error for r in runs[3:]] == ["not tried: 3 QEMUs did not answer within 0.5 s"] * 2
 
 
 def _cmdline(pid: str) -> str:

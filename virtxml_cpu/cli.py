@@ -137,7 +137,8 @@ def build_parser() -> argparse.ArgumentParser:
     ve.add_argument("--workers", type=int, default=2, choices=range(1, 9), metavar="N",
                     help="QEMUs at a time (default 2)")
     ve.add_argument("--json", metavar="FILE", help="write a report to attach to a bug report")
-    ve.add_argument("--record", metavar="FILE", help="where a pass is noted (default /var/lib/virtxml-cpu/verified.json)")
+    ve.add_argument("--record", metavar="FILE",
+                    help="where a pass is noted (default /var/lib/virtxml-cpu/verified.json)")
     ve.add_argument("-q", "--quiet", action="store_true", help="print disagreements and the summary only")
 
     hk = sub.add_parser("hook", help="install, remove or inspect the libvirt qemu hook", epilog=EPILOG)

@@ -29,7 +29,7 @@ from typing import Callable, NamedTuple
 from xml.sax.saxutils import quoteattr
 
 from . import __version__, domain, engine, rules
-from .errors import EXIT_ENVIRONMENT, EXIT_OK, EXIT_WORK_FOUND, BadInput, EnvironmentProblem, shown
+from .errors import EXIT_OK, EXIT_WORK_FOUND, BadInput, EnvironmentProblem, shown
 from .hostfacts import HostFacts, flavour_from_machines, flavour_from_version, probe_kvm
 from .qmp import QMP, QMPClosed, QMPError
 from .xmlio import parse_domain
@@ -37,6 +37,7 @@ from .xmlio import parse_domain
 DEFAULT_RECORD = "/var/lib/virtxml-cpu/verified.json"
 DEFAULT_TIMEOUT = 20.0  # seconds one QEMU may take from exec to its last answer (~0.1 s here)
 MAX_RECORD_BYTES = 64 * 1024
+GIVE_UP_AFTER = 3  # QEMUs killed by the timeout before verify stops starting more
 LOCAL_EMULATORS = ("qemu-system-x86_64", "/usr/libexec/qemu-kvm")  # Debian/Ubuntu/SUSE/Arch; RHEL
 # Users QEMU runs as when verify runs as root, with the group owning /dev/kvm (never root when avoidable).
 QEMU_USERS = ("libvirt-qemu", "qemu", "nobody")
@@ -141,7 +142,8 @@ def cpu_modes(models: frozenset[str], wanted: tuple[str, ...] = ()) -> list[CpuM
                                                     f"fallback='forbid'>{model}</model></cpu>"))
     modes.append(CpuMode("host", "host", "host,arch-capabilities=off",
                          f"<cpu mode='host-passthrough' check='none'>{NO_ARCH_CAPS}</cpu>"))
-    modes.append(CpuMode("max", "max", "max,arch-capabilities=off", f"<cpu mode='maximum' check='none'>{NO_ARCH_CAPS}</cpu>"))
+    modes.append(CpuMode("max", "max", "max,arch-capabilities=off",
+                         f"<cpu mode='maximum' check='none'>{NO_ARCH_CAPS}</cpu>"))
     return [m for m in modes if not wanted or m.key in wanted]
 
 
@@ -223,7 +225,8 @@ def disagreements(run: Run, res: engine.Resolution) -> list[Disagreement]:
 def cpu_compat_props(machine: dict) -> tuple[tuple[str, str, str], ...]:
     """A query-machines entry's compat properties on x86 CPU types among the properties resolved."""
     return tuple((c["qom-type"], c["property"], c["value"]) for c in machine.get("compat-props") or ()
-                 if c.get("property") in rules.PROPERTIES and c.get("qom-type", "").endswith(("x86_64-cpu", "i386-cpu")))
+                 if c.get("property") in rules.PROPERTIES
+                 and c.get("qom-type", "").endswith(("x86_64-cpu", "i386-cpu")))
 
 
 def compat_cases(query_machines: list, patterns: tuple[str, ...] = ()) -> list[tuple[str, str, tuple]]:
@@ -265,6 +268,7 @@ class Outcome(NamedTuple):
     disagreements: list[Disagreement]
     compat_checked: int | None  # properties compared through compat-props; None: not answered
     seconds: float
+    tool: dict = {}  # (machine, CPU key) -> {property: the tool's value}
 
     @property
     def checks(self) -> int:
@@ -308,8 +312,8 @@ def report(o: Outcome) -> dict:
         "qemu_user": o.identity.name, "properties": list(rules.PROPERTIES),
         "cpu_models": {m.key: {"label": m.label, "-cpu": m.qemu_cpu, "libvirt": m.cpu_xml} for m in o.modes},
         "machines": o.machines, "compat_props_answered": o.compat_checked is not None,
-        "runs": [{"machine": r.machine, "cpu": r.mode.key, "qemu": r.qemu, "error": r.error,
-                  "seconds": round(r.seconds, 3)} for r in o.runs],
+        "runs": [{"machine": r.machine, "cpu": r.mode.key, "qemu": r.qemu, "tool": o.tool.get((r.machine, r.mode.key)),
+                  "error": r.error, "seconds": round(r.seconds, 3)} for r in o.runs],
         "disagreements": [d._asdict() for d in o.disagreements],
         "summary": {"machine_types": len(o.machines), "cpu_models": len(o.modes),
                     "properties": len(rules.PROPERTIES), "checks": o.checks, "not_started": len(o.failed),
@@ -371,7 +375,8 @@ def _libvirt_emulator(uri: str) -> tuple[str, str]:
 def check_kvm(device: str = "/dev/kvm") -> None:
     """KVM must be there and ours to open: QEMU starts with accel=kvm."""
     if not os.path.exists(device):
-        raise EnvironmentProblem(f"KVM is not available on this host ({device} does not exist): nothing to verify against")
+        raise EnvironmentProblem(f"KVM is not available on this host ({device} does not exist): "
+                                 "nothing to verify against")
     try:
         os.close(os.open(device, os.O_RDWR | os.O_CLOEXEC))
     except PermissionError:
@@ -410,6 +415,12 @@ class Runner:
         self.emulator, self.identity, self.dir, self.timeout = emulator, identity, directory, timeout
         self._n = 0
         self._lock = threading.Lock()
+        self.killed = 0  # QEMUs the watchdog had to kill
+
+    def _expire(self, proc: subprocess.Popen) -> None:
+        with self._lock:
+            self.killed += 1
+        _kill(proc)
 
     def session(self, machine_opt: str, cpu: str | None, work: Callable[[QMP], object]) -> object:
         """Start QEMU paused, run `work` on its monitor, stop it. Raises QMPClosed with QEMU's own message
@@ -426,7 +437,7 @@ class Runner:
                                         start_new_session=True, close_fds=True, **self.identity.popen())
         except OSError as e:
             raise QMPClosed(f"cannot run {self.emulator} as {self.identity.name}: {e.strerror}") from None
-        watchdog = threading.Timer(self.timeout, _kill, (proc,))
+        watchdog = threading.Timer(self.timeout, self._expire, (proc,))
         watchdog.start()
         try:
             with QMP.connect_unix(sock, self.timeout, alive=lambda: proc.poll() is None) as mon:
@@ -440,6 +451,10 @@ class Runner:
         except QMPClosed as e:
             _kill(proc)
             raise QMPClosed(_last_line(err) or str(e)) from None
+        except QMPError as e:
+            raise QMPClosed(str(e)) from None
+        except (KeyError, IndexError, TypeError, AttributeError) as e:
+            raise QMPClosed(f"an answer verify cannot read ({type(e).__name__}: {e})") from None
         finally:
             watchdog.cancel()
             try:
@@ -505,6 +520,9 @@ def read_vcpu(runner: Runner, machine: str, mode: CpuMode) -> Run:
         return out
 
     start = time.monotonic()
+    if runner.killed >= GIVE_UP_AFTER:
+        why = f"not tried: {runner.killed} QEMUs did not answer within {runner.timeout:g} s"
+        return Run(machine, mode, None, why, 0.0)
     try:
         got = runner.session(f"{machine},accel=kvm", mode.qemu_cpu, work)
         return Run(machine, mode, got, None, time.monotonic() - start)
@@ -534,7 +552,8 @@ def run(opts: VerifyOptions) -> Outcome:
         machines = x86_machines(build.machines, opts.machines)
         modes = cpu_modes(build.models, opts.modes)
         if not machines:
-            raise BadInput(f"{emulator} lists no x86 PC machine type" + (" matching --machine" if opts.machines else ""))
+            raise BadInput(f"{emulator} lists no x86 PC machine type"
+                           + (" matching --machine" if opts.machines else ""))
         if opts.progress:
             opts.progress(f"{len(machines)} machine types x {len(modes)} CPU models on {emulator}, "
                           f"{opts.workers} at a time")
@@ -543,7 +562,8 @@ def run(opts: VerifyOptions) -> Outcome:
             runs = list(pool.map(lambda job: read_vcpu(runner, *job), jobs))
     finally:
         shutil.rmtree(directory, ignore_errors=True)
-    found = [d for r in runs if r.qemu is not None for d in disagreements(r, tool_answer(r.machine, r.mode, host))]
+    tool = {(r.machine, r.mode.key): tool_answer(r.machine, r.mode, host) for r in runs if r.qemu is not None}
+    found = [d for r in runs if r.qemu is not None for d in disagreements(r, tool[r.machine, r.mode.key])]
     compat_checked = None
     if build.compat_props:
         cases = compat_cases(build.machines, opts.machines)
@@ -551,7 +571,12 @@ def run(opts: VerifyOptions) -> Outcome:
         found += [d for case in cases for mode in modes for d in compat_disagreements(case, mode, host)]
     if all(r.qemu is None for r in runs):
         raise EnvironmentProblem(f"QEMU started no machine type: {runs[0].error}")
-    return Outcome(build, host, identity, machines, modes, runs, found, compat_checked, time.monotonic() - start)
+    if runner.killed >= GIVE_UP_AFTER:
+        raise EnvironmentProblem(f"{emulator} stopped answering: {runner.killed} QEMUs killed after "
+                                 f"{opts.timeout:g} s each; nothing verified")
+    return Outcome(build, host, identity, machines, modes, runs, found, compat_checked, time.monotonic() - start,
+                   {k: {p: v.qemu_property for p, v in res.features.items() if p in rules.PROPERTIES}
+                    for k, res in tool.items()})
 
 
 # ---------------------------------------------------------------------------------------------------------
