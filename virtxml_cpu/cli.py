@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 
@@ -116,6 +117,30 @@ def build_parser() -> argparse.ArgumentParser:
                                     "libvirtd restarts; stops on SIGTERM. See contrib/systemd/.")
     _live_opts(wa, several=False)
 
+    ve = sub.add_parser("verify", epilog=EPILOG, help="check the rules against this host's QEMU",
+                        description="Start this host's QEMU paused, without disks or devices, for every x86 "
+                                    "machine type it lists x a few CPU models, read what vCPU 0 has (QMP "
+                                    "qom-get) and compare with what the tool computes. Exit 1 on any "
+                                    "disagreement, 3 when KVM or QEMU is unavailable. Needs root or the kvm group.")
+    where = ve.add_mutually_exclusive_group()
+    where.add_argument("--emulator", metavar="PATH", help="the QEMU to start (any executable, a wrapper script too)")
+    where.add_argument("--connect", metavar="URI", help="the emulator this local libvirt uses for KVM domains")
+    ve.add_argument("--qemu-flavour", choices=FLAVOUR_NAMES, help="the QEMU build to check the rules of "
+                    "(default: config, else what the QEMU shows)")
+    ve.add_argument("--config", help=f"config file (default {configmod.DEFAULT_PATH})")
+    ve.add_argument("--machine", action="append", default=[], metavar="PATTERN",
+                    help="only machine types matching this shell pattern (repeatable)")
+    ve.add_argument("--cpu", action="append", default=[], choices=("default", "intel", "amd", "host", "max"),
+                    help="only these CPU models (repeatable; default: all)")
+    ve.add_argument("--timeout", type=_seconds, default=20.0, metavar="SECONDS",
+                    help="how long one QEMU may take before it is killed (default 20)")
+    ve.add_argument("--workers", type=int, default=2, choices=range(1, 9), metavar="N",
+                    help="QEMUs at a time (default 2)")
+    ve.add_argument("--json", metavar="FILE", help="write a report to attach to a bug report")
+    ve.add_argument("--record", metavar="FILE",
+                    help="where a pass is noted (default /var/lib/virtxml-cpu/verified.json)")
+    ve.add_argument("-q", "--quiet", action="store_true", help="print disagreements and the summary only")
+
     hk = sub.add_parser("hook", help="install, remove or inspect the libvirt qemu hook", epilog=EPILOG)
     hk.add_argument("action", choices=("install", "uninstall", "status"))
     hk.add_argument("--hooks-dir", default=DEFAULT_HOOKS_DIR, help=f"default {DEFAULT_HOOKS_DIR}")
@@ -166,9 +191,10 @@ def _err(msg: str) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    if args.command in ("apply", "hook", "audit", "watch"):
+    if args.command in ("apply", "hook", "audit", "watch", "verify"):
         try:
-            return {"apply": _apply, "hook": _hook, "audit": _audit, "watch": _watch}[args.command](args)
+            return {"apply": _apply, "hook": _hook, "audit": _audit, "watch": _watch,
+                    "verify": _verify}[args.command](args)
         except VirtxmlCpuError as e:
             _err(str(e))
             return e.exit_code
@@ -278,6 +304,7 @@ def _apply(args) -> int:
     print(f"changed {total.changed}, would change {total.would_change}, unchanged {total.unchanged}, "
           f"skipped {total.skipped}, unknown {total.unknown}, failed {total.failed}"
           + (f"; unreachable: {', '.join(down)}" if down else ""), file=sys.stderr)
+    _unverified_note(args.connect or ["qemu:///system"])
     if total.failed or down:
         return EXIT_ENVIRONMENT
     if total.unknown:
@@ -353,6 +380,7 @@ def _hook(args) -> int:
 
     if args.action == "install":
         lines = hookinstall.install(args.hooks_dir, args.mode, args.config, args.legacy)
+        _unverified_note(["qemu:///system"])
     elif args.action == "uninstall":
         lines = hookinstall.uninstall(args.hooks_dir)
     else:
@@ -361,6 +389,39 @@ def _hook(args) -> int:
         return EXIT_OK if installed else EXIT_WORK_FOUND
     print("\n".join(lines))
     return EXIT_OK
+
+
+def _unverified_note(uris) -> None:
+    """`apply` and `hook install` on a host whose QEMU build was never verified: one line pointing at verify."""
+    from .libvirt_conn import is_local
+    from .verify import unverified_note
+
+    note = unverified_note() if any(is_local(u) for u in uris) else None
+    if note:
+        _err(note)
+
+
+def _verify(args) -> int:
+    from . import verify
+
+    cfg = configmod.load(args.config)
+    flavour, why = ((args.qemu_flavour, "--qemu-flavour") if args.qemu_flavour else
+                    (cfg.qemu_flavour, f"qemu_flavour in {cfg.path}") if cfg.qemu_flavour else (None, ""))
+    opts = verify.VerifyOptions(args.emulator, args.connect, flavour, why, args.timeout, args.workers,
+                                tuple(args.machine), tuple(args.cpu), args.json,
+                                args.record or verify.DEFAULT_RECORD,
+                                None if args.quiet else lambda msg: print(msg, file=sys.stderr, flush=True))
+    outcome = verify.run(opts)
+    for line in verify.lines(outcome):
+        if not args.quiet or line.startswith(("DISAGREE", "not started", "verify:")):
+            print(line)
+    if args.json:
+        write_output(args.json, (json.dumps(verify.report(outcome), indent=1) + "\n").encode(), [])
+    if outcome.exit_code == EXIT_OK and not outcome.failed:
+        note = verify.write_record(outcome, opts.record)
+        if not args.quiet:
+            print(note, file=sys.stderr)
+    return outcome.exit_code
 
 
 def run() -> None:

@@ -1,0 +1,324 @@
+"""`verify` without KVM: the QMP client against a scripted QMP server on a real unix socket, and the
+comparison against a fake emulator (a real process serving QMP) whose answers the test chooses."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from virtxml_cpu import rules, verify
+from virtxml_cpu.hostfacts import HostFacts
+from virtxml_cpu.qmp import QMP, QMPClosed, QMPError
+
+GREETING = {"QMP": {"version": {"qemu": {"major": 7, "minor": 2, "micro": 22}, "package": ""}, "capabilities": []}}
+
+
+class ScriptedServer:
+    """Accepts one connection; for each command read, `reply(cmd)` gives the lines to send (dicts), or None
+    to stay silent, or "close"."""
+
+    def __init__(self, path: Path, reply, greeting=GREETING):
+        self.path, self.reply, self.greeting = str(path), reply, greeting
+        self.received: list[dict] = []
+        self.srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.srv.bind(self.path)
+        self.srv.listen(1)
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self):
+        conn, _ = self.srv.accept()
+        with conn:
+            conn.sendall(json.dumps(self.greeting).encode() + b"\r\n")
+            buf = b""
+            while True:
+                data = conn.recv(65536)
+                if not data:
+                    return
+                buf += data
+                while b"\n" in buf:
+                    line, buf = buf.split(b"\n", 1)
+                    cmd = json.loads(line)
+                    self.received.append(cmd)
+                    out = self.reply(cmd)
+                    if out == "close":
+                        return
+                    for msg in out or ():
+                        conn.sendall((json.dumps(msg) + "\r\n").encode())
+
+    def close(self):
+        self.srv.close()
+
+
+def answer(cmd, value):
+    return {"return": value, "id": cmd.get("id")}
+
+
+def test_handshake_execute_skips_events_and_replies_to_other_ids(tmp_path):
+    def reply(cmd):
+        if cmd["execute"] == "qmp_capabilities":
+            return [answer(cmd, {})]
+        return [{"event": "STOP", "timestamp": {"seconds": 1, "microseconds": 0}},
+                {"return": "stale", "id": "someone-else"}, {},  # not ours: skipped
+                answer(cmd, {"echo": cmd.get("arguments")})]
+
+    srv = ScriptedServer(tmp_path / "qmp", reply)
+    with QMP.connect_unix(str(tmp_path / "qmp"), timeout=5) as mon:
+        assert mon.handshake()["version"]["qemu"]["major"] == 7
+        assert mon.execute("qom-get", {"path": "/x", "property": "l3-cache"}) == {"echo": {"path": "/x", "property": "l3-cache"}}
+        assert mon.execute("query-version") == {"echo": None}
+    assert [c["execute"] for c in srv.received] == ["qmp_capabilities", "qom-get", "query-version"]
+    assert len({c["id"] for c in srv.received}) == 3  # every command has its own id
+    srv.close()
+
+
+def test_error_reply_raises_with_class_and_description(tmp_path):
+    def reply(cmd):
+        if cmd["execute"] == "qmp_capabilities":
+            return [answer(cmd, {})]
+        return [{"error": {"class": "GenericError", "desc": "Property 'x86_64-cpu.foo' not found"}, "id": cmd["id"]}]
+
+    ScriptedServer(tmp_path / "qmp", reply)
+    with QMP.connect_unix(str(tmp_path / "qmp"), timeout=5) as mon:
+        mon.handshake()
+        with pytest.raises(QMPError) as e:
+            mon.execute("qom-get", {"path": "/x", "property": "foo"})
+    assert e.value.klass == "GenericError" and "not found" in e.value.desc
+
+
+def test_a_silent_server_times_out_and_a_closing_one_is_reported(tmp_path):
+    ScriptedServer(tmp_path / "silent", lambda cmd: [answer(cmd, {})] if cmd["execute"] == "qmp_capabilities" else None)
+    with QMP.connect_unix(str(tmp_path / "silent"), timeout=0.5) as mon:
+        mon.handshake()
+        t = time.monotonic()
+        with pytest.raises(QMPClosed, match="did not answer within"):
+            mon.execute("query-cpus-fast")
+        assert 0.4 < time.monotonic() - t < 3
+    ScriptedServer(tmp_path / "closing", lambda cmd: "close")
+    with QMP.connect_unix(str(tmp_path / "closing"), timeout=5) as mon:
+        with pytest.raises(QMPClosed, match="closed the monitor"):
+            mon.handshake()
+
+
+def test_not_a_greeting_and_no_socket(tmp_path):
+    ScriptedServer(tmp_path / "http", lambda cmd: None, greeting={"hello": "world"})
+    with QMP.connect_unix(str(tmp_path / "http"), timeout=5) as mon:
+        with pytest.raises(QMPClosed, match="not a QMP greeting"):
+            mon.handshake()
+    t = time.monotonic()
+    with pytest.raises(QMPClosed, match="exited before"):
+        QMP.connect_unix(str(tmp_path / "none"), timeout=5, alive=lambda: False)
+    with pytest.raises(QMPClosed, match="no QMP monitor"):
+        QMP.connect_unix(str(tmp_path / "none"), timeout=0.3)
+    assert time.monotonic() - t < 3
+
+
+# A stand-in for qemu-system-x86_64: serves QMP on the -qmp unix socket with the answers in $FAKE_QEMU
+# ({"machines": [...], "compat": bool, "props": {"MACHINE/CPU": {prop: bool | null}}, "hang", "fail"}).
+FAKE_QEMU = r'''
+import json, os, socket, sys, time
+spec = json.loads(os.environ["FAKE_QEMU"])
+args = sys.argv[1:]
+machine = args[args.index("-machine") + 1].split(",")[0]
+cpu = args[args.index("-cpu") + 1].split(",")[0] if "-cpu" in args else "-"
+sock = args[args.index("-qmp") + 1][len("unix:"):].split(",")[0]
+if spec.get("fail"):
+    print("qemu-system-x86_64: warning: host doesn't support requested feature", file=sys.stderr)
+    print(f"qemu-system-x86_64: {spec['fail']}", file=sys.stderr)
+    sys.exit(1)
+srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+srv.bind(sock)
+srv.listen(1)
+conn, _ = srv.accept()
+f = conn.makefile("rwb")
+def send(msg):
+    f.write(json.dumps(msg).encode() + b"\n"); f.flush()
+send({"QMP": {"version": {}, "capabilities": []}})
+props = spec.get("props", {}).get(f"{machine}/{cpu}", {})
+for line in f:
+    cmd = json.loads(line)
+    name, a, i = cmd["execute"], cmd.get("arguments", {}), cmd.get("id")
+    if spec.get("hang") and name != "qmp_capabilities" and machine != "none":
+        time.sleep(3600)
+    send({"event": "RESUME", "timestamp": {"seconds": 0, "microseconds": 0}})
+    if name == "query-version":
+        send({"return": {"qemu": {"major": 7, "minor": 2, "micro": 9}, "package": "Fake 1:7.2-1"}, "id": i})
+    elif name == "query-machines":
+        if "compat-props" in a and not spec.get("compat"):
+            send({"error": {"class": "GenericError", "desc": "Parameter 'compat-props' is unexpected"}, "id": i})
+        else:
+            send({"return": spec["machines"], "id": i})
+    elif name == "query-cpu-definitions":
+        send({"return": [{"name": n} for n in ("qemu64", "Skylake-Client", "EPYC")], "id": i})
+    elif name == "query-cpus-fast":
+        send({"return": [{"qom-path": "/machine/unattached/device[0]", "cpu-index": 0}], "id": i})
+    elif name == "qom-get":
+        v = props.get(a["property"], False)
+        if v is None:
+            send({"error": {"class": "GenericError", "desc": f"Property 'x86_64-cpu.{a['property']}' not found"}, "id": i})
+        else:
+            send({"return": v, "id": i})
+    elif name == "quit":
+        send({"return": {}, "id": i}); break
+    else:
+        send({"return": {}, "id": i})
+'''
+
+MACHINES = [{"name": "pc-i440fx-7.2", "alias": "pc", "is-default": True}, {"name": "pc-i440fx-2.7"},
+            {"name": "pc-q35-7.2", "alias": "q35"}, {"name": "none"}, {"name": "xenfv-4.2"}]
+# What QEMU 7.2 really gives a named model on pc-i440fx-7.2 (read in the lab).
+TRUE_7_2 = {"kvm-pv-eoi": True, "kvmclock": True, "kvm-nopiodelay": True, "kvm-asyncpf": True,
+            "kvm-steal-time": True, "kvmclock-stable-bit": True, "x2apic": True, "l3-cache": True}
+
+
+@pytest.fixture
+def fake(tmp_path, monkeypatch):
+    script = tmp_path / "fake-qemu"
+    script.write_text(f"#!{sys.executable}\n{FAKE_QEMU}")
+    script.chmod(0o755)
+
+    def runner(**spec):
+        monkeypatch.setenv("FAKE_QEMU", json.dumps({"machines": MACHINES, **spec}))
+        work = tmp_path / "work"
+        work.mkdir(exist_ok=True)
+        return verify.Runner(str(script), verify.Identity("test"), str(work), spec.get("timeout", 5))
+    return runner
+
+
+def named(key="default"):
+    return next(m for m in verify.cpu_modes(frozenset({"Skylake-Client", "EPYC"})) if m.key == key)
+
+
+def test_probe_reads_version_machines_models_and_copes_without_compat_props(fake):
+    build = verify.probe(fake())
+    assert (build.version, build.package, build.compat_props) == ("7.2.9", "Fake 1:7.2-1", False)
+    assert "EPYC" in build.models and build.version_line == "QEMU emulator version 7.2.9 (Fake 1:7.2-1)"
+    assert verify.probe(fake(compat=True)).compat_props
+    assert verify.x86_machines(build.machines) == ["pc", "pc-i440fx-2.7", "pc-i440fx-7.2", "pc-q35-7.2", "q35"]
+    assert verify.x86_machines(build.machines, ("pc-q35-*",)) == ["pc-q35-7.2"]
+    host = verify.tool_host(build, HostFacts())
+    assert host.aliases == {"pc": "pc-i440fx-7.2", "q35": "pc-q35-7.2", "": "pc-i440fx-7.2"}
+    assert host.qemu_flavour == "upstream" and host.qemu_version == (7, 2, 9)
+    assert verify.tool_host(build, HostFacts(), "ubuntu", "--qemu-flavour").qemu_flavour == "ubuntu"
+
+
+def test_what_qemu_says_is_compared_with_what_the_tool_computes(fake, host):
+    host = verify.tool_host(verify.probe(fake()), HostFacts(cpuid=host.cpuid))  # the lab host's /dev/kvm, recorded
+    # A faithful QEMU: no disagreement. A property QEMU does not have counts as off.
+    good = verify.read_vcpu(fake(props={"pc-i440fx-7.2/-": {**TRUE_7_2, "kvm-msi-ext-dest-id": None}}),
+                            "pc-i440fx-7.2", named())
+    assert good.qemu["kvm-msi-ext-dest-id"] == "absent" and good.qemu["l3-cache"] == "on"
+    assert verify.disagreements(good, verify.tool_answer("pc-i440fx-7.2", named(), host)) == []
+    # pc-i440fx-2.7 has l3-cache off (pc_compat_2_7): a QEMU that says on disagrees, and the line says why.
+    bad = verify.read_vcpu(fake(props={"pc-i440fx-2.7/Skylake-Client": TRUE_7_2}), "pc-i440fx-2.7", named("intel"))
+    found = verify.disagreements(bad, verify.tool_answer("pc-i440fx-2.7", named("intel"), host))
+    assert [(d.prop, d.qemu, d.tool) for d in found] == [("l3-cache", "on", "off")]
+    assert found[0].line().startswith("DISAGREE pc-i440fx-2.7 Skylake-Client l3-cache: QEMU on, tool off (")
+    assert "pc_compat_2_7" in found[0].reason
+
+
+def test_a_qemu_that_fails_or_hangs_is_reported_and_killed(fake):
+    failed = verify.read_vcpu(fake(fail="failed to set MSR 0x10a"), "pc", named("host"))
+    assert failed.qemu is None and failed.error == "qemu-system-x86_64: failed to set MSR 0x10a"
+    t = time.monotonic()
+    hung = verify.read_vcpu(fake(hang=True, timeout=1), "pc", named())
+    assert hung.qemu is None and 0.9 < time.monotonic() - t < 5, hung
+    assert not [p for p in os.listdir("/proc") if p.isdigit() and _cmdline(p).endswith("fake-qemu")]
+
+
+def test_after_three_qemus_killed_no_more_are_started(fake):
+    runner = fake(hang=True, timeout=0.5)
+    assert verify.probe(runner).version == "7.2.9"  # `-machine none` answers; every machine type hangs
+    t = time.monotonic()
+    runs = [verify.read_vcpu(runner, "pc", named()) for _ in range(5)]
+    assert runner.killed == 3 and time.monotonic() - t < 4
+    assert [r.error for r in runs[3:]] == ["not tried: 3 QEMUs did not answer within 0.5 s"] * 2
+
+
+def _cmdline(pid: str) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[1].decode()
+    except (OSError, IndexError):
+        return ""
+
+
+def test_compat_props_are_checked_as_globals_on_the_newest_machine():
+    host = HostFacts(aliases={"pc": "pc-i440fx-7.2", "q35": "pc-q35-7.2"}, qemu_flavour="upstream",
+                     flavour_source="test")
+    l3 = {"qom-type": "x86_64-cpu", "property": "l3-cache", "value": "off"}
+    msi = {"qom-type": "x86_64-cpu", "property": "kvm-msi-ext-dest-id", "value": "off"}
+    other = {"qom-type": "virtio-net-pci", "property": "x-mtu-bypass-backend", "value": "off"}
+    machines = [{"name": "pc-i440fx-7.2", "alias": "pc", "compat-props": [other]},
+                {"name": "pc-i440fx-2.7", "compat-props": [l3, msi, other]},
+                {"name": "pc-q35-5.1", "compat-props": [msi]}, {"name": "pc-q35-7.2", "alias": "q35"}]
+    cases = verify.compat_cases(machines)
+    assert [(m, b, len(p)) for m, b, p in cases] == [("pc-i440fx-2.7", "pc-i440fx-7.2", 2),
+                                                     ("pc-i440fx-7.2", "pc-i440fx-7.2", 0),
+                                                     ("pc-q35-5.1", "pc-q35-7.2", 1), ("pc-q35-7.2", "pc-q35-7.2", 0)]
+    assert not [d for c in cases for d in verify.compat_disagreements(c, named(), host)]
+    # A QEMU whose pc-q35-5.1 does not turn kvm-msi-ext-dest-id off: visible under the split irqchip only.
+    found = verify.compat_disagreements(("pc-q35-5.1", "pc-q35-7.2", ()), named(), host)
+    assert [(d.prop, d.qemu, d.tool, d.check) for d in found] == [("kvm-msi-ext-dest-id", "on", "off", "compat-props")]
+    assert "ioapic=qemu" in found[0].model
+
+
+def test_cpu_modes_and_version_line():
+    assert [m.label for m in verify.cpu_modes(frozenset({"Haswell", "Opteron_G3", "qemu64"}))] == [
+        "default-cpu", "Haswell", "Opteron_G3", "host", "max"]
+    assert [m.key for m in verify.cpu_modes(frozenset(), ("default", "host"))] == ["default", "host"]
+    assert verify.parse_version_line("QEMU emulator version 7.2.22 (Debian 1:7.2+dfsg-7+deb12u18+b3)") == (
+        "7.2.22", "Debian 1:7.2+dfsg-7+deb12u18+b3")
+    assert verify.parse_version_line("QEMU emulator version 10.0.2") == ("10.0.2", "")
+    assert len(rules.PROPERTIES) == 17
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the record is root's: needs root")
+def test_the_record_is_trusted_only_when_root_owned_and_well_formed(tmp_path, fake):
+    tmp_path.chmod(0o755)
+    record = tmp_path / "verified.json"
+    build = verify.probe(fake())
+    outcome = verify.Outcome(build, verify.tool_host(build, HostFacts()), verify.Identity("test"), [], [], [], [],
+                             None, 0.0)
+    assert verify.write_record(outcome, str(record)) == f"recorded in {record}"
+    assert build.key in verify.read_record(str(record))
+    assert record.stat().st_mode & 0o777 == 0o644
+    record.chmod(0o666)  # writable by anyone: ignored
+    assert verify.read_record(str(record)) == {}
+    record.chmod(0o644)
+    link = tmp_path / "link.json"
+    link.symlink_to(record)
+    assert verify.read_record(str(link)) == {}
+    for bad in (b"[]", b"{\"format\": 2, \"verified\": {}}", b"not json", b"{\"format\": 1, \"verified\": []}"):
+        record.write_bytes(bad)
+        assert verify.read_record(str(record)) == {}
+
+
+def test_cli_verify_bad_emulator_and_the_note(tmp_path, monkeypatch, capsys):
+    from virtxml_cpu import cli
+
+    assert cli.main(["verify", "--emulator", str(tmp_path / "missing")]) == 2
+    assert "not an executable file" in capsys.readouterr().err
+    monkeypatch.setattr(verify, "local_build", lambda: ("/usr/bin/qemu-system-x86_64", "9.9.9", "Test 1"))
+    note = verify.unverified_note(str(tmp_path / "none.json"))
+    assert note == ("note: the rules were never verified against /usr/bin/qemu-system-x86_64 (QEMU 9.9.9, Test 1) "
+                    "on this host: run `virtxml-cpu verify` first")
+    monkeypatch.setattr(verify, "local_build", lambda: None)
+    assert verify.unverified_note(str(tmp_path / "none.json")) is None
+
+
+def test_hook_install_mentions_verify_for_an_unverified_build(tmp_path, monkeypatch, capsys):
+    from virtxml_cpu import cli
+
+    monkeypatch.setattr(verify, "local_build", lambda: ("/opt/qemu/bin/qemu-system-x86_64", "9.9.9", "Test 1"))
+    assert cli.main(["hook", "install", "--hooks-dir", str(tmp_path / "hooks"), "--qemu-d"]) == 0
+    out = capsys.readouterr()
+    assert out.out.startswith("installed ") and "run `virtxml-cpu verify`" not in out.out
+    assert out.err == ("virtxml-cpu: note: the rules were never verified against /opt/qemu/bin/qemu-system-x86_64 "
+                       "(QEMU 9.9.9, Test 1) on this host: run `virtxml-cpu verify` first\n")
