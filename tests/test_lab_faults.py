@@ -62,7 +62,8 @@ def test_audit_reports_healthy_hosts_at_once_and_a_silent_host_as_timed_out(lab,
         lines, code, err, took = timed_lines(cmd)
         rows = [(t, json.loads(line)) for t, line in lines]
         assert code == 3, err  # environment problems outrank "a domain needs the fix"
-        healthy = [(t, r) for t, r in rows if r["record"] == "domain" and r["host"] == TCP and r["domain"] == dom.name()]
+        healthy = [(t, r) for t, r in rows
+                   if r["record"] == "domain" and r["host"] == TCP and r["domain"] == dom.name()]
         assert healthy and healthy[0][1]["needs_fix"] is True
         assert healthy[0][0] < 2.5, "the healthy host's results waited for the silent one"
         by_host = {r["host"]: r for _t, r in rows if r["record"] == "host"}
