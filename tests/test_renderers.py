@@ -224,3 +224,9 @@ def test_test_driver_rows(test_driver, capsys):
     records = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert records[0]["domain"] == "vxc-no-such-domain" and records[0]["error"]
     assert records[-1]["domain_errors"] == 1 and records[-1]["domains"] == 1
+
+
+def test_every_format_the_cli_offers_has_a_renderer():
+    sub = next(a for a in cli.build_parser()._actions if a.dest == "command").choices["audit"]
+    (fmt,) = [a for a in sub._actions if a.dest == "format"]
+    assert tuple(fmt.choices) == tuple(RENDERERS)
