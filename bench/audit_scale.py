@@ -54,7 +54,7 @@ def main() -> None:
         total = time.perf_counter() - t
         rows = result[0].rows
         assert len(rows) == args.n and not result[0].error, result[0].error
-        need = sum(r["needs_work"] for r in rows)
+        need = sum(r.needs_fix for r in rows)
         per = (total - one) / (args.n - 1)
         print(f"domains: {args.n} ({need} need kvm-pv-unhalt)")
         print(f"baseline (list + XMLDesc):  {base:.3f} s = {base / args.n * 1000:.2f} ms per domain")

@@ -58,8 +58,8 @@ def run(uris: list[str], timeout: float) -> tuple[float, int, dict]:
                         *[a for u in uris for a in ("--connect", u)]], cwd=ROOT, capture_output=True, text=True)
     took = time.perf_counter() - t
     docs = [json.loads(line) for line in r.stdout.splitlines()]
-    rows = sum(1 for d in docs if "domain" in d and "error" not in d)
-    return took, rows, docs[-1]["summary"]
+    rows = sum(1 for d in docs if d["record"] == "domain" and d["error"] is None)
+    return took, rows, docs[-1]
 
 
 def main() -> None:

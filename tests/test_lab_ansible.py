@@ -70,8 +70,8 @@ def test_role_installs_hooks_audits_and_is_idempotent(lab, tmp_path):
         assert os.access(hook, os.X_OK) and text.startswith(f"#!{tmp_path}/venv/bin/python")
         assert "MODE = 'queue'" in text and str(tmp_path / "etc" / "config.toml") in text
         rows = [json.loads(line) for line in (tmp_path / "results" / "localhost.jsonl").read_text().splitlines()]
-        mine = [r for r in rows if r.get("domain") == dom.name()]
-        assert mine and mine[0]["host"] == "qemu:///system" and mine[0]["needs_work"] is True
+        mine = [r for r in rows if r["record"] == "domain" and r["domain"] == dom.name()]
+        assert mine and mine[0]["host"] == "qemu:///system" and mine[0]["needs_fix"] is True
         (tmp_path / "reloaded").unlink()
         second = play(tmp_path, extra)
         assert recap(second.stdout)["changed"] == 0, second.stdout[-3000:]

@@ -62,14 +62,16 @@ def test_audit_reports_healthy_hosts_at_once_and_a_silent_host_as_timed_out(lab,
         lines, code, err, took = timed_lines(cmd)
         rows = [(t, json.loads(line)) for t, line in lines]
         assert code == 3, err  # environment problems outrank "a domain needs the fix"
-        healthy = [(t, r) for t, r in rows if r.get("host") == TCP and r.get("domain") == dom.name()]
-        assert healthy and healthy[0][1]["needs_work"] is True
+        healthy = [(t, r) for t, r in rows
+                   if r["record"] == "domain" and r["host"] == TCP and r["domain"] == dom.name()]
+        assert healthy and healthy[0][1]["needs_fix"] is True
         assert healthy[0][0] < 2.5, "the healthy host's results waited for the silent one"
-        by_host = {r["host"]: r for _t, r in rows if "condition" in r}
-        assert by_host[silent]["condition"] == "timed out" and by_host[refusing]["condition"] == "unreachable"
-        summary = rows[-1][1]["summary"]
+        by_host = {r["host"]: r for _t, r in rows if r["record"] == "host"}
+        assert by_host[silent]["condition"] == "timed_out" and by_host[refusing]["condition"] == "unreachable"
+        summary = rows[-1][1]
+        assert summary["record"] == "summary" and summary["version"] == 1
         assert summary["timed_out"] == [silent] and summary["unreachable"] == [refusing]
-        assert summary["need_fix"] >= 1 and summary["hosts_ok"] == 1
+        assert summary["needs_fix"] >= 1 and summary["hosts_ok"] == 1
         assert 3 <= took < 15, took
         assert "timed out" in err and "unreachable" in err
         print(f"\naudit with a silent and a refusing host: {took:.1f}s (timeout 3s); healthy rows after "

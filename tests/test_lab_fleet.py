@@ -138,14 +138,16 @@ def test_fleet_audit_and_apply_over_two_connections_and_one_unreachable(lab):
         # An unreachable host outranks domains that need work (exit 3, not 1): see the exit status table.
         r = cli("audit", "--connect", harness.URI, "--connect", TCP, "--connect", DOWN, "--observe",
                 "--format", "json", dom.name(), running.name(), check=3)
-        rows = [json.loads(line) for line in r.stdout.splitlines()]
-        by = {(x.get("host"), x.get("domain")): x for x in rows}
+        records = [json.loads(line) for line in r.stdout.splitlines()]
+        by = {(x["host"], x["domain"]): x for x in records if x["record"] == "domain"}
         for uri in (harness.URI, TCP):
-            assert by[(uri, dom.name())]["needs_work"] is True
+            assert by[(uri, dom.name())]["needs_fix"] is True
             assert by[(uri, dom.name())]["pv_unhalt"] == "off"
             run = by[(uri, running.name())]
-            assert run["needs_work"] is False and run["live_pv_unhalt"] == "on" and run["observed_pv_unhalt"] == "on"
-        assert any(x.get("host") == DOWN and "error" in x for x in rows)
+            assert run["needs_fix"] is False and run["live_pv_unhalt"] == "on" and run["observed_pv_unhalt"] == "on"
+        hosts = {x["host"]: x for x in records if x["record"] == "host"}
+        assert hosts[DOWN]["condition"] == "unreachable" and hosts[DOWN]["error"]
+        assert records[-1]["record"] == "summary" and records[-1]["unreachable"] == [DOWN]
         assert DOWN in r.stderr and "unreachable" in r.stderr
         r = cli("apply", "--yes", "--connect", TCP, "--connect", DOWN, "--connect", harness.URI, dom.name(), check=3)
         assert "changed 1," in r.stderr and f"unreachable: {DOWN}" in r.stderr
@@ -177,8 +179,8 @@ def test_a_refused_define_and_an_unknown_name_are_per_domain_and_the_others_carr
         assert "<pvspinlock state='on'/>" in fine.XMLDesc(SECURE_INACTIVE)
         assert "pvspinlock" not in refused.XMLDesc(SECURE_INACTIVE)
         r = cli("audit", "--format", "json", "vxc-lab-no-such-domain", fine.name(), check=2)
-        rows = {x["domain"]: x for x in map(json.loads, r.stdout.splitlines()) if "domain" in x}
-        assert "error" in rows["vxc-lab-no-such-domain"] and rows[fine.name()]["pv_unhalt"] == "on"
+        rows = {x["domain"]: x for x in map(json.loads, r.stdout.splitlines()) if x["record"] == "domain"}
+        assert rows["vxc-lab-no-such-domain"]["error"] and rows[fine.name()]["pv_unhalt"] == "on"
         assert "1 domain(s) not audited" in r.stderr
         prom = tmp_path / "virtxml-cpu.prom"
         cli("audit", "--format", "prometheus", "-o", str(prom), refused.name(), fine.name(), check=1)

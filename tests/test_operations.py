@@ -9,11 +9,11 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from virtxml_cpu import hook, spool
-from virtxml_cpu.audit import HostAudit
 from virtxml_cpu.config import Config
 from virtxml_cpu.hostfacts import HostFacts
-from virtxml_cpu.metrics import exposition
 from virtxml_cpu.pipeline import process
+from virtxml_cpu.records import TIMED_OUT, UNREACHABLE, AuditRow, HostResult, RowDecision
+from virtxml_cpu.render import prometheus
 
 from .conftest import FIXTURES, ROOT
 
@@ -21,18 +21,17 @@ UP = HostFacts(qemu_flavour="upstream", flavour_source="test")
 
 
 def row(domain, pv="off", needs=True, **kw):
-    return {"host": "qemu:///system", "domain": domain, "uuid": f"u-{domain}", "state": "running",
-            "persistent": True, "pv_unhalt": pv, "needs_work": needs, "decision": {}, **kw}
+    return AuditRow("qemu:///system", domain, f"u-{domain}", "running", True, pv_unhalt=pv, needs_fix=needs,
+                    decision=RowDecision("inject" if needs else "keep", "r", "why"), **kw)
 
 
 def test_prometheus_exposition_parses_and_says_what_it_should():
-    results = [HostAudit("qemu:///system", [row("web", live_pv_unhalt="off", observed_pv_unhalt="off"),
-                                            row('odd"name\\x\ny', pv="on", needs=False),
-                                            row("nova-vm", managed_by="OpenStack Nova"),
-                                            {"host": "qemu:///system", "domain": "ghost", "error": "no domain",
-                                             "needs_work": False}], seconds=0.25),
-               HostAudit("qemu+ssh://down/system", error="cannot connect")]
-    text = exposition(results, 1_700_000_000.0)
+    results = [HostResult("qemu:///system", (row("web", live_pv_unhalt="off", observed_pv_unhalt="off"),
+                                             row('odd"name\\x\ny', pv="on", needs=False),
+                                             row("nova-vm", managed_by="OpenStack Nova"),
+                                             AuditRow("qemu:///system", "ghost", error="no domain")), seconds=0.25),
+               HostResult("qemu+ssh://down/system", error="cannot connect", condition=UNREACHABLE)]
+    text = prometheus.tail(results, 1_700_000_000.0)
     fams = {f.name: f for f in text_string_to_metric_families(text)}
     s = {(f.name, tuple(sorted(x.labels.items()))): x.value for f in fams.values() for x in f.samples}
 
@@ -42,7 +41,7 @@ def test_prometheus_exposition_parses_and_says_what_it_should():
     assert get("virtxml_cpu_host_reachable", host="qemu:///system") == 1
     assert get("virtxml_cpu_host_reachable", host="qemu+ssh://down/system") == 0
     assert get("virtxml_cpu_host_domains", host="qemu:///system") == 3
-    assert get("virtxml_cpu_host_domains_need_fix", host="qemu:///system") == 2
+    assert get("virtxml_cpu_host_domains_needs_fix", host="qemu:///system") == 2
     assert get("virtxml_cpu_host_domain_errors", host="qemu:///system") == 1
     assert get("virtxml_cpu_host_audit_seconds", host="qemu:///system") == 0.25
     web = dict(host="qemu:///system", domain="web", uuid="u-web")
@@ -116,16 +115,15 @@ def test_audit_stream_hands_out_fast_hosts_first_and_times_out_a_stalled_one(mon
         if uri == "stalls":
             release.wait(30)
         time.sleep(0.05 if uri == "fast" else 0.3)
-        return audit.HostAudit(uri, rows=[row(f"{uri}-vm")], seconds=0.1)
+        return HostResult(uri, rows=(row(f"{uri}-vm"),), seconds=0.1)
 
     monkeypatch.setattr(audit, "audit_host", fake_host)
     opts = audit.AuditOptions(Config(), timeout=0.5, host_timeout=1.0)
     t0 = time.monotonic()
     seen = [(h.uri, h.condition, round(time.monotonic() - t0, 1)) for h in audit.audit_stream(["stalls", "slow", "fast"], opts)]
     release.set()
-    assert [s[:2] for s in seen] == [("fast", "ok"), ("slow", "ok"), ("stalls", "timed out")]
+    assert [s[:2] for s in seen] == [("fast", "ok"), ("slow", "ok"), ("stalls", TIMED_OUT)]
     assert seen[0][2] < 0.3 and 0.9 <= seen[2][2] < 2.0, seen
-    assert "summary" in audit.summary_record([audit.HostAudit("stalls", error="x", timed_out=True)])
 
 
 def test_apply_names_what_a_wedged_host_did_and_did_not_handle(monkeypatch):

@@ -43,6 +43,7 @@ def test_wheel_carries_the_hook_script(dist):
     (wheel,) = dist.glob("virtxml_cpu-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
     assert "virtxml_cpu/data/qemu-hook" in names and "virtxml_cpu/flavours/ubuntu.py" in names
+    assert "virtxml_cpu/render/prometheus.py" in names
 
 
 def test_sdist_carries_the_hook_script(tmp_path):

@@ -313,56 +313,47 @@ def _apply(args) -> int:
 
 
 def _audit(args) -> int:
-    """Each host's results as soon as that host is done (rows, or JSON lines), then the summary."""
-    import json
+    """Options from the arguments, a renderer for --format, and one writer: stdout as each host is done,
+    or the -o file, written atomically at the end."""
     import time
 
     from . import audit
+    from .records import summarize
+    from .render import RENDERERS, emit
+    from .render.table import summary_line
 
     cfg = _live_config(args)
     timeout = args.timeout or cfg.timeout or audit.DEFAULT_TIMEOUT
     opts = audit.AuditOptions(cfg, args.policy, args.style, tuple(args.domains), args.observe,
                               not args.no_host_probe, audit.stderr_progress(), timeout,
                               cfg.host_timeout or 10 * timeout)
-    uris = args.connect or ["qemu:///system"]
-    streaming = args.format in ("table", "json") and not args.output
-    if streaming and args.format == "table":
-        print(audit.TABLE_HEADER, flush=True)
-    results, chunks = [], []
-    for h in audit.audit_stream(uris, opts):
-        results.append(h)
-        if args.format == "json":
-            text = ((json.dumps({"host": h.uri, "error": h.error, "condition": h.condition}) + "\n" if h.error else "")
-                    + "".join(json.dumps(row) + "\n" for row in h.rows))
-        elif args.format == "table":
-            text = "".join(line + "\n" for line in audit.table_rows(h))
-        else:
-            text = ""
-        if streaming:
-            sys.stdout.write(text)
-            sys.stdout.flush()
-        else:
-            chunks.append(text)
-        if h.error:
-            _err(f"{h.uri}: {h.error}")
-    if args.format == "json":
-        chunks.append(json.dumps(audit.summary_record(results)) + "\n")
-        if streaming:
-            sys.stdout.write(chunks.pop())
-    elif args.format == "prometheus":
-        from .metrics import exposition
-
-        chunks = [exposition(results, time.time())]
-    elif not streaming:
-        chunks.insert(0, audit.TABLE_HEADER + "\n")
+    chunks: list[str] = []
+    write = chunks.append if args.output else _write_stdout
+    results = _reporting_errors(audit.audit_stream(args.connect or ["qemu:///system"], opts))
+    hosts = emit(RENDERERS[args.format], results, write, time.time)
     if args.output:
         write_output(args.output, "".join(chunks).encode(), [])
-    print(audit.summary(results), file=sys.stderr)
-    if any(h.error for h in results):
+    print(summary_line(hosts), file=sys.stderr)
+    s = summarize(hosts)
+    if s.unreachable or s.timed_out:
         return EXIT_ENVIRONMENT
-    if any("error" in r for h in results for r in h.rows):
+    if s.domain_errors:
         return EXIT_BAD_INPUT
-    return EXIT_WORK_FOUND if any(r["needs_work"] for h in results for r in h.rows) else EXIT_OK
+    return EXIT_WORK_FOUND if s.needs_fix else EXIT_OK
+
+
+def _write_stdout(text: str) -> None:
+    if text:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+
+
+def _reporting_errors(hosts):
+    """The hosts, each unreachable or timed-out one also named on stderr as it comes."""
+    for h in hosts:
+        if h.error:
+            _err(f"{h.uri}: {h.error}")
+        yield h
 
 
 def _watch(args) -> int:

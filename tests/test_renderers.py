@@ -1,0 +1,232 @@
+"""One renderer per audit output format, over typed records: the stream on stdout and the `-o` file hold
+the same bytes for every format, hosts are streamed as they finish, the JSON lines follow the schema the
+README documents, and the Prometheus exposition parses. First over records built here (through the real
+CLI shell, with the libvirt side replaced by those records), then through the CLI against libvirt's
+in-process test driver (test:///default)."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from virtxml_cpu import audit, cli
+from virtxml_cpu.errors import EXIT_BAD_INPUT, EXIT_ENVIRONMENT, EXIT_WORK_FOUND
+from virtxml_cpu.records import (SCHEMA_VERSION, TIMED_OUT, UNREACHABLE, ApplyOutcome, AuditRow, HostResult,
+                                 RowDecision, summarize)
+from virtxml_cpu.render import RENDERERS, emit, jsonlines
+from virtxml_cpu.render.table import summary_line
+
+from .conftest import ROOT
+
+FORMATS = tuple(RENDERERS)
+NOW = 1_700_000_000.25
+FIX = RowDecision("inject", "policy-compat", "kvm-pv-unhalt is off: adding <features><pvspinlock state='on'/>",
+                  ("1 vCPU: Linux guests do not use PV spinlocks on a single CPU",))
+KEEP = RowDecision("keep", "already-on", "kvm-pv-unhalt is already on")
+A, B = "qemu+ssh://kvm1/system", "qemu+ssh://kvm2/system"
+
+
+def hosts() -> list[HostResult]:
+    return [
+        HostResult(A, (
+            AuditRow(A, "web", "u-web", "shut off", True, "off", decision=FIX, needs_fix=True),
+            AuditRow(A, "db", "u-db", "running", True, "on", "on", "on", decision=KEEP),
+            AuditRow(A, 'odd "name"', "u-odd", "running", False, "off", "off", decision=FIX),
+            AuditRow(A, "nova-1", "u-nova", "shut off", True, "off", managed_by="OpenStack Nova", decision=FIX,
+                     needs_fix=True),
+            AuditRow(A, "ghost", error="Domain not found"),
+        ), seconds=0.125),
+        HostResult(B, error="cannot connect to qemu+ssh://kvm2/system: Connection refused", condition=UNREACHABLE),
+        HostResult("qemu+tcp://kvm3/system", error="qemu+tcp://kvm3/system: not done within 300s (timed out)",
+                   condition=TIMED_OUT, seconds=300.0),
+    ]
+
+
+def rendered(fmt: str, results: list[HostResult]) -> str:
+    chunks: list[str] = []
+    emit(RENDERERS[fmt], results, chunks.append, lambda: NOW)
+    return "".join(chunks)
+
+
+@pytest.fixture
+def fake_audit(monkeypatch, capsys):
+    """The CLI shell as it is, with the libvirt side replaced by `hosts()`. Returns what stdout held each
+    time a host after the first was handed out (read off, so the test sees the rest afterwards)."""
+    seen_before: list[str] = []
+
+    def stream(uris, opts):
+        for i, h in enumerate(hosts()):
+            if i:
+                seen_before.append(capsys.readouterr().out)
+            yield h
+
+    monkeypatch.setattr(audit, "audit_stream", stream)
+    monkeypatch.setattr(time, "time", lambda: NOW)
+    return seen_before
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_stdout_and_the_output_file_hold_the_same_bytes(fmt, fake_audit, capsys, tmp_path):
+    assert cli.main(["audit", "--format", fmt]) == EXIT_ENVIRONMENT
+    streamed = "".join(fake_audit) + capsys.readouterr().out
+    out = tmp_path / f"audit.{fmt}"
+    assert cli.main(["audit", "--format", fmt, "-o", str(out)]) == EXIT_ENVIRONMENT
+    assert capsys.readouterr().out == "" and fake_audit[2:] == ["", ""]  # -o: nothing on stdout
+    assert streamed.encode() == out.read_bytes() == rendered(fmt, hosts()).encode()
+    assert streamed.endswith("\n") and "needs_work" not in streamed and "need_fix" not in streamed
+
+
+@pytest.mark.parametrize("fmt", ("table", "json"))
+def test_each_host_is_on_stdout_before_the_next_is_audited(fmt, fake_audit, capsys):
+    cli.main(["audit", "--format", fmt])
+    first = fake_audit[0]
+    assert "web" in first and "ghost" in first and B not in first
+
+
+def test_prometheus_on_stdout_is_the_exposition(fake_audit, capsys):
+    cli.main(["audit", "--format", "prometheus"])
+    text = "".join(fake_audit) + capsys.readouterr().out
+    assert fake_audit == ["", ""]  # families must stay together: written at the end
+    samples = {(x.name, x.labels.get("domain"), x.labels.get("host")): x.value
+               for f in text_string_to_metric_families(text) for x in f.samples}
+    assert samples[("virtxml_cpu_domain_needs_fix", "web", A)] == 1
+    assert samples[("virtxml_cpu_domain_needs_fix", "db", A)] == 0
+    assert samples[("virtxml_cpu_host_domains_needs_fix", None, A)] == 2
+    assert samples[("virtxml_cpu_host_reachable", None, B)] == 0
+    assert samples[("virtxml_cpu_audit_timestamp_seconds", None, None)] == NOW
+
+
+def _documented_fields() -> dict[str, list[str]]:
+    """The README's JSON schema: for each record kind, the fields of the first table under its heading."""
+    text = (ROOT / "README.md").read_text()
+    out = {}
+    for kind in ("domain", "host", "summary"):
+        m = re.search(rf'^#### `"record": "{kind}"`\n(?:(?:[^|\n].*)?\n)*((?:\|.*\n)+)', text, re.M)
+        assert m, f"README documents no {kind} record"
+        out[kind] = re.findall(r"^\| `(\w+)` \|", m.group(1), re.M)
+    return out
+
+
+def test_json_lines_follow_the_documented_schema():
+    records = [json.loads(line) for line in rendered("json", hosts()).splitlines()]
+    assert [r["record"] for r in records] == ["domain"] * 5 + ["host"] * 3 + ["summary"]
+    documented = _documented_fields()
+    for r in records:
+        assert list(r) == documented[r["record"]], r["record"]
+    web, ghost = records[0], records[4]
+    assert web["needs_fix"] is True and web["decision"]["rule"] == "policy-compat" and web["error"] is None
+    assert ghost["error"] == "Domain not found" and ghost["decision"] is None and ghost["needs_fix"] is False
+    assert records[5] == {"record": "host", "host": A, "condition": "ok", "error": None, "domains": 4,
+                          "needs_fix": 2, "domain_errors": 1}
+    assert [r["condition"] for r in records[6:8]] == [UNREACHABLE, TIMED_OUT]
+    assert records[-1] == {"record": "summary", "version": SCHEMA_VERSION, "hosts": 3, "hosts_ok": 1,
+                           "unreachable": [B], "timed_out": ["qemu+tcp://kvm3/system"], "domains": 4,
+                           "needs_fix": 2, "have_pv_unhalt": 1, "domain_errors": 1}
+
+
+def test_json_does_not_depend_on_timing():
+    slower = [HostResult(h.uri, h.rows, h.error, h.condition, h.seconds * 7 + 1) for h in hosts()]
+    assert rendered("json", slower) == rendered("json", hosts())
+
+
+def test_table_lines():
+    lines = rendered("table", hosts()).splitlines()
+    assert lines[0].split() == ["HOST", "DOMAIN", "STATE", "PV-UNHALT", "LIVE", "QEMU", "NEEDS-FIX", "REASON"]
+    web = next(line for line in lines if " web " in line).split()
+    assert web[:7] == [A, "web", "shut", "off", "off", "-", "-"] and web[7] == "yes"
+    assert any(B in line and "UNREACHABLE" in line for line in lines)
+    assert any("TIMED OUT" in line for line in lines)
+    assert any("ghost" in line and "ERROR" in line and "Domain not found" in line for line in lines)
+
+
+def test_summary_line_and_record_count_the_same():
+    s = summarize(hosts())
+    line = summary_line(hosts())
+    assert line.startswith(f"{s.domains} domains on {s.hosts_ok} host(s): {s.needs_fix} need kvm-pv-unhalt, "
+                           f"{s.have_pv_unhalt} have it")
+    assert f"unreachable: {B}" in line and "timed out: qemu+tcp://kvm3/system" in line
+    assert jsonlines.summary_record(hosts())["needs_fix"] == s.needs_fix == 2
+
+
+def test_records_refuse_what_cannot_be():
+    with pytest.raises(ValueError):
+        HostResult(A, condition="timed out")  # one spelling: timed_out
+    with pytest.raises(ValueError):
+        HostResult(A, error="down")  # an error makes the host unreachable or timed out, not ok
+    with pytest.raises(ValueError):
+        ApplyOutcome(A, "web", "would change")
+    assert ApplyOutcome(A, "web", "skipped", "transient domain").kind == "skipped"
+
+
+# Through the CLI against libvirt's test driver: in-process, no daemon; all connections of one process
+# to test:///default share its state while one is open.
+
+def _xml(name: str, cpu: str) -> str:
+    return (f"<domain type='kvm'><name>{name}</name><memory>65536</memory>"
+            f"<os><type arch='x86_64' machine='pc-q35-7.2'>hvm</type></os>{cpu}</domain>")
+
+
+@pytest.fixture
+def test_driver():
+    libvirt = pytest.importorskip("libvirt", reason="libvirt-python is not installed: the audit through "
+                                                    "libvirt's test driver is SKIPPED")
+    conn = libvirt.open("test:///default")
+    doms = [conn.defineXML(_xml("vxc-render-fix", "<cpu mode='host-model'/>")),
+            conn.defineXML(_xml("vxc-render-has", "<cpu mode='host-passthrough'/>")),
+            conn.defineXML(_xml("vxc-render-run", "<cpu mode='custom'><model>qemu64</model></cpu>"))]
+    doms[2].create()
+    transient = conn.createXML(_xml("vxc-render-transient", "<cpu mode='host-model'/>"), 0)
+    yield conn
+    transient.destroy()
+    doms[2].destroy()
+    for d in doms:
+        d.undefine()
+    conn.close()
+
+
+TIMED = re.compile(r"^virtxml_cpu_(host_audit_seconds|audit_timestamp_seconds)\b.*$", re.M)
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_test_driver_stdout_and_output_file_match(fmt, test_driver, capsys, tmp_path):
+    args = ["audit", "--connect", "test:///default", "--no-host-probe", "--qemu-flavour", "upstream",
+            "--format", fmt]
+    assert cli.main(args) == EXIT_WORK_FOUND
+    streamed = capsys.readouterr().out
+    out = tmp_path / "audit.out"
+    assert cli.main(args + ["-o", str(out)]) == EXIT_WORK_FOUND
+    written = out.read_text()
+    if fmt == "prometheus":  # two samples are times: how long the host took, and when
+        assert len(TIMED.findall(streamed)) == 2
+        streamed, written = TIMED.sub("", streamed), TIMED.sub("", written)
+    assert streamed == written and "vxc-render-fix" in streamed
+
+
+def test_test_driver_rows(test_driver, capsys):
+    args = ["audit", "--connect", "test:///default", "--no-host-probe", "--qemu-flavour", "upstream",
+            "--format", "json"]
+    cli.main(args)
+    records = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    rows = {r["domain"]: r for r in records if r["record"] == "domain"}
+    assert rows["vxc-render-fix"]["needs_fix"] is True and rows["vxc-render-fix"]["state"] == "shut off"
+    assert rows["vxc-render-has"]["needs_fix"] is False and rows["vxc-render-has"]["pv_unhalt"] == "on"
+    run = rows["vxc-render-run"]
+    assert run["needs_fix"] is True and run["state"] == "running" and run["live_pv_unhalt"] == "off"
+    transient = rows["vxc-render-transient"]
+    assert transient["persistent"] is False and transient["needs_fix"] is False
+    assert transient["decision"]["reason"].startswith("transient domain")
+    assert records[-1]["needs_fix"] == 2 and records[-1]["version"] == SCHEMA_VERSION
+    assert cli.main(args + ["vxc-no-such-domain", "vxc-render-has"]) == EXIT_BAD_INPUT
+    records = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert records[0]["domain"] == "vxc-no-such-domain" and records[0]["error"]
+    assert records[-1]["domain_errors"] == 1 and records[-1]["domains"] == 1
+
+
+def test_every_format_the_cli_offers_has_a_renderer():
+    sub = next(a for a in cli.build_parser()._actions if a.dest == "command").choices["audit"]
+    (fmt,) = [a for a in sub._actions if a.dest == "format"]
+    assert tuple(fmt.choices) == tuple(RENDERERS)
