@@ -3,11 +3,11 @@
 (both from the live argparse parser, so they cannot drift from the command) and the installed hook.
 
     python3 tools/gen_package_files.py man OUT          # virtxml-cpu(8), roff, via argparse-manpage
-    python3 tools/gen_package_files.py completion OUT   # bash completion, via shtab
+    python3 tools/gen_package_files.py completion OUT   # bash completion
     python3 tools/gen_package_files.py hook OUT         # the qemu hook for /usr/bin/python3, audit mode
 
 Run from the source tree (it imports virtxml_cpu from there). debian/rules calls it at build time with
-Debian's python3-argparse-manpage and python3-shtab.
+Debian's python3-argparse-manpage.
 """
 
 from __future__ import annotations
@@ -109,26 +109,63 @@ def manpage(parser: argparse.ArgumentParser | None = None, date: datetime.date |
     return "\n".join(body + extra) + "\n"
 
 
+FILE_DESTS = ("files", "output", "config", "capabilities", "domcapabilities")  # options naming a file
+DIR_DESTS = ("hooks_dir",)
+
+
 def completion(parser: argparse.ArgumentParser | None = None) -> str:
-    """Bash completion of verbs, options and their choices; files where an option takes a file."""
-    import shtab
-
+    """Bash completion of verbs, options and their choices (files where an argument names a file),
+    by walking the parser. (Debian 12's python3-shtab 1.5.5 completes only the first of several
+    choices, shtab issue #86, so the script is generated here.)"""
     parser = parser or build_parser()
-    for action in _all_actions(parser):
-        if action.metavar == "FILE" or action.dest in ("output", "config", "capabilities",
-                                                                     "domcapabilities", "files"):
-            action.complete = shtab.FILE
-        elif action.dest == "hooks_dir":
-            action.complete = shtab.DIRECTORY
-    return shtab.complete(parser, shell="bash")
+    verbs = {name: sub for action in parser._actions if isinstance(action, argparse._SubParsersAction)
+             for name, sub in action.choices.items()}
+    values, words = [], []
+    for verb, sub in [("", parser)] + list(verbs.items()):
+        for action in sub._actions:
+            if action.option_strings and action.nargs != 0:
+                pattern = "|".join(f"{verb}:{option}" for option in action.option_strings)
+                values.append(f"        {pattern}) {_reply(action)}; return ;;")
+        options = " ".join(o for action in sub._actions for o in action.option_strings)
+        positional = next((a for a in sub._actions if not a.option_strings), None)
+        if isinstance(positional, argparse._SubParsersAction):
+            other = _words(" ".join(verbs))
+        else:
+            other = _reply(positional) if positional is not None else ":"
+        words.append(f'        "{verb}") if [[ $cur == -* ]]; then {_words(options)}; else {other}; fi ;;')
+    verb_alternatives = "|".join(verbs)
+    return f"""# bash completion for virtxml-cpu(8), generated from its argparse parser by tools/gen_package_files.py
+_virtxml_cpu() {{
+    local cur=${{COMP_WORDS[COMP_CWORD]}} prev="" verb="" i
+    (( COMP_CWORD > 0 )) && prev=${{COMP_WORDS[COMP_CWORD-1]}}
+    for (( i = 1; i < COMP_CWORD; i++ )); do
+        case ${{COMP_WORDS[i]}} in {verb_alternatives}) verb=${{COMP_WORDS[i]}}; break ;; esac
+    done
+    COMPREPLY=()
+    case "$verb:$prev" in
+{chr(10).join(values)}
+    esac
+    case "$verb" in
+{chr(10).join(words)}
+    esac
+}}
+complete -F _virtxml_cpu virtxml-cpu
+"""
 
 
-def _all_actions(parser: argparse.ArgumentParser):
-    for action in parser._actions:
-        yield action
-        if isinstance(action, argparse._SubParsersAction):
-            for sub in action.choices.values():
-                yield from _all_actions(sub)
+def _words(text: str) -> str:
+    return f'COMPREPLY=($(compgen -W "{text}" -- "$cur"))'
+
+
+def _reply(action: argparse.Action) -> str:
+    """What completes the value of one argument: its choices, files, directories, or nothing."""
+    if action.choices:
+        return _words(" ".join(str(c) for c in action.choices))
+    if action.dest in FILE_DESTS:
+        return 'compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "$cur"))'
+    if action.dest in DIR_DESTS:
+        return 'compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -d -- "$cur"))'
+    return ":"  # a URI, a number, a domain name: nothing to offer
 
 
 def hook() -> str:
