@@ -168,6 +168,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command in ("apply", "hook", "audit", "watch"):
         try:
+            if args.command != "hook":  # no binding: one line for the run, not one per host
+                from .libvirt_conn import libvirt_module
+
+                libvirt_module()
             return {"apply": _apply, "hook": _hook, "audit": _audit, "watch": _watch}[args.command](args)
         except VirtxmlCpuError as e:
             _err(str(e))
