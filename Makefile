@@ -3,7 +3,7 @@
 # QEMU + libvirt, starts libvirtd, builds the Debian package and runs the real-QEMU tests; elsewhere
 # those tests skip, loudly.
 # `make deb`: build virtxml-cpu_VERSION_all.deb here with Debian's tools (debhelper, dh-python), in a
-# copy of the tree under /tmp; as root, installs the build dependencies that are missing.
+# copy of the tree under /tmp, and check it with lintian; as root, installs what is missing for that.
 
 PYTHON ?= python3
 VENV ?= .venv
@@ -14,7 +14,7 @@ EXAMPLES := $(wildcard examples/*.xml)
 DEB_VERSION := $(shell sed -n '1s/^[^(]*(\([^)]*\)).*/\1/p' debian/changelog)
 DEB := virtxml-cpu_$(DEB_VERSION)_all.deb
 DEB_BUILD_DEPS := dpkg-dev debhelper dh-python pybuild-plugin-pyproject python3-all python3-setuptools \
-	python3-lxml python3-argparse-manpage
+	python3-lxml python3-argparse-manpage lintian
 
 .PHONY: demo test lab deb bench clean
 
@@ -37,6 +37,7 @@ demo: $(STAMP)
 lab: $(STAMP)
 	bash tests/lab/up.sh
 	bash tests/lab/up-bpo.sh
+	command -v systemd-analyze >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends systemd
 	$(PY) -c 'import libvirt' 2>/dev/null || $(PY) -m pip install -q 'libvirt-python>=9.0'
 
 test: $(STAMP)
@@ -45,7 +46,7 @@ test: $(STAMP)
 	else \
 	  echo "!!! not root or no /dev/kvm: the real libvirt/QEMU/KVM tests will be SKIPPED"; \
 	fi
-	VIRTXML_CPU_DEB=$(if $(wildcard $(DEB)),$(CURDIR)/$(DEB)) $(PY) -m pytest -ra tests
+	VIRTXML_CPU_DEB=$$([ -f $(DEB) ] && echo $(CURDIR)/$(DEB)) $(PY) -m pytest -ra tests
 
 # The source is copied (tracked and new files, not ignored ones) so the tree stays as git has it; the
 # build runs with a plain PATH so Debian's python3 builds it, whatever python3 the caller has first.
@@ -66,6 +67,7 @@ deb:
 	(cd "$$tmp/virtxml-cpu-$(DEB_VERSION)" && env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME="$$tmp" \
 	  LC_ALL=C.UTF-8 dpkg-buildpackage -us -uc -b) && \
 	cp "$$tmp/$(DEB)" . && echo "built $(DEB)"
+	lintian --fail-on error $(DEB)
 
 bench: $(STAMP)
 	$(PY) bench/hook_latency.py
