@@ -13,7 +13,7 @@ EXAMPLES := $(wildcard examples/*.xml)
 
 DEB_VERSION := $(shell sed -n '1s/^[^(]*(\([^)]*\)).*/\1/p' debian/changelog)
 DEB := virtxml-cpu_$(DEB_VERSION)_all.deb
-DEB_BUILD_DEPS := dpkg-dev debhelper dh-python pybuild-plugin-pyproject python3-all python3-setuptools \
+DEB_BUILD_DEPS := build-essential dpkg-dev debhelper dh-python pybuild-plugin-pyproject python3-all python3-setuptools \
 	python3-lxml python3-argparse-manpage lintian
 
 .PHONY: demo test lab deb bench clean

@@ -205,3 +205,15 @@ def test_package_version_is_the_python_version():
     assert re.match(rf"virtxml-cpu \({re.escape(__version__)}\) ", changelog), changelog
     pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
     assert pyproject["project"]["version"] == __version__
+
+
+@pytest.mark.parametrize("argv", [["audit", "--connect", "qemu:///system", "--connect", "qemu+ssh://h/system"],
+                                  ["apply", "--all", "--dry-run"], ["watch"]])
+def test_live_verbs_without_the_libvirt_binding_say_so_in_one_line(argv):
+    """A host with the package but not python3-libvirt (it is only recommended)."""
+    code = ("import sys; sys.modules['libvirt'] = None\n"
+            f"from virtxml_cpu.cli import main; sys.exit(main({argv!r}))")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert r.returncode == 3 and r.stdout == "", r
+    assert r.stderr.splitlines() == ["virtxml-cpu: the libvirt Python binding is missing (Debian: apt-get install "
+                                     "python3-libvirt; pip: pip install 'virtxml-cpu[libvirt]')"]
