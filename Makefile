@@ -61,7 +61,7 @@ deb:
 	@tmp=$$(mktemp -d /tmp/virtxml-cpu-deb.XXXXXX) && trap 'rm -rf "$$tmp"' EXIT && \
 	mkdir "$$tmp/virtxml-cpu-$(DEB_VERSION)" && \
 	if git rev-parse --git-dir >/dev/null 2>&1; then git ls-files -z -co --exclude-standard; \
-	else find . -path ./.venv -prune -o -path ./build -prune -o -type f -print0; fi | \
+	else find . \( -name .git -o -path ./.venv -o -path ./build \) -prune -o -type f -print0; fi | \
 	  xargs -0 -r sh -c 'for f; do [ -e "$$f" ] && printf "%s\0" "$$f"; done' sh | \
 	  tar --null -T - -cf - | tar -xf - -C "$$tmp/virtxml-cpu-$(DEB_VERSION)" && \
 	(cd "$$tmp/virtxml-cpu-$(DEB_VERSION)" && env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME="$$tmp" \
