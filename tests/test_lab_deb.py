@@ -235,7 +235,7 @@ def mounted(what: list[str], where: Path):
 
 
 @pytest.fixture(scope="module")
-def fresh(tmp_path_factory):
+def fresh():
     """A copy of the pristine minimal system (so every run starts fresh) with /proc and the kept packages."""
     t0 = time.monotonic()
     mounts = Path("/proc/mounts").read_text()
