@@ -73,7 +73,7 @@ def test_man_page_names_every_verb_and_option_of_the_live_parser(man_text):
                 if option not in ("-h", "--help"):
                     assert re.search(rf"\\fB{re.escape(option)}\\fR", man_text), (path, option)
                     seen += 1
-            for choice in action.choices or ():
+            for choice in (action.choices or ()) if action.metavar is None else ():  # shown as {a,b,...}
                 assert str(choice) in man_text, (path, choice)
     assert seen > 60
 

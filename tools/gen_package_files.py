@@ -161,7 +161,7 @@ def _reply(action: argparse.Action) -> str:
     """What completes the value of one argument: its choices, files, directories, or nothing."""
     if action.choices:
         return _words(" ".join(str(c) for c in action.choices))
-    if action.dest in FILE_DESTS:
+    if action.dest in FILE_DESTS or action.metavar in ("FILE", "PATH"):
         return 'compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "$cur"))'
     if action.dest in DIR_DESTS:
         return 'compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -d -- "$cur"))'
