@@ -1,6 +1,9 @@
 # `make demo`: run virtxml-cpu on the bundled example XMLs (no libvirt needed).
 # `make test`: set everything up and run the whole suite. As root on a KVM host this installs Debian's
-# QEMU + libvirt, starts libvirtd and runs the real-QEMU tests; elsewhere those tests skip, loudly.
+# QEMU + libvirt, starts libvirtd, builds the Debian package and runs the real-QEMU tests; elsewhere
+# those tests skip, loudly.
+# `make deb`: build virtxml-cpu_VERSION_all.deb here with Debian's tools (debhelper, dh-python), in a
+# copy of the tree under /tmp, and check it with lintian; as root, installs what is missing for that.
 
 PYTHON ?= python3
 VENV ?= .venv
@@ -8,7 +11,12 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 EXAMPLES := $(wildcard examples/*.xml)
 
-.PHONY: demo test lab bench clean
+DEB_VERSION := $(shell sed -n '1s/^[^(]*(\([^)]*\)).*/\1/p' debian/changelog)
+DEB := virtxml-cpu_$(DEB_VERSION)_all.deb
+DEB_BUILD_DEPS := build-essential dpkg-dev debhelper dh-python pybuild-plugin-pyproject python3-all python3-setuptools \
+	python3-lxml python3-argparse-manpage lintian
+
+.PHONY: demo test lab deb bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -29,15 +37,37 @@ demo: $(STAMP)
 lab: $(STAMP)
 	bash tests/lab/up.sh
 	bash tests/lab/up-bpo.sh
+	command -v systemd-analyze >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends systemd
 	$(PY) -c 'import libvirt' 2>/dev/null || $(PY) -m pip install -q 'libvirt-python>=9.0'
 
 test: $(STAMP)
 	@if [ "$$(id -u)" = 0 ] && [ -e /dev/kvm ]; then \
-	  $(MAKE) --no-print-directory lab; \
+	  $(MAKE) --no-print-directory lab deb; \
 	else \
 	  echo "!!! not root or no /dev/kvm: the real libvirt/QEMU/KVM tests will be SKIPPED"; \
 	fi
-	$(PY) -m pytest -ra tests
+	VIRTXML_CPU_DEB=$$([ -f $(DEB) ] && echo $(CURDIR)/$(DEB)) $(PY) -m pytest -ra tests
+
+# The source is copied (tracked and new files, not ignored ones) so the tree stays as git has it; the
+# build runs with a plain PATH so Debian's python3 builds it, whatever python3 the caller has first.
+deb:
+	@missing=$$(for p in $(DEB_BUILD_DEPS); do \
+	  dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'ok installed' || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" != 0 ]; then echo "make deb needs: apt-get install" $$missing; exit 1; fi; \
+	  echo "installing build dependencies:" $$missing; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $$missing; \
+	fi
+	@tmp=$$(mktemp -d /tmp/virtxml-cpu-deb.XXXXXX) && trap 'rm -rf "$$tmp"' EXIT && \
+	mkdir "$$tmp/virtxml-cpu-$(DEB_VERSION)" && \
+	if git rev-parse --git-dir >/dev/null 2>&1; then git ls-files -z -co --exclude-standard; \
+	else find . \( -name .git -o -path ./.venv -o -path ./build \) -prune -o -type f -print0; fi | \
+	  xargs -0 -r sh -c 'for f; do [ -e "$$f" ] && printf "%s\0" "$$f"; done' sh | \
+	  tar --null -T - -cf - | tar -xf - -C "$$tmp/virtxml-cpu-$(DEB_VERSION)" && \
+	(cd "$$tmp/virtxml-cpu-$(DEB_VERSION)" && env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME="$$tmp" \
+	  LC_ALL=C.UTF-8 dpkg-buildpackage -us -uc -b) && \
+	cp "$$tmp/$(DEB)" . && echo "built $(DEB)"
+	lintian --fail-on error $(DEB)
 
 bench: $(STAMP)
 	$(PY) bench/hook_latency.py
@@ -46,4 +76,4 @@ bench: $(STAMP)
 	$(PY) bench/fleet_faults.py
 
 clean:
-	rm -rf $(VENV) build demo-out .pytest_cache
+	rm -rf $(VENV) build demo-out .pytest_cache virtxml-cpu_*_all.deb

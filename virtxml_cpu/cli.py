@@ -193,6 +193,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command in ("apply", "hook", "audit", "watch", "verify"):
         try:
+            if args.command not in ("hook", "verify"):  # no binding: one line for the run, not one per host
+                from .libvirt_conn import libvirt_module
+
+                libvirt_module()
             return {"apply": _apply, "hook": _hook, "audit": _audit, "watch": _watch,
                     "verify": _verify}[args.command](args)
         except VirtxmlCpuError as e:

@@ -13,7 +13,8 @@ def libvirt_module():
     try:
         import libvirt  # noqa: PLC0415
     except ImportError:
-        raise EnvironmentProblem("libvirt-python is not installed (pip install 'virtxml-cpu[libvirt]')") from None
+        raise EnvironmentProblem("the libvirt Python binding is missing (Debian: apt-get install python3-libvirt; "
+                                 "pip: pip install 'virtxml-cpu[libvirt]')") from None
     return libvirt
 
 

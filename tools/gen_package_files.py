@@ -1,0 +1,194 @@
+#!/usr/bin/python3
+"""Files of the Debian package that are derived, not written: the man page and the bash completion
+(both from the live argparse parser, so they cannot drift from the command) and the installed hook.
+
+    python3 tools/gen_package_files.py man OUT          # virtxml-cpu(8), roff, via argparse-manpage
+    python3 tools/gen_package_files.py completion OUT   # bash completion
+    python3 tools/gen_package_files.py hook OUT         # the qemu hook for /usr/bin/python3, audit mode
+
+Run from the source tree (it imports virtxml_cpu from there). debian/rules calls it at build time with
+Debian's python3-argparse-manpage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from virtxml_cpu import __version__, config  # noqa: E402
+from virtxml_cpu.cli import build_parser  # noqa: E402
+from virtxml_cpu.hookinstall import render, template  # noqa: E402
+
+SYSTEM_PYTHON = "/usr/bin/python3"
+SYSTEM_PACKAGE_DIR = "/usr/lib/python3/dist-packages"
+HOOK_MODE = "audit"
+SPOOL_DIR = os.path.dirname(config.DEFAULT_SPOOL)
+TEXTFILE_DIR = "/var/lib/prometheus/node-exporter"
+
+# One row per config key: (key as written in the file, what it does). Every key config.py accepts must
+# have a row (tests/test_package_files.py checks it), so the man page lists them all.
+CONFIG_KEYS = (
+    ("policy", "when to add kvm-pv-unhalt: compat, numa, always or never (default compat)"),
+    ("style", "how to add it: pvspinlock (<features><pvspinlock state='on'/>, the default) or "
+              "cpu-feature (<cpu><feature policy='require' name='kvm_pv_unhalt'/>, which libvirt 9.0-11.3 "
+              "refuse to start)"),
+    ("qemu_flavour", "the QEMU build the guests run on: upstream, ubuntu or rhel (default: detected)"),
+    ("timeout", "seconds a libvirt host may stay silent while connecting or on any call (default 30)"),
+    ("host_timeout", "seconds a whole host may take (default 10 times timeout)"),
+    ("hook.mode", "what the hook does at guest start: audit (log), enforce (refuse the start) or queue "
+                  "(log and queue the fix for apply --pending); default audit"),
+    ("hook.spool", f"where queue mode records pending fixes (default {config.DEFAULT_SPOOL})"),
+    ("hook.syslog_socket", "the datagram socket the hook and watch log to (default /dev/log; stderr "
+                           "when it cannot be reached)"),
+)
+
+EXIT_STATUS = (
+    ("0", "done"),
+    ("1", "work found: rewrite --check or apply --dry-run would change something, audit found a domain "
+          "that needs the fix; hook status: not installed"),
+    ("2", "bad input or usage: XML that is not a domain or not well-formed, a bad config, an unknown "
+          "domain name, a foreign hook in the way"),
+    ("3", "environment: libvirt missing or unreachable, permission denied, a write that failed"),
+)
+
+FILES = (
+    (config.DEFAULT_PATH, "the host-wide settings (see CONFIGURATION)"),
+    ("/etc/libvirt/hooks/qemu.d/virtxml-cpu", "the libvirt qemu hook; libvirtd reads hooks when it starts "
+                                              "and on SIGHUP (systemctl reload libvirtd)"),
+    (config.DEFAULT_SPOOL, "fixes queued by the hook in queue mode, for virtxml-cpu apply --pending"),
+    (f"{TEXTFILE_DIR}/virtxml-cpu.prom", "written by virtxml-cpu-audit.service (virtxml-cpu-audit.timer) "
+                                         "for prometheus-node-exporter's textfile collector"),
+)
+
+
+def _roff(text: str) -> str:
+    """Plain text as one roff paragraph: backslashes and dashes escaped, no line starting with a dot."""
+    text = text.replace("\\", "\\e").replace("-", "\\-")
+    return "\n".join("\\&" + line if line.startswith((".", "'")) else line for line in text.splitlines())
+
+
+def _section(title: str, rows) -> str:
+    out = [f".SH {title}"]
+    for term, text in rows:
+        out += [".TP", f"\\fB{_roff(term)}\\fR", _roff(text)]
+    return "\n".join(out)
+
+
+def manpage(parser: argparse.ArgumentParser | None = None, date: datetime.date | None = None) -> str:
+    """virtxml-cpu(8): argparse-manpage's rendering of every verb and option, then the exit status,
+    the config keys and the files."""
+    from build_manpages.manpage import Manpage
+
+    parser = parser or build_parser()
+    if date is None:
+        epoch = os.environ.get("SOURCE_DATE_EPOCH")  # reproducible builds: the changelog's date
+        date = (datetime.datetime.fromtimestamp(int(epoch), datetime.timezone.utc).date() if epoch
+                else datetime.date.today())
+    parser.man_short_description = ("compute the CPU features QEMU gives a libvirt guest and add "
+                                    "kvm-pv-unhalt where the rules say so")
+    body = str(Manpage(parser)).splitlines()
+    assert body[0].startswith(".TH "), body[0]
+    body[0] = (f'.TH VIRTXML\\-CPU 8 "{date.isoformat()}" "virtxml-cpu {__version__}" '
+               '"System Administration"')
+    config_text = ("A TOML file; every key is optional. Precedence: the domain's own metadata "
+                   "(<vxc:cpu xmlns:vxc='urn:virtxml-cpu:domain:1' policy='never'/>), then the command "
+                   "line, then this file. Keys named hook.X go in a [hook] table.")
+    extra = [
+        _section("EXIT STATUS", EXIT_STATUS),
+        ".SH CONFIGURATION\n" + _roff(f"{config.DEFAULT_PATH} (or --config FILE, or $VIRTXML_CPU_CONFIG). "
+                                      + config_text),
+        "\n".join(_section("", CONFIG_KEYS).splitlines()[1:]),
+        _section("FILES", FILES),
+        ".SH SEE ALSO\n\\fBvirsh\\fR(1), \\fBlibvirtd\\fR(8), /usr/share/doc/virtxml-cpu/README.md.gz",
+    ]
+    return "\n".join(body + extra) + "\n"
+
+
+FILE_DESTS = ("files", "output", "config", "capabilities", "domcapabilities")  # options naming a file
+DIR_DESTS = ("hooks_dir",)
+
+
+def completion(parser: argparse.ArgumentParser | None = None) -> str:
+    """Bash completion of verbs, options and their choices (files where an argument names a file),
+    by walking the parser. (Debian 12's python3-shtab 1.5.5 completes only the first of several
+    choices, shtab issue #86, so the script is generated here.)"""
+    parser = parser or build_parser()
+    verbs = {name: sub for action in parser._actions if isinstance(action, argparse._SubParsersAction)
+             for name, sub in action.choices.items()}
+    values, words = [], []
+    for verb, sub in [("", parser)] + list(verbs.items()):
+        for action in sub._actions:
+            if action.option_strings and action.nargs != 0:
+                pattern = "|".join(f"{verb}:{option}" for option in action.option_strings)
+                values.append(f"        {pattern}) {_reply(action)}; return ;;")
+        options = " ".join(o for action in sub._actions for o in action.option_strings)
+        positional = next((a for a in sub._actions if not a.option_strings), None)
+        if isinstance(positional, argparse._SubParsersAction):
+            other = _words(" ".join(verbs))
+        else:
+            other = _reply(positional) if positional is not None else ":"
+        words.append(f'        "{verb}") if [[ $cur == -* ]]; then {_words(options)}; else {other}; fi ;;')
+    verb_alternatives = "|".join(verbs)
+    return f"""# bash completion for virtxml-cpu(8), generated from its argparse parser by tools/gen_package_files.py
+_virtxml_cpu() {{
+    local cur=${{COMP_WORDS[COMP_CWORD]}} prev="" verb="" i
+    (( COMP_CWORD > 0 )) && prev=${{COMP_WORDS[COMP_CWORD-1]}}
+    for (( i = 1; i < COMP_CWORD; i++ )); do
+        case ${{COMP_WORDS[i]}} in {verb_alternatives}) verb=${{COMP_WORDS[i]}}; break ;; esac
+    done
+    COMPREPLY=()
+    case "$verb:$prev" in
+{chr(10).join(values)}
+    esac
+    case "$verb" in
+{chr(10).join(words)}
+    esac
+}}
+complete -F _virtxml_cpu virtxml-cpu
+"""
+
+
+def _words(text: str) -> str:
+    return f'COMPREPLY=($(compgen -W "{text}" -- "$cur"))'
+
+
+def _reply(action: argparse.Action) -> str:
+    """What completes the value of one argument: its choices, files, directories, or nothing."""
+    if action.choices:
+        return _words(" ".join(str(c) for c in action.choices))
+    if action.dest in FILE_DESTS or action.metavar in ("FILE", "PATH"):
+        return 'compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "$cur"))'
+    if action.dest in DIR_DESTS:
+        return 'compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -d -- "$cur"))'
+    return ":"  # a URI, a number, a domain name: nothing to offer
+
+
+def hook() -> str:
+    """The hook the package installs: the system interpreter, the system package dir, audit mode (the
+    config file's [hook] mode still wins)."""
+    return render(template(), SYSTEM_PYTHON, SYSTEM_PACKAGE_DIR, HOOK_MODE, None)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("what", choices=("man", "completion", "hook"))
+    ap.add_argument("out", help="file to write, - for stdout")
+    args = ap.parse_args(argv)
+    text = {"man": manpage, "completion": completion, "hook": hook}[args.what]()
+    if args.out == "-":
+        sys.stdout.write(text)
+    else:
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(text, encoding="utf-8")
+        if args.what == "hook":
+            os.chmod(args.out, 0o755)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
