@@ -50,10 +50,11 @@ CONFIG_KEYS = (
 EXIT_STATUS = (
     ("0", "done"),
     ("1", "work found: rewrite --check or apply --dry-run would change something, audit found a domain "
-          "that needs the fix; hook status: not installed"),
+          "that needs the fix, verify found a disagreement with this host's QEMU; hook status: not installed"),
     ("2", "bad input or usage: XML that is not a domain or not well-formed, a bad config, an unknown "
           "domain name, a foreign hook in the way"),
-    ("3", "environment: libvirt missing or unreachable, permission denied, a write that failed"),
+    ("3", "environment: libvirt missing or unreachable, permission denied, a write that failed, KVM or "
+          "QEMU unusable for verify"),
 )
 
 FILES = (
@@ -61,6 +62,9 @@ FILES = (
     ("/etc/libvirt/hooks/qemu.d/virtxml-cpu", "the libvirt qemu hook; libvirtd reads hooks when it starts "
                                               "and on SIGHUP (systemctl reload libvirtd)"),
     (config.DEFAULT_SPOOL, "fixes queued by the hook in queue mode, for virtxml-cpu apply --pending"),
+    ("/var/lib/virtxml-cpu/verified.json", "the QEMU builds virtxml-cpu verify found in agreement with the "
+                                           "rules on this host (root-owned; apply and hook install note "
+                                           "an unverified build)"),
     (f"{TEXTFILE_DIR}/virtxml-cpu.prom", "written by virtxml-cpu-audit.service (virtxml-cpu-audit.timer) "
                                          "for prometheus-node-exporter's textfile collector"),
 )
