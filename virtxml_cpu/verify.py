@@ -303,7 +303,7 @@ def report(o: Outcome) -> dict:
 # The one shell step: start the QEMUs, then compare.
 
 def run(opts: VerifyOptions) -> Outcome:
-    from . import qemu_runner as qr  # here, not above: the comparison imports no process machinery
+    from . import qemu_runner as qr  # here: it builds on this module's types; the comparison needs none of it
 
     start = time.monotonic()
     emulator, libvirt_version = qr.libvirt_emulator(opts.connect) if opts.connect else (qr.find_emulator(opts), None)
