@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from virtxml_cpu import rules, verify
+from virtxml_cpu import qemu_runner, rules, verified, verify
 from virtxml_cpu.hostfacts import HostFacts
 from virtxml_cpu.qmp import QMP, QMPClosed, QMPError
 
@@ -188,7 +188,7 @@ def fake(tmp_path, monkeypatch):
         monkeypatch.setenv("FAKE_QEMU", json.dumps({"machines": MACHINES, **spec}))
         work = tmp_path / "work"
         work.mkdir(exist_ok=True)
-        return verify.Runner(str(script), verify.Identity("test"), str(work), spec.get("timeout", 5))
+        return qemu_runner.Runner(str(script), qemu_runner.Identity("test"), str(work), spec.get("timeout", 5))
     return runner
 
 
@@ -197,10 +197,10 @@ def named(key="default"):
 
 
 def test_probe_reads_version_machines_models_and_copes_without_compat_props(fake):
-    build = verify.probe(fake())
+    build = qemu_runner.probe(fake())
     assert (build.version, build.package, build.compat_props) == ("7.2.9", "Fake 1:7.2-1", False)
     assert "EPYC" in build.models and build.version_line == "QEMU emulator version 7.2.9 (Fake 1:7.2-1)"
-    assert verify.probe(fake(compat=True)).compat_props
+    assert qemu_runner.probe(fake(compat=True)).compat_props
     assert verify.x86_machines(build.machines) == ["pc", "pc-i440fx-2.7", "pc-i440fx-7.2", "pc-q35-7.2", "q35"]
     assert verify.x86_machines(build.machines, ("pc-q35-*",)) == ["pc-q35-7.2"]
     host = verify.tool_host(build, HostFacts())
@@ -210,14 +210,14 @@ def test_probe_reads_version_machines_models_and_copes_without_compat_props(fake
 
 
 def test_what_qemu_says_is_compared_with_what_the_tool_computes(fake, host):
-    host = verify.tool_host(verify.probe(fake()), HostFacts(cpuid=host.cpuid))  # the lab host's /dev/kvm, recorded
+    host = verify.tool_host(qemu_runner.probe(fake()), HostFacts(cpuid=host.cpuid))  # the lab host's /dev/kvm, recorded
     # A faithful QEMU: no disagreement. A property QEMU does not have counts as off.
-    good = verify.read_vcpu(fake(props={"pc-i440fx-7.2/-": {**TRUE_7_2, "kvm-msi-ext-dest-id": None}}),
+    good = qemu_runner.read_vcpu(fake(props={"pc-i440fx-7.2/-": {**TRUE_7_2, "kvm-msi-ext-dest-id": None}}),
                             "pc-i440fx-7.2", named())
     assert good.qemu["kvm-msi-ext-dest-id"] == "absent" and good.qemu["l3-cache"] == "on"
     assert verify.disagreements(good, verify.tool_answer("pc-i440fx-7.2", named(), host)) == []
     # pc-i440fx-2.7 has l3-cache off (pc_compat_2_7): a QEMU that says on disagrees, and the line says why.
-    bad = verify.read_vcpu(fake(props={"pc-i440fx-2.7/Skylake-Client": TRUE_7_2}), "pc-i440fx-2.7", named("intel"))
+    bad = qemu_runner.read_vcpu(fake(props={"pc-i440fx-2.7/Skylake-Client": TRUE_7_2}), "pc-i440fx-2.7", named("intel"))
     found = verify.disagreements(bad, verify.tool_answer("pc-i440fx-2.7", named("intel"), host))
     assert [(d.prop, d.qemu, d.tool) for d in found] == [("l3-cache", "on", "off")]
     assert found[0].line().startswith("DISAGREE pc-i440fx-2.7 Skylake-Client l3-cache: QEMU on, tool off (")
@@ -225,19 +225,19 @@ def test_what_qemu_says_is_compared_with_what_the_tool_computes(fake, host):
 
 
 def test_a_qemu_that_fails_or_hangs_is_reported_and_killed(fake):
-    failed = verify.read_vcpu(fake(fail="failed to set MSR 0x10a"), "pc", named("host"))
+    failed = qemu_runner.read_vcpu(fake(fail="failed to set MSR 0x10a"), "pc", named("host"))
     assert failed.qemu is None and failed.error == "qemu-system-x86_64: failed to set MSR 0x10a"
     t = time.monotonic()
-    hung = verify.read_vcpu(fake(hang=True, timeout=1), "pc", named())
+    hung = qemu_runner.read_vcpu(fake(hang=True, timeout=1), "pc", named())
     assert hung.qemu is None and 0.9 < time.monotonic() - t < 5, hung
     assert not [p for p in os.listdir("/proc") if p.isdigit() and _cmdline(p).endswith("fake-qemu")]
 
 
 def test_after_three_qemus_killed_no_more_are_started(fake):
     runner = fake(hang=True, timeout=0.5)
-    assert verify.probe(runner).version == "7.2.9"  # `-machine none` answers; every machine type hangs
+    assert qemu_runner.probe(runner).version == "7.2.9"  # `-machine none` answers; every machine type hangs
     t = time.monotonic()
-    runs = [verify.read_vcpu(runner, "pc", named()) for _ in range(5)]
+    runs = [qemu_runner.read_vcpu(runner, "pc", named()) for _ in range(5)]
     assert runner.killed == 3 and time.monotonic() - t < 4
     assert [r.error for r in runs[3:]] == ["not tried: 3 QEMUs did not answer within 0.5 s"] * 2
 
@@ -273,9 +273,9 @@ def test_cpu_modes_and_version_line():
     assert [m.label for m in verify.cpu_modes(frozenset({"Haswell", "Opteron_G3", "qemu64"}))] == [
         "default-cpu", "Haswell", "Opteron_G3", "host", "max"]
     assert [m.key for m in verify.cpu_modes(frozenset(), ("default", "host"))] == ["default", "host"]
-    assert verify.parse_version_line("QEMU emulator version 7.2.22 (Debian 1:7.2+dfsg-7+deb12u18+b3)") == (
+    assert verified.parse_version_line("QEMU emulator version 7.2.22 (Debian 1:7.2+dfsg-7+deb12u18+b3)") == (
         "7.2.22", "Debian 1:7.2+dfsg-7+deb12u18+b3")
-    assert verify.parse_version_line("QEMU emulator version 10.0.2") == ("10.0.2", "")
+    assert verified.parse_version_line("QEMU emulator version 10.0.2") == ("10.0.2", "")
     assert len(rules.PROPERTIES) == 17
 
 
@@ -283,21 +283,21 @@ def test_cpu_modes_and_version_line():
 def test_the_record_is_trusted_only_when_root_owned_and_well_formed(tmp_path, fake):
     tmp_path.chmod(0o755)
     record = tmp_path / "verified.json"
-    build = verify.probe(fake())
-    outcome = verify.Outcome(build, verify.tool_host(build, HostFacts()), verify.Identity("test"), [], [], [], [],
+    build = qemu_runner.probe(fake())
+    outcome = verify.Outcome(build, verify.tool_host(build, HostFacts()), qemu_runner.Identity("test"), [], [], [], [],
                              None, 0.0)
-    assert verify.write_record(outcome, str(record)) == f"recorded in {record}"
-    assert build.key in verify.read_record(str(record))
+    assert verified.write_record(outcome, str(record)) == f"recorded in {record}"
+    assert build.key in verified.read_record(str(record))
     assert record.stat().st_mode & 0o777 == 0o644
     record.chmod(0o666)  # writable by anyone: ignored
-    assert verify.read_record(str(record)) == {}
+    assert verified.read_record(str(record)) == {}
     record.chmod(0o644)
     link = tmp_path / "link.json"
     link.symlink_to(record)
-    assert verify.read_record(str(link)) == {}
+    assert verified.read_record(str(link)) == {}
     for bad in (b"[]", b"{\"format\": 2, \"verified\": {}}", b"not json", b"{\"format\": 1, \"verified\": []}"):
         record.write_bytes(bad)
-        assert verify.read_record(str(record)) == {}
+        assert verified.read_record(str(record)) == {}
 
 
 def test_cli_verify_bad_emulator_and_the_note(tmp_path, monkeypatch, capsys):
@@ -305,18 +305,18 @@ def test_cli_verify_bad_emulator_and_the_note(tmp_path, monkeypatch, capsys):
 
     assert cli.main(["verify", "--emulator", str(tmp_path / "missing")]) == 2
     assert "not an executable file" in capsys.readouterr().err
-    monkeypatch.setattr(verify, "local_build", lambda: ("/usr/bin/qemu-system-x86_64", "9.9.9", "Test 1"))
-    note = verify.unverified_note(str(tmp_path / "none.json"))
+    monkeypatch.setattr(verified, "local_build", lambda: ("/usr/bin/qemu-system-x86_64", "9.9.9", "Test 1"))
+    note = verified.unverified_note(str(tmp_path / "none.json"))
     assert note == ("note: the rules were never verified against /usr/bin/qemu-system-x86_64 (QEMU 9.9.9, Test 1) "
                     "on this host: run `virtxml-cpu verify` first")
-    monkeypatch.setattr(verify, "local_build", lambda: None)
-    assert verify.unverified_note(str(tmp_path / "none.json")) is None
+    monkeypatch.setattr(verified, "local_build", lambda: None)
+    assert verified.unverified_note(str(tmp_path / "none.json")) is None
 
 
 def test_hook_install_mentions_verify_for_an_unverified_build(tmp_path, monkeypatch, capsys):
     from virtxml_cpu import cli
 
-    monkeypatch.setattr(verify, "local_build", lambda: ("/opt/qemu/bin/qemu-system-x86_64", "9.9.9", "Test 1"))
+    monkeypatch.setattr(verified, "local_build", lambda: ("/opt/qemu/bin/qemu-system-x86_64", "9.9.9", "Test 1"))
     assert cli.main(["hook", "install", "--hooks-dir", str(tmp_path / "hooks"), "--qemu-d"]) == 0
     out = capsys.readouterr()
     assert out.out.startswith("installed ") and "run `virtxml-cpu verify`" not in out.out

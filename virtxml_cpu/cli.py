@@ -389,7 +389,7 @@ def _hook(args) -> int:
 def _unverified_note(uris) -> None:
     """`apply` and `hook install` on a host whose QEMU build was never verified: one line pointing at verify."""
     from .libvirt_conn import is_local
-    from .verify import unverified_note
+    from .verified import unverified_note
 
     note = unverified_note() if any(is_local(u) for u in uris) else None
     if note:
@@ -397,14 +397,14 @@ def _unverified_note(uris) -> None:
 
 
 def _verify(args) -> int:
-    from . import verify
+    from . import verified, verify
 
     cfg = configmod.load(args.config)
     flavour, why = ((args.qemu_flavour, "--qemu-flavour") if args.qemu_flavour else
                     (cfg.qemu_flavour, f"qemu_flavour in {cfg.path}") if cfg.qemu_flavour else (None, ""))
     opts = verify.VerifyOptions(args.emulator, args.connect, flavour, why, args.timeout, args.workers,
                                 tuple(args.machine), tuple(args.cpu), args.json,
-                                args.record or verify.DEFAULT_RECORD,
+                                args.record or verified.DEFAULT_RECORD,
                                 None if args.quiet else lambda msg: print(msg, file=sys.stderr, flush=True))
     outcome = verify.run(opts)
     for line in verify.lines(outcome):
@@ -413,7 +413,7 @@ def _verify(args) -> int:
     if args.json:
         write_output(args.json, (json.dumps(verify.report(outcome), indent=1) + "\n").encode(), [])
     if outcome.exit_code == EXIT_OK and not outcome.failed:
-        note = verify.write_record(outcome, opts.record)
+        note = verified.write_record(outcome, opts.record)
         if not args.quiet:
             print(note, file=sys.stderr)
     return outcome.exit_code

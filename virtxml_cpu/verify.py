@@ -6,41 +6,30 @@ read what vCPU 0 really has (QMP qom-get), and compare with what the tool comput
 with the same machine and CPU under the build it detected. Where the QEMU reports its machines' compat
 properties (query-machines compat-props, QEMU 10), those are checked against the tool too.
 
-The comparison (domains, answers, disagreements, the report) is pure; the shell part starts QEMUs (as an
-unprivileged user holding the kvm group where one can), each killed after a timeout.
+This module is the comparison (domains, answers, disagreements, the report), pure but for `run`;
+qemu_runner.py starts the QEMUs and verified.py keeps the record of passes.
 """
 
 from __future__ import annotations
 
 import fnmatch
-import json
-import os
-import pwd
 import re
-import shutil
-import signal
-import stat
-import subprocess
-import tempfile
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import Callable, NamedTuple
+from typing import TYPE_CHECKING, Callable, NamedTuple
 from xml.sax.saxutils import quoteattr
 
 from . import __version__, domain, engine, rules
-from .errors import EXIT_OK, EXIT_WORK_FOUND, BadInput, EnvironmentProblem, shown
+from .errors import EXIT_OK, EXIT_WORK_FOUND, BadInput, EnvironmentProblem
 from .hostfacts import HostFacts, flavour_from_machines, flavour_from_version, probe_kvm
-from .qmp import QMP, QMPClosed, QMPError
+from .qmp import QMPClosed
+from .verified import DEFAULT_RECORD, record_key
 from .xmlio import parse_domain
 
-DEFAULT_RECORD = "/var/lib/virtxml-cpu/verified.json"
+if TYPE_CHECKING:
+    from .qemu_runner import Identity
+
 DEFAULT_TIMEOUT = 20.0  # seconds one QEMU may take from exec to its last answer (~0.1 s here)
-MAX_RECORD_BYTES = 64 * 1024
-GIVE_UP_AFTER = 3  # QEMUs killed by the timeout before verify stops starting more
-LOCAL_EMULATORS = ("qemu-system-x86_64", "/usr/libexec/qemu-kvm")  # Debian/Ubuntu/SUSE/Arch; RHEL
-# Users QEMU runs as when verify runs as root, with the group owning /dev/kvm (never root when avoidable).
-QEMU_USERS = ("libvirt-qemu", "qemu", "nobody")
 # A named Intel and AMD model, the first this QEMU has (query-cpu-definitions).
 INTEL_MODELS = ("Skylake-Client", "Haswell", "SandyBridge", "Nehalem", "Penryn", "Conroe")
 AMD_MODELS = ("EPYC", "Opteron_G5", "Opteron_G4", "Opteron_G3", "Opteron_G2", "qemu64")
@@ -98,18 +87,6 @@ class Disagreement(NamedTuple):
                 f"({self.source}: {self.reason})")
 
 
-class Identity(NamedTuple):
-    """Who QEMU runs as."""
-
-    name: str
-    uid: int | None = None  # None: as this process
-    gid: int | None = None
-    groups: tuple[int, ...] = ()
-
-    def popen(self) -> dict:
-        return {} if self.uid is None else {"user": self.uid, "group": self.gid, "extra_groups": list(self.groups)}
-
-
 class Build(NamedTuple):
     """What the probe learnt about the QEMU."""
 
@@ -130,7 +107,7 @@ class Build(NamedTuple):
 
 
 # ---------------------------------------------------------------------------------------------------------
-# Pure: what to run, what the tool says, where they differ.
+# What to run, what the tool says, where they differ.
 
 def cpu_modes(models: frozenset[str], wanted: tuple[str, ...] = ()) -> list[CpuMode]:
     """No -cpu, an Intel and an AMD model this QEMU has, host and max."""
@@ -322,226 +299,19 @@ def report(o: Outcome) -> dict:
     }
 
 
-def record_key(emulator: str, version: str, package: str) -> str:
-    return f"{emulator}|{version}|{package}"
-
-
-def parse_version_line(text: str) -> tuple[str, str] | None:
-    """`QEMU emulator version 7.2.22 (Debian 1:7.2+dfsg-7+deb12u18+b3)` -> ("7.2.22", "Debian ...")."""
-    m = re.search(r"version (\d+\.\d+(?:\.\d+)?)(?: \((.*)\))?", text)
-    return (m.group(1), m.group(2) or "") if m else None
-
-
 # ---------------------------------------------------------------------------------------------------------
-# Shell: find the QEMU, check KVM, run QEMUs, keep the record.
-
-def find_emulator(opts: VerifyOptions) -> str:
-    if opts.emulator:
-        path = os.path.abspath(opts.emulator)
-        if not (os.path.isfile(path) and os.access(path, os.X_OK)):
-            raise BadInput(f"--emulator {shown(opts.emulator)}: not an executable file")
-        return path
-    if opts.connect:
-        return _libvirt_emulator(opts.connect)[0]
-    for name in LOCAL_EMULATORS:
-        path = shutil.which(name)
-        if path:
-            return os.path.abspath(path)
-    raise EnvironmentProblem("QEMU is not available: no qemu-system-x86_64 on PATH (name one with --emulator PATH)")
-
-
-def _libvirt_emulator(uri: str) -> tuple[str, str]:
-    """The emulator libvirt uses for x86_64 KVM domains (domain capabilities <path>) and the QEMU version
-    libvirt reports for it."""
-    from .libvirt_conn import is_local, libvirt_module, open_for_reading
-    from .xmlio import parse_xml
-
-    if not is_local(uri):
-        raise BadInput(f"{uri}: verify starts QEMU on this host; give a local URI or run it on that host")
-    conn = open_for_reading(uri)
-    try:
-        caps = conn.getDomainCapabilities(None, "x86_64", None, "kvm", 0)
-        v = conn.getVersion()
-    except libvirt_module().libvirtError as e:
-        raise EnvironmentProblem(f"{uri}: {e.get_error_message()}") from None
-    finally:
-        conn.close()
-    path = (parse_xml(caps.encode(), "domain capabilities").getroot().findtext("path") or "").strip()
-    if not path:
-        raise EnvironmentProblem(f"{uri}: the domain capabilities name no emulator")
-    return path, f"{v // 1000000}.{v // 1000 % 1000}.{v % 1000}"
-
-
-def check_kvm(device: str = "/dev/kvm") -> None:
-    """KVM must be there and ours to open: QEMU starts with accel=kvm."""
-    if not os.path.exists(device):
-        raise EnvironmentProblem(f"KVM is not available on this host ({device} does not exist): "
-                                 "nothing to verify against")
-    try:
-        os.close(os.open(device, os.O_RDWR | os.O_CLOEXEC))
-    except PermissionError:
-        raise EnvironmentProblem(f"cannot open {device}: run `virtxml-cpu verify` as root or as a member of "
-                                 "the kvm group") from None
-    except OSError as e:
-        raise EnvironmentProblem(f"KVM is not usable on this host: {device}: {e.strerror}") from None
-
-
-def qemu_identity(device: str = "/dev/kvm") -> Identity:
-    """As root, QEMU runs as an unprivileged user holding the group that may open /dev/kvm; as root only
-    when nobody less privileged can open it. Otherwise as this user."""
-    if os.geteuid() != 0:
-        return Identity(pwd.getpwuid(os.geteuid()).pw_name)
-    st = os.stat(device)
-    group_rw = st.st_mode & 0o060 == 0o060
-    other_rw = st.st_mode & 0o006 == 0o006
-    for name in QEMU_USERS:
-        try:
-            pw = pwd.getpwnam(name)
-        except KeyError:
-            continue
-        if pw.pw_uid == 0:
-            continue
-        if other_rw:
-            return Identity(name, pw.pw_uid, pw.pw_gid, ())
-        if group_rw:
-            return Identity(f"{name} (group {st.st_gid})", pw.pw_uid, pw.pw_gid, (st.st_gid,))
-    return Identity("root")
-
-
-class Runner:
-    """Starts one QEMU per call in a private directory; each is killed after `timeout` seconds."""
-
-    def __init__(self, emulator: str, identity: Identity, directory: str, timeout: float):
-        self.emulator, self.identity, self.dir, self.timeout = emulator, identity, directory, timeout
-        self._n = 0
-        self._lock = threading.Lock()
-        self.killed = 0  # QEMUs the watchdog had to kill
-
-    def _expire(self, proc: subprocess.Popen) -> None:
-        with self._lock:
-            self.killed += 1
-        _kill(proc)
-
-    def session(self, machine_opt: str, cpu: str | None, work: Callable[[QMP], object]) -> object:
-        """Start QEMU paused, run `work` on its monitor, stop it. Raises QMPClosed with QEMU's own message
-        when it does not start or answer."""
-        with self._lock:
-            self._n += 1
-            tag = str(self._n)
-        sock, err = os.path.join(self.dir, f"{tag}.qmp"), os.path.join(self.dir, f"{tag}.err")
-        argv = [self.emulator, "-S", "-nodefaults", "-nographic", "-machine", machine_opt,
-                "-qmp", f"unix:{sock},server=on,wait=off"] + (["-cpu", cpu] if cpu else [])
-        try:
-            with open(err, "wb") as errf:
-                proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=errf, stderr=errf, cwd=self.dir,
-                                        start_new_session=True, close_fds=True, **self.identity.popen())
-        except OSError as e:
-            raise QMPClosed(f"cannot run {self.emulator} as {self.identity.name}: {e.strerror}") from None
-        watchdog = threading.Timer(self.timeout, self._expire, (proc,))
-        watchdog.start()
-        try:
-            with QMP.connect_unix(sock, self.timeout, alive=lambda: proc.poll() is None) as mon:
-                mon.handshake()
-                result = work(mon)
-                try:
-                    mon.execute("quit")
-                except (QMPClosed, QMPError):
-                    pass
-            return result
-        except QMPClosed as e:
-            _kill(proc)
-            raise QMPClosed(_last_line(err) or str(e)) from None
-        except QMPError as e:
-            raise QMPClosed(str(e)) from None
-        except (KeyError, IndexError, TypeError, AttributeError) as e:
-            raise QMPClosed(f"an answer verify cannot read ({type(e).__name__}: {e})") from None
-        finally:
-            watchdog.cancel()
-            try:
-                proc.wait(2)
-            except subprocess.TimeoutExpired:
-                _kill(proc)
-            for path in (sock, err):
-                try:
-                    os.unlink(path)
-                except OSError:
-                    pass
-
-
-def _kill(proc: subprocess.Popen) -> None:
-    """The process group QEMU was started in (a wrapper script and the QEMU it runs)."""
-    if proc.poll() is None:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except OSError:
-            pass
-        proc.wait()
-
-
-def _last_line(path: str) -> str:
-    try:
-        with open(path, "rb") as fh:
-            fh.seek(max(0, os.fstat(fh.fileno()).st_size - 4096))
-            text = fh.read().decode(errors="replace")
-    except OSError:
-        return ""
-    found = [ln.strip() for ln in text.splitlines() if ln.strip() and "warning:" not in ln]
-    return found[-1] if found else ""
-
-
-def probe(runner: Runner) -> Build:
-    """The QEMU's version, package string, machine types (with compat-props where it answers) and models."""
-    def work(mon: QMP):
-        version = mon.execute("query-version")
-        try:
-            machines, compat = mon.execute("query-machines", {"compat-props": True}), True
-        except QMPError:  # before QEMU 9.x: no such argument
-            machines, compat = mon.execute("query-machines"), False
-        models = frozenset(d["name"] for d in mon.execute("query-cpu-definitions"))
-        return version, machines, compat, models
-
-    version, machines, compat, models = runner.session("none,accel=kvm", None, work)
-    q = version["qemu"]
-    return Build(runner.emulator, f"{q['major']}.{q['minor']}.{q['micro']}", version.get("package", "").strip(),
-                 machines, compat, models)
-
-
-def read_vcpu(runner: Runner, machine: str, mode: CpuMode) -> Run:
-    def work(mon: QMP):
-        path = mon.execute("query-cpus-fast")[0]["qom-path"]
-        out = {}
-        for p in rules.PROPERTIES:
-            try:
-                out[p] = "on" if mon.execute("qom-get", {"path": path, "property": p}) else "off"
-            except QMPError as e:
-                if "not found" not in e.desc:
-                    raise QMPClosed(str(e)) from None
-                out[p] = "absent"
-        return out
-
-    start = time.monotonic()
-    if runner.killed >= GIVE_UP_AFTER:
-        why = f"not tried: {runner.killed} QEMUs did not answer within {runner.timeout:g} s"
-        return Run(machine, mode, None, why, 0.0)
-    try:
-        got = runner.session(f"{machine},accel=kvm", mode.qemu_cpu, work)
-        return Run(machine, mode, got, None, time.monotonic() - start)
-    except QMPClosed as e:
-        return Run(machine, mode, None, str(e), time.monotonic() - start)
-
+# The one shell step: start the QEMUs, then compare.
 
 def run(opts: VerifyOptions) -> Outcome:
+    from . import qemu_runner as qr  # here: it builds on this module's types; the comparison needs none of it
+
     start = time.monotonic()
-    emulator, libvirt_version = _libvirt_emulator(opts.connect) if opts.connect else (find_emulator(opts), None)
-    check_kvm()
-    identity = qemu_identity()
-    directory = tempfile.mkdtemp(prefix="virtxml-cpu-verify-")
-    try:
-        if identity.uid is not None:
-            os.chown(directory, identity.uid, identity.gid)
-        runner = Runner(emulator, identity, directory, opts.timeout)
+    emulator, libvirt_version = qr.libvirt_emulator(opts.connect) if opts.connect else (qr.find_emulator(opts), None)
+    qr.check_kvm()
+    identity = qr.qemu_identity()
+    with qr.private_runner(emulator, identity, opts.timeout) as runner:
         try:
-            build = probe(runner)
+            build = qr.probe(runner)
         except QMPClosed as e:
             raise EnvironmentProblem(f"QEMU or KVM is not usable: {emulator} (as {identity.name}): {e}") from None
         if libvirt_version and libvirt_version != build.version:  # a libvirtd in a chroot or container
@@ -559,9 +329,7 @@ def run(opts: VerifyOptions) -> Outcome:
                           f"{opts.workers} at a time")
         jobs = [(m, mode) for m in machines for mode in modes]
         with ThreadPoolExecutor(max_workers=max(1, opts.workers)) as pool:
-            runs = list(pool.map(lambda job: read_vcpu(runner, *job), jobs))
-    finally:
-        shutil.rmtree(directory, ignore_errors=True)
+            runs = list(pool.map(lambda job: qr.read_vcpu(runner, *job), jobs))
     tool = {(r.machine, r.mode.key): tool_answer(r.machine, r.mode, host) for r in runs if r.qemu is not None}
     found = [d for r in runs if r.qemu is not None for d in disagreements(r, tool[r.machine, r.mode.key])]
     compat_checked = None
@@ -571,85 +339,9 @@ def run(opts: VerifyOptions) -> Outcome:
         found += [d for case in cases for mode in modes for d in compat_disagreements(case, mode, host)]
     if all(r.qemu is None for r in runs):
         raise EnvironmentProblem(f"QEMU started no machine type: {runs[0].error}")
-    if runner.killed >= GIVE_UP_AFTER:
+    if runner.killed >= qr.GIVE_UP_AFTER:
         raise EnvironmentProblem(f"{emulator} stopped answering: {runner.killed} QEMUs killed after "
                                  f"{opts.timeout:g} s each; nothing verified")
     return Outcome(build, host, identity, machines, modes, runs, found, compat_checked, time.monotonic() - start,
                    {k: {p: v.qemu_property for p, v in res.features.items() if p in rules.PROPERTIES}
                     for k, res in tool.items()})
-
-
-# ---------------------------------------------------------------------------------------------------------
-# The record of builds verified on this host (read by `apply` and `hook install`).
-
-def read_record(path: str = DEFAULT_RECORD) -> dict:
-    """Verified builds; empty unless the file is a root-owned regular file nobody else may write, in a
-    root-owned directory, small, and of the expected shape."""
-    try:
-        dst = os.stat(os.path.dirname(path) or ".")
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
-    except OSError:
-        return {}
-    try:
-        st = os.fstat(fd)
-        if (not stat.S_ISREG(st.st_mode) or st.st_uid != 0 or st.st_mode & 0o022 or dst.st_uid != 0
-                or dst.st_mode & 0o022 or st.st_size > MAX_RECORD_BYTES):
-            return {}
-        data = json.loads(os.read(fd, MAX_RECORD_BYTES + 1))
-    except (OSError, ValueError):
-        return {}
-    finally:
-        os.close(fd)
-    verified = data.get("verified") if isinstance(data, dict) and data.get("format") == 1 else None
-    if not isinstance(verified, dict):
-        return {}
-    return {k: v for k, v in verified.items() if isinstance(k, str) and isinstance(v, dict)}
-
-
-def write_record(o: Outcome, path: str = DEFAULT_RECORD) -> str:
-    """Note a pass (root only: the record is trusted because only root can write it)."""
-    if os.geteuid() != 0:
-        return f"not recorded in {path}: only root keeps the record of verified builds"
-    verified = read_record(path)
-    verified[o.build.key] = {"at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "checks": o.checks,
-                             "tool": __version__, "build": o.host.qemu_flavour}
-    data = json.dumps({"format": 1, "verified": verified}, indent=1, sort_keys=True).encode()
-    if len(data) > MAX_RECORD_BYTES:  # keep the newest entries
-        verified = {o.build.key: verified[o.build.key]}
-        data = json.dumps({"format": 1, "verified": verified}, indent=1, sort_keys=True).encode()
-    try:
-        os.makedirs(os.path.dirname(path), mode=0o755, exist_ok=True)
-        tmp = f"{path}.{os.getpid()}.tmp"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        os.replace(tmp, path)
-    except OSError as e:
-        return f"not recorded in {path}: {e.strerror}"
-    return f"recorded in {path}"
-
-
-def local_build() -> tuple[str, str, str] | None:
-    """(emulator, version, package) of the QEMU a local libvirt would use, from its --version."""
-    for name in LOCAL_EMULATORS:
-        path = shutil.which(name)
-        if not path:
-            continue
-        try:
-            out = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=10,
-                                 stdin=subprocess.DEVNULL).stdout
-        except (OSError, subprocess.SubprocessError):
-            return None
-        parsed = parse_version_line(out.splitlines()[0] if out.strip() else "")
-        return (os.path.abspath(path), *parsed) if parsed else None
-    return None
-
-
-def unverified_note(path: str = DEFAULT_RECORD) -> str | None:
-    """One line for `apply` and `hook install` when this host's QEMU build was never verified here."""
-    build = local_build()
-    if build is None or record_key(*build) in read_record(path):
-        return None
-    emulator, version, package = build
-    return (f"note: the rules were never verified against {emulator} (QEMU {version}"
-            + (f", {package}" if package else "") + ") on this host: run `virtxml-cpu verify` first")

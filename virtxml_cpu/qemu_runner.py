@@ -1,0 +1,248 @@
+"""Starting the QEMU `verify` checks: which emulator, whether KVM is usable, whom QEMU runs as, and one
+paused QEMU per question, asked over QMP and killed after a timeout.
+
+This is the only part of verify that starts processes; what to ask and how to judge the answers is in
+verify.py.
+"""
+
+from __future__ import annotations
+
+import os
+import pwd
+import shutil
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+from contextlib import contextmanager
+from typing import Callable, Iterator, NamedTuple
+
+from . import rules
+from .errors import BadInput, EnvironmentProblem, shown
+from .qmp import QMP, QMPClosed, QMPError
+from .verified import local_emulator
+from .verify import Build, CpuMode, Run, VerifyOptions
+
+GIVE_UP_AFTER = 3  # QEMUs killed by the timeout before verify stops starting more
+# Users QEMU runs as when verify runs as root, with the group owning /dev/kvm (never root when avoidable).
+QEMU_USERS = ("libvirt-qemu", "qemu", "nobody")
+
+
+class Identity(NamedTuple):
+    """Who QEMU runs as."""
+
+    name: str
+    uid: int | None = None  # None: as this process
+    gid: int | None = None
+    groups: tuple[int, ...] = ()
+
+    def popen(self) -> dict:
+        return {} if self.uid is None else {"user": self.uid, "group": self.gid, "extra_groups": list(self.groups)}
+
+
+def find_emulator(opts: VerifyOptions) -> str:
+    if opts.emulator:
+        path = os.path.abspath(opts.emulator)
+        if not (os.path.isfile(path) and os.access(path, os.X_OK)):
+            raise BadInput(f"--emulator {shown(opts.emulator)}: not an executable file")
+        return path
+    if opts.connect:
+        return libvirt_emulator(opts.connect)[0]
+    path = local_emulator()
+    if path:
+        return path
+    raise EnvironmentProblem("QEMU is not available: no qemu-system-x86_64 on PATH (name one with --emulator PATH)")
+
+
+def libvirt_emulator(uri: str) -> tuple[str, str]:
+    """The emulator libvirt uses for x86_64 KVM domains (domain capabilities <path>) and the QEMU version
+    libvirt reports for it."""
+    from .libvirt_conn import is_local, libvirt_module, open_for_reading
+    from .xmlio import parse_xml
+
+    if not is_local(uri):
+        raise BadInput(f"{uri}: verify starts QEMU on this host; give a local URI or run it on that host")
+    conn = open_for_reading(uri)
+    try:
+        caps = conn.getDomainCapabilities(None, "x86_64", None, "kvm", 0)
+        v = conn.getVersion()
+    except libvirt_module().libvirtError as e:
+        raise EnvironmentProblem(f"{uri}: {e.get_error_message()}") from None
+    finally:
+        conn.close()
+    path = (parse_xml(caps.encode(), "domain capabilities").getroot().findtext("path") or "").strip()
+    if not path:
+        raise EnvironmentProblem(f"{uri}: the domain capabilities name no emulator")
+    return path, f"{v // 1000000}.{v // 1000 % 1000}.{v % 1000}"
+
+
+def check_kvm(device: str = "/dev/kvm") -> None:
+    """KVM must be there and ours to open: QEMU starts with accel=kvm."""
+    if not os.path.exists(device):
+        raise EnvironmentProblem(f"KVM is not available on this host ({device} does not exist): "
+                                 "nothing to verify against")
+    try:
+        os.close(os.open(device, os.O_RDWR | os.O_CLOEXEC))
+    except PermissionError:
+        raise EnvironmentProblem(f"cannot open {device}: run `virtxml-cpu verify` as root or as a member of "
+                                 "the kvm group") from None
+    except OSError as e:
+        raise EnvironmentProblem(f"KVM is not usable on this host: {device}: {e.strerror}") from None
+
+
+def qemu_identity(device: str = "/dev/kvm") -> Identity:
+    """As root, QEMU runs as an unprivileged user holding the group that may open /dev/kvm; as root only
+    when nobody less privileged can open it. Otherwise as this user."""
+    if os.geteuid() != 0:
+        return Identity(pwd.getpwuid(os.geteuid()).pw_name)
+    st = os.stat(device)
+    group_rw = st.st_mode & 0o060 == 0o060
+    other_rw = st.st_mode & 0o006 == 0o006
+    for name in QEMU_USERS:
+        try:
+            pw = pwd.getpwnam(name)
+        except KeyError:
+            continue
+        if pw.pw_uid == 0:
+            continue
+        if other_rw:
+            return Identity(name, pw.pw_uid, pw.pw_gid, ())
+        if group_rw:
+            return Identity(f"{name} (group {st.st_gid})", pw.pw_uid, pw.pw_gid, (st.st_gid,))
+    return Identity("root")
+
+
+class Runner:
+    """Starts one QEMU per call in a private directory; each is killed after `timeout` seconds."""
+
+    def __init__(self, emulator: str, identity: Identity, directory: str, timeout: float):
+        self.emulator, self.identity, self.dir, self.timeout = emulator, identity, directory, timeout
+        self._n = 0
+        self._lock = threading.Lock()
+        self.killed = 0  # QEMUs the watchdog had to kill
+
+    def _expire(self, proc: subprocess.Popen) -> None:
+        with self._lock:
+            self.killed += 1
+        _kill(proc)
+
+    def session(self, machine_opt: str, cpu: str | None, work: Callable[[QMP], object]) -> object:
+        """Start QEMU paused, run `work` on its monitor, stop it. Raises QMPClosed with QEMU's own message
+        when it does not start or answer."""
+        with self._lock:
+            self._n += 1
+            tag = str(self._n)
+        sock, err = os.path.join(self.dir, f"{tag}.qmp"), os.path.join(self.dir, f"{tag}.err")
+        argv = [self.emulator, "-S", "-nodefaults", "-nographic", "-machine", machine_opt,
+                "-qmp", f"unix:{sock},server=on,wait=off"] + (["-cpu", cpu] if cpu else [])
+        try:
+            with open(err, "wb") as errf:
+                proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=errf, stderr=errf, cwd=self.dir,
+                                        start_new_session=True, close_fds=True, **self.identity.popen())
+        except OSError as e:
+            raise QMPClosed(f"cannot run {self.emulator} as {self.identity.name}: {e.strerror}") from None
+        watchdog = threading.Timer(self.timeout, self._expire, (proc,))
+        watchdog.start()
+        try:
+            with QMP.connect_unix(sock, self.timeout, alive=lambda: proc.poll() is None) as mon:
+                mon.handshake()
+                result = work(mon)
+                try:
+                    mon.execute("quit")
+                except (QMPClosed, QMPError):
+                    pass
+            return result
+        except QMPClosed as e:
+            _kill(proc)
+            raise QMPClosed(_last_line(err) or str(e)) from None
+        except QMPError as e:
+            raise QMPClosed(str(e)) from None
+        except (KeyError, IndexError, TypeError, AttributeError) as e:
+            raise QMPClosed(f"an answer verify cannot read ({type(e).__name__}: {e})") from None
+        finally:
+            watchdog.cancel()
+            try:
+                proc.wait(2)
+            except subprocess.TimeoutExpired:
+                _kill(proc)
+            for path in (sock, err):
+                try:
+                    os.unlink(path)
+                except OSError:
+                    pass
+
+
+@contextmanager
+def private_runner(emulator: str, identity: Identity, timeout: float) -> Iterator[Runner]:
+    """A Runner in a fresh directory owned by QEMU's user (its sockets and logs), removed afterwards."""
+    directory = tempfile.mkdtemp(prefix="virtxml-cpu-verify-")
+    try:
+        if identity.uid is not None:
+            os.chown(directory, identity.uid, identity.gid)
+        yield Runner(emulator, identity, directory, timeout)
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+def _kill(proc: subprocess.Popen) -> None:
+    """The process group QEMU was started in (a wrapper script and the QEMU it runs)."""
+    if proc.poll() is None:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except OSError:
+            pass
+        proc.wait()
+
+
+def _last_line(path: str) -> str:
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(max(0, os.fstat(fh.fileno()).st_size - 4096))
+            text = fh.read().decode(errors="replace")
+    except OSError:
+        return ""
+    found = [ln.strip() for ln in text.splitlines() if ln.strip() and "warning:" not in ln]
+    return found[-1] if found else ""
+
+
+def probe(runner: Runner) -> Build:
+    """The QEMU's version, package string, machine types (with compat-props where it answers) and models."""
+    def work(mon: QMP):
+        version = mon.execute("query-version")
+        try:
+            machines, compat = mon.execute("query-machines", {"compat-props": True}), True
+        except QMPError:  # before QEMU 9.x: no such argument
+            machines, compat = mon.execute("query-machines"), False
+        models = frozenset(d["name"] for d in mon.execute("query-cpu-definitions"))
+        return version, machines, compat, models
+
+    version, machines, compat, models = runner.session("none,accel=kvm", None, work)
+    q = version["qemu"]
+    return Build(runner.emulator, f"{q['major']}.{q['minor']}.{q['micro']}", version.get("package", "").strip(),
+                 machines, compat, models)
+
+
+def read_vcpu(runner: Runner, machine: str, mode: CpuMode) -> Run:
+    """What vCPU 0 has of each property (qom-get); after GIVE_UP_AFTER kills, not tried at all."""
+    def work(mon: QMP):
+        path = mon.execute("query-cpus-fast")[0]["qom-path"]
+        out = {}
+        for p in rules.PROPERTIES:
+            try:
+                out[p] = "on" if mon.execute("qom-get", {"path": path, "property": p}) else "off"
+            except QMPError as e:
+                if "not found" not in e.desc:
+                    raise QMPClosed(str(e)) from None
+                out[p] = "absent"
+        return out
+
+    start = time.monotonic()
+    if runner.killed >= GIVE_UP_AFTER:
+        why = f"not tried: {runner.killed} QEMUs did not answer within {runner.timeout:g} s"
+        return Run(machine, mode, None, why, 0.0)
+    try:
+        got = runner.session(f"{machine},accel=kvm", mode.qemu_cpu, work)
+        return Run(machine, mode, got, None, time.monotonic() - start)
+    except QMPClosed as e:
+        return Run(machine, mode, None, str(e), time.monotonic() - start)
