@@ -28,8 +28,8 @@ def _record_exercise() -> None:
 
     rule_applies, decide, invalid = engine.rule_applies, policy._decide, policy.invalid_exemption
 
-    def recording_rule_applies(rule, machine, irqchip):
-        applies = rule_applies(rule, machine, irqchip)
+    def recording_rule_applies(rule, *args):
+        applies = rule_applies(rule, *args)
         if applies:
             EXERCISED["rows"].add(id(rule))
         return applies

@@ -187,7 +187,7 @@ def test_single_vcpu_and_dedicated_notes():
 def test_without_a_features_element():
     """No <features> at all is its own path (dom() writes none by default)."""
     f = dom()
-    assert (f.pvspinlock, f.apic_eoi, f.kvm_hidden, f.ioapic_driver) == (None, None, False, None)
+    assert f.settings == () and f.pvspinlock is None
     assert policy.decide(engine.resolve(f, NO_HOST), "compat").rule == "policy-compat"
 
 

@@ -19,26 +19,52 @@ PC = frozenset({I440FX, Q35})
 
 
 class Rule(NamedTuple):
-    """One row: a kvm_default_props entry, an x86_cpu_change_kvm_default() call or a compat property."""
+    """One row: a kvm_default_props entry, an x86_cpu_change_kvm_default() call or a compat property.
+
+    `since`/`until` are releases of the build's QEMU (Ubuntu's and RHEL's packages carry the upstream
+    release they are based on): a row applies only to a QEMU that has it. With the release unknown every
+    row may apply: a machine whose chain holds a row comes from a QEMU that had it."""
 
     layer: str  # "kvm-default" (named CPU models under KVM) | "compat" (every x86 CPU, counts as user-set)
     prop: str
     value: str | None  # "on" | "off" | None (x86_cpu_change_kvm_default(prop, NULL): keep the model's bit)
     source: str
+    origin: str  # whose table the row is from: "upstream", "ubuntu", "rhel"
     families: frozenset[str] | None = None  # None: every machine family
     up_to: Version | None = None  # machines whose upstream compat level is <= up_to (pc_compat_X_Y)
     own_up_to: Version | None = None  # machines whose own (downstream) version is <= own_up_to
     when: str | None = None  # "irqchip=split" | "irqchip=off"
+    since: Version | None = None  # the first QEMU release with this row
+    until: Version | None = None  # the first QEMU release without it
+
+    @property
+    def machine_keyed(self) -> bool:
+        """A machine's compat row (pc_compat_X_Y, a downstream machine's array), not the build's own table."""
+        return self.families is not None or self.up_to is not None or self.own_up_to is not None
+
+    def exists_in(self, release: Version | None) -> bool:
+        return release is None or ((self.since is None or release >= self.since)
+                                   and (self.until is None or release < self.until))
 
 
 class Release(NamedTuple):
     """A downstream machine version (an Ubuntu codename, a RHEL X.Y.Z) and the upstream options it is built
-    from, per family. `irqchip` overrides the default kernel_irqchip of that upstream base."""
+    from, per family (a family it lacks has no such machine). `irqchip` overrides the default
+    kernel_irqchip of that upstream base. `since`/`until`: the build's QEMU releases that define it so
+    (a name redefined later has one row per definition)."""
 
     key: str
     bases: dict[str, Version]
     source: str
     irqchip: dict[str, str] = {}  # never mutated
+    since: Version | None = None
+    until: Version | None = None
+    described: str = ""  # the release its machine description names ("Ubuntu 24.04 PC ..." -> "24.04")
+
+    def exists_in(self, release: Version | None) -> bool:
+        if release is None:
+            return self.until is None
+        return (self.since is None or release >= self.since) and (self.until is None or release < self.until)
 
 
 class NameTable(NamedTuple):

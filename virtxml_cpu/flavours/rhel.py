@@ -65,11 +65,11 @@ RHEL = Flavour(
     irqchip_defaults=IRQCHIP_DEFAULTS,
     kvm_defaults=KVM_DEFAULTS + (
         Rule("kvm-default", "kvm-pv-unhalt", "on",
-             f"{_PATCH}: {{kvm-pv-unhalt, on}} appended to kvm_default_props (target/i386/kvm/kvm-cpu.c)"),),
+             f"{_PATCH}: {{kvm-pv-unhalt, on}} appended to kvm_default_props (target/i386/kvm/kvm-cpu.c)", "rhel"),),
     machine_rows=MACHINE_ROWS + (
-        Rule("compat", "kvm-asyncpf-int", "on", "pc_rhel_compat {TYPE_X86_CPU, kvm-asyncpf-int, on} (bz 1941397)",
+        Rule("compat", "kvm-asyncpf-int", "on", "pc_rhel_compat {TYPE_X86_CPU, kvm-asyncpf-int, on} (bz 1941397)", "rhel",
              families=PC),
-        Rule("compat", "kvm-asyncpf-int", "off", "pc_rhel_8_4_compat {TYPE_X86_CPU, kvm-asyncpf-int, off}",
+        Rule("compat", "kvm-asyncpf-int", "off", "pc_rhel_8_4_compat {TYPE_X86_CPU, kvm-asyncpf-int, off}", "rhel",
              families=PC, own_up_to=(8, 4, 0)),
     ),
     version_marker=re.compile(r"qemu-kvm-[0-9][^)]*[.+]el[0-9]"),

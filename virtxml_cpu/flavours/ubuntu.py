@@ -78,7 +78,8 @@ UBUNTU = UPSTREAM._replace(
     default_machine="ubuntu",
     kvm_defaults=tuple(r for r in KVM_DEFAULTS if r.prop != "svm") + (
         Rule("kvm-default", "svm", None, "enable-svm-by-default.patch: Ubuntu's QEMU does not disable svm under "
-                                         "KVM (removed from kvm_default_props); the CPU model keeps its own bit"),),
+                                         "KVM (removed from kvm_default_props); the CPU model keeps its own bit",
+             "ubuntu"),),
     machine_rows=tuple(r for r in MACHINE_ROWS if r != SVM_COMPAT_2_1),
     version_marker=re.compile(r"ubuntu", re.IGNORECASE),
 )
