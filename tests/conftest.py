@@ -67,7 +67,8 @@ def recorded_host() -> HostFacts:
     data = json.loads((FIXTURES / "host" / "kvm-supported-cpuid.json").read_text())
     cpuid = {(int(k.split(":")[0], 16), k.split(":")[1]): v for k, v in data["cpuid"].items()}
     facts = HostFacts(cpuid=cpuid, sources=("recorded KVM_GET_SUPPORTED_CPUID",), qemu_version=(7, 2, 22),
-                      qemu_flavour="upstream", flavour_source="recorded: QEMU 7.2.22 (Debian 1:7.2+dfsg-7+deb12u18)")
+                      qemu_flavour="upstream", flavour_source="recorded: QEMU 7.2.22 (Debian 1:7.2+dfsg-7+deb12u18)",
+                      version_source="recorded: QEMU 7.2.22 (Debian 1:7.2+dfsg-7+deb12u18)")
     facts = facts.merged(parse_capabilities((FIXTURES / "host" / "capabilities.xml").read_bytes()))
     return facts.merged(parse_domcapabilities((FIXTURES / "host" / "domcapabilities.xml").read_bytes()))
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import difflib
 import json
 
+from . import qemu_build
 from .memo import MISSING, Kept
 from .pipeline import Outcome
 from .rules import PROPERTIES
@@ -28,6 +29,7 @@ def _shared(r) -> dict:
         "machine_family": r.machine.family,
         "qemu_flavour": r.flavour,
         "qemu_flavour_basis": r.flavour_basis,
+        "qemu_release": qemu_build.described(r.host),
         "cpu_mode": r.facts.cpu_mode,
         "cpu_model": r.model,
         "accel": r.accel,
@@ -86,7 +88,7 @@ def table(o: Outcome, verbose: bool = False) -> str:
     model = f" ({r.model})" if r.model and r.cpu_kind == "named" else ""
     lines = [f"== {r.facts.name or '?'}  [{o.label}]",
              f"   machine {r.machine.label()}, CPU {r.facts.cpu_mode}{model}, {accel}, kernel_irqchip={r.irqchip}",
-             f"   QEMU build: {r.flavour_basis}"]
+             f"   QEMU build: {r.flavour_basis}; {qemu_build.described(r.host)}"]
     width = max(len(p) for p in PROPERTIES)
     lines.append(f"   {'FEATURE':<{width}}  {'STATE':<14}  {'SOURCE':<26}  REASON")
     for p in PROPERTIES:
