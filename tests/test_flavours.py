@@ -58,10 +58,11 @@ def test_not_versions():
     ("pc-q35-focal", (4, 2), (4, 2), "on"), ("pc-q35-cosmic", (2, 11), (2, 11), "on"),
     ("pc-q35-cosmic-hpb", (2, 12), (2, 12), "on"), ("pc-i440fx-hirsute-hpb", (5, 1), (5, 1), "on"),
     ("pc-q35-eoan", (4, 0), (4, 0), "on"),  # unlike upstream pc-q35-4.0
+    ("pc-q35-eoan-hpb", (4, 0), (4, 0), "on"),  # calls pc_q35_eoan_machine_options
     ("pc-i440fx-wily", (2, 4), (2, 4), "on"),
-    ("pc-q35-zapotec", (10, 2), None, "on"),  # a later codename: at least as new as the newest known
-    ("pc-q35-abacus", (10, 2), None, "on"),  # the next alphabet cycle
-    ("pc-q35-noblex", (8, 2), (9, 0), "on"),  # between noble and oracular
+    ("pc-i440fx-utopic", (2, 1), (2, 1), "on"), ("pc-i440fx-vivid", (2, 3), (2, 3), "on"),  # old, not newest
+    ("pc-q35-zapotec", None, None, "on"),  # no release defines it: its level is not known
+    ("pc-q35-foo", None, None, "on"),
 ])
 def test_ubuntu_names_map_to_their_upstream_options(name, low, high, irqchip):
     m = classify(name, UBUNTU)
@@ -69,11 +70,30 @@ def test_ubuntu_names_map_to_their_upstream_options(name, low, high, irqchip):
     assert classify("pc-q35-4.0", UBUNTU).irqchip == "split"
 
 
+@pytest.mark.parametrize("name,description,release,low,high", [
+    ("pc-q35-zapotec", "Ubuntu 26.10 PC (Q35 + ICH9, 2009)", None, (10, 2), None),  # after resolute
+    ("pc-q35-zapotec", "Ubuntu 26.10 PC (Q35 + ICH9, 2009)", (11, 0, 1), (10, 2), (11, 0)),  # not newer than QEMU
+    ("pc-q35-noblex", "Ubuntu 24.04 PC v3 (Q35 + ICH9, 2009)", None, (8, 2), (8, 2)),  # a new noble variant
+    ("pc-q35-noblex", "Ubuntu 24.07 PC (Q35 + ICH9, 2009)", None, (8, 2), (9, 0)),  # between noble and oracular
+    ("pc-q35-zapotec", "Standard PC (Q35 + ICH9, 2009)", None, None, None),  # says nothing
+])
+def test_an_unknown_ubuntu_name_is_dated_by_qemus_own_description(name, description, release, low, high):
+    m = classify(name, UBUNTU, release=release, description=description)
+    assert (m.low, m.high) == (low, high), m.how
+
+
+def test_ubuntu_names_by_release_of_the_build():
+    assert classify("pc-i440fx-utopic", UBUNTU, release=(2, 2, 0)).version == (2, 2)  # vivid's build: the newest
+    m = classify("pc-i440fx-utopic", UBUNTU, release=(8, 2, 2))
+    assert m.version == (2, 1) and "not defined by QEMU 8.2.2" in m.how
+    assert classify("pc-q35-trusty", UBUNTU).low is None  # trusty was i440fx only
+
+
 def test_unknown_rhel_versions_are_rhel_bounded_by_their_neighbours():
     m = classify("pc-q35-rhel9.5.0", RHEL)
     assert (m.low, m.high) == ((8, 2), (9, 1))
-    m = classify("pc-q35-rhel10.0.0", RHEL)
-    assert (m.low, m.high) == ((9, 1), None)
+    m = classify("pc-q35-rhel10.2.0", RHEL)
+    assert (m.low, m.high, m.own_version) == ((10, 0), None, (10, 2, 0))
     assert classify("rhel6.6.0", RHEL).high == (1, 5)
 
 
@@ -160,7 +180,7 @@ def test_adding_a_release_is_data_only():
                                                               "test"),))
     flavour = UBUNTU._replace(tables=(newer,))
     assert classify("pc-q35-stonking", flavour).version == (11, 0)
-    assert classify("pc-q35-stonking", UBUNTU).low == (10, 2)
+    assert classify("pc-q35-stonking", UBUNTU).low is None
     assert set(FLAVOURS) == {"upstream", "ubuntu", "rhel"}
 
 

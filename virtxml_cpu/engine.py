@@ -148,6 +148,8 @@ def rule_applies(rule: Rule, machine: Machine, irqchip: str, release: tuple[int,
     None when the machine's compat level cannot decide it."""
     if not rule.exists_in(release):
         return False
+    if rule.machine_keyed and rule.origin != machine.arrays:  # RHEL machines take RHEL's arrays only
+        return False
     if rule.when and rule.when != f"irqchip={irqchip}":
         return False
     if rule.families is not None and machine.family not in rule.families:
@@ -210,7 +212,8 @@ def _applicable(ctx: _Context, layer: str) -> tuple[tuple[Rule, bool | None], ..
     rows = (ctx.flavour.kvm_defaults if layer == "kvm-default" else ()) + tuple(
         r for r in ctx.flavour.machine_rows if r.layer == layer)
     release = ctx.host.qemu_version
-    return tuple((r, a) for r in rows if (a := rule_applies(r, ctx.machine, ctx.irqchip, release)) is not False)
+    return tuple((r, a) for r in rows if (r.models is None or ctx.model in r.models)
+                 and (a := rule_applies(r, ctx.machine, ctx.irqchip, release)) is not False)
 
 
 def _default_source(rule: Rule) -> str:
@@ -350,11 +353,11 @@ def _flavour_candidates(name: str | None, host: HostFacts) -> tuple[list[tuple[F
     machine_label = name or "(none: the default machine)"
     if host.qemu_flavour:
         chosen = FLAVOURS[host.qemu_flavour]
-        mine = classify(name, chosen, host.aliases)
+        mine = classify(name, chosen, host.aliases, host.qemu_version, host.descriptions.get(name or ""), chosen=True)
         basis = f"{chosen.name}: {host.flavour_source}"
         if mine is not None:
             return [(chosen, mine)], basis, []
-    claim = claimants(name, host.aliases)
+    claim = claimants(name, host.aliases, host.qemu_version, host.descriptions.get(name or ""))
     if host.qemu_flavour:
         if claim:
             names = ", ".join(f.title for f, _ in claim)
