@@ -275,3 +275,27 @@ def test_upstream_release_gates_kvm_msi_ext_dest_id(release, host):
         assert value.state == want, (machine, value)
         if v < (6, 0):
             assert value.source == "qemu-release" and "c1bb5418e3" in value.detail
+
+
+def _with_model(machine: str, model: str):
+    return domain.extract(etree.fromstring(
+        f"<domain type='kvm'><name>t</name><vcpu>2</vcpu><os><type arch='x86_64' machine='{machine}'>hvm</type>"
+        f"</os><cpu mode='custom'><model>{model}</model></cpu><devices/></domain>"))
+
+
+@pytest.mark.parametrize("machine,model,prop,state", [
+    ("rhel6.6.0", "qemu64", "kvm-pv-unhalt", "off"),  # pc_compat_rhel660: the model's bit
+    ("rhel6.6.0", "qemu64", "kvm-pv-eoi", "on"),
+    ("rhel6.3.0", "qemu64", "kvm-pv-eoi", "off"),  # pc_compat_rhel630
+    ("pc-i440fx-rhel7.0.0", "qemu64", "kvm-pv-unhalt", "on"),
+    ("pc-i440fx-rhel7.0.0", "qemu64", "x2apic", "off"),  # pc_compat_rhel700: the model's bit
+    ("pc-i440fx-rhel7.0.0", "Westmere", "x2apic", "on"),  # pc_rhel_7_0_compat, per model
+    ("rhel6.6.0", "Opteron_G4", "x2apic", "off"),  # PC_RHEL6_6_COMPAT after pc_rhel_7_0_compat
+    ("rhel6.6.0", "Opteron_G3", "x2apic", "on"),
+    ("pc-i440fx-rhel7.0.0", "qemu64", "kvm-msi-ext-dest-id", "off"),  # QEMU 2.12 has none
+])
+def test_rhel7_builds_and_their_rhel6_machines(machine, model, prop, state, host):
+    """qemu-kvm-ev 2.12.0 (RHEL 7.6 ... 7.9): the rows only RHEL 7 builds reach."""
+    facts = host._replace(qemu_flavour="rhel", flavour_source="el7", qemu_version=(2, 12, 0), version_source="el7")
+    value = engine.resolve(_with_model(machine, model), facts).features[prop]
+    assert value.state == state, value

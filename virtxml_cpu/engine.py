@@ -24,7 +24,8 @@ from .flavours import FLAVOURS, UPSTREAM, Flavour, Rule
 from .hostfacts import HostFacts
 from .machines import Machine, claimants, classify, format_version, own_version_at_most, version_at_most
 from .memo import MISSING, Kept
-from .properties import BY_NAME, CPU_PM_STRIPS, PROPERTIES, TABLE, Property
+from .properties import (BY_NAME, CPU_PM_STRIPS, KVM_LEAF_HIDDEN, KVM_LEAF_WITHOUT_KVM, PROPERTIES, TABLE,
+                         Property)
 
 ON, OFF, HOST = "on", "off", "host-dependent"
 
@@ -282,9 +283,9 @@ def step_kvm_leaf(ctx: _Context, slots: dict[str, _Slot]) -> None:
     hidden = any(p == "kvm" and not v for p, v, *_ in ctx.cpu_props)
     for p in (q.name for q in TABLE if q.kvm_leaf):  # recorded even where the bit was off already: the final cause
         if ctx.accel != "kvm":
-            slots[p] = _Slot(False, SRC_TCG, "not KVM: QEMU clears the KVM leaf (aec661de86, 2.8)")
+            slots[p] = _Slot(False, SRC_TCG, KVM_LEAF_WITHOUT_KVM)
         elif hidden:
-            slots[p] = _Slot(False, SRC_HIDDEN, "<kvm><hidden state='on'/> = -cpu ...,kvm=off: no KVM leaf")
+            slots[p] = _Slot(False, SRC_HIDDEN, KVM_LEAF_HIDDEN)
 
 
 def step_filter(ctx: _Context, slots: dict[str, _Slot]) -> None:

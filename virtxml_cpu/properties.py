@@ -103,6 +103,10 @@ TABLE: tuple[Property, ...] = (
 
 BY_NAME: dict[str, Property] = {p.name: p for p in TABLE}
 
+# The KVM leaf (every kvm_leaf property) disappears as a whole: under TCG, and with `kvm=off`.
+KVM_LEAF_WITHOUT_KVM = "not KVM: QEMU clears the KVM leaf (aec661de86, 2.8)"
+KVM_LEAF_HIDDEN = "<kvm><hidden state='on'/> = -cpu ...,kvm=off: no KVM leaf"
+
 # What KVM itself does after QEMU: with HLT exits disabled it clears PV_UNHALT from the guest's CPUID
 # (kvm_update_cpuid_runtime; KVM docs: userspace should not advertise PV_UNHALT then).
 CPU_PM_STRIPS = ("-overcommit cpu-pm=on disables HLT exits; KVM clears PV_UNHALT from the guest CPUID "
