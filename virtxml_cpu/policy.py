@@ -102,8 +102,9 @@ def _decide(res: Resolution, policy: str, style: str) -> Decision:
                         "types as they are (guest ABI unchanged); use --policy always to add it anyway")
         if newer is None:
             return keep("machine-version-unknown",
-                        f"cannot tell the version of machine {res.machine.label()}; give --capabilities or "
-                        "--connect, or use --policy always")
+                        f"cannot tell whether machine {res.machine.label()} is 2.11 or newer ({res.machine.how}); "
+                        "the decision assumes nothing and leaves it unchanged; give --connect, --emulator or "
+                        "--capabilities, or use --policy always")
     if can_have is False:
         return keep("accelerator-unsupported", f"adding it would not help: {why_not}; libvirt would refuse the "
                                                f"start ('{libvirt_xml.BY_KEY['pvspinlock'].verified}')")
