@@ -255,3 +255,35 @@ def test_hook_reads_the_build_from_the_domains_emulator(fake_qemu):
     assert facts.qemu_flavour == "ubuntu" and str(qemu) in facts.flavour_source
     facts = hook.hook_host_facts(data, Config(qemu_flavour="rhel", path="c.toml"))
     assert facts.qemu_flavour == "rhel"
+
+
+def test_release_sources_and_their_order(fake_qemu):
+    """--qemu-version > --emulator > config > libvirt > the local binary; each named in explain."""
+    d = explain(fake_qemu)
+    assert d["qemu_release"] == f"release 8.2.2 (from {fake_qemu}/bin/qemu-system-x86_64 --version: {UBUNTU_VERSION})"
+    d = explain(fake_qemu, "--qemu-version", "5.2")
+    assert d["qemu_release"] == "release 5.2 (from --qemu-version)" and d["qemu_flavour"] == "ubuntu"
+    d = explain(fake_qemu, config='qemu_version = "6.2.0"\n')
+    assert d["qemu_release"].startswith("release 6.2.0 (from qemu_version in ")
+    d = explain(fake_qemu, "--no-host-probe")
+    assert d["qemu_release"] == "release not known (taken as current)"
+    other = fake_qemu / "bin" / "qemu-kvm"
+    other.write_text("#!/bin/sh\necho 'QEMU emulator version 9.1.0 (qemu-kvm-9.1.0-15.el9_6)'\n")
+    other.chmod(0o755)
+    d = explain(fake_qemu, "--emulator", str(other), config='qemu_version = "6.2.0"\n')
+    assert d["qemu_release"].startswith(f"release 9.1.0 (from {other} --version")
+    # RHEL's qemu-kvm has no pc-q35-6.2: resolved where it exists, and said so
+    assert d["qemu_flavour"] == "upstream|ubuntu" and any("does not exist in RHEL" in n for n in d["decision"]["notes"])
+
+
+def test_capabilities_files_do_not_settle_the_build_over_the_local_binary(fake_qemu):
+    d = explain(fake_qemu, "--capabilities", str(FIXTURES / "host" / "capabilities.xml"))
+    assert d["qemu_flavour"] == "ubuntu" and UBUNTU_VERSION in d["qemu_flavour_basis"]
+
+
+@pytest.mark.parametrize("args", [("--qemu-version", "7"), ("--qemu-version", "7.2.x"), ("--emulator", "/bin/true")])
+def test_bad_release_sources_are_usage_errors(fake_qemu, args):
+    with pytest.raises(subprocess.CalledProcessError) as e:
+        explain(fake_qemu, *args)
+    last = e.value.stderr.decode().splitlines()[-1]
+    assert e.value.returncode == 2 and ("not a QEMU release" in last or "answers --version" in last), last

@@ -81,10 +81,7 @@ def described(facts: HostFacts) -> str:
     """`explain`'s QEMU line, after the build: 'release 7.2.22 (from ...)' or why it is not known."""
     if facts.qemu_version is None:
         return "release not known (taken as current)"
-    source = facts.version_source or "host facts"
-    if source == facts.flavour_source:
-        source = "the same"
-    return f"release {format_version(facts.qemu_version)} (from {source})"
+    return f"release {format_version(facts.qemu_version)} (from {facts.version_source or 'host facts'})"
 
 
 _MACHINE_LINE = re.compile(r"^(\S+)\s+(.*?)(?:\s+\(alias of \S+\))?(?:\s+\((?:default|deprecated)\))*\s*$")
