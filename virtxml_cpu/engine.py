@@ -1,11 +1,13 @@
 """Effective CPU features with provenance: DomainFacts + HostFacts -> Resolution (pure).
 
-An interpreter of the flavour tables (flavours/) in QEMU's own order (target/i386 and hw/core/qdev.c):
-the CPU model's bits, then the build's kvm_default_props as machine compat changed them (named models
-under KVM only), then machine compat_props (every x86 CPU, counted as user-set), then -global, then -cpu
-properties (libvirt's <cpu>/<features>, or a <qemu:commandline> -cpu that replaces them), then host/max
-auto-enable, then `kvm=off`/TCG clearing the KVM leaf, then the filter against what the accelerator
-supports, then what KVM itself strips. One function per step; STEPS is the order.
+An interpreter of the tables -- properties.py (each property's defaults, release and support conditions),
+libvirt_xml.py (what libvirt writes for the domain XML) and flavours/ (each build's rows) -- in QEMU's own
+order (target/i386 and hw/core/qdev.c): the CPU model's bits, then the build's kvm_default_props as machine
+compat changed them (named models under KVM only), then machine compat_props (every x86 CPU, counted as
+user-set), then -global, then -cpu properties (libvirt's <cpu>/<features>, or a <qemu:commandline> -cpu
+that replaces them), then host/max auto-enable, then `kvm=off`/TCG clearing the KVM leaf, then the filter
+against what the accelerator supports, then what the QEMU release lacks, then what KVM itself strips. One
+function per step; STEPS is the order. Rows and properties apply only on the QEMU releases that have them.
 
 When the QEMU build is not known and the machine name does not pin it down, the domain is resolved under
 every build that has such a machine and the answers are merged: a property on which they disagree is
