@@ -287,3 +287,9 @@ def test_bad_release_sources_are_usage_errors(fake_qemu, args):
         explain(fake_qemu, *args)
     last = e.value.stderr.decode().splitlines()[-1]
     assert e.value.returncode == 2 and ("not a QEMU release" in last or "answers --version" in last), last
+
+
+def test_a_name_the_release_does_not_define_is_said_so():
+    r = engine.resolve(dom("pc-i440fx-utopic"), HostFacts(qemu_flavour="ubuntu", flavour_source="t",
+                                                           qemu_version=(8, 2, 2)))
+    assert r.machine.version == (2, 1) and any("not defined by QEMU 8.2.2" in w for w in r.warnings), r.warnings

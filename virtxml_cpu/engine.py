@@ -383,6 +383,9 @@ def _resolve_one(facts: DomainFacts, host: HostFacts, flavour: Flavour, machine:
     irqchip = _irqchip(facts, machine)
     if host.machines and facts.machine and facts.machine not in host.machines:
         warnings.append(f"machine type {facts.machine} is not offered by this host's QEMU")
+    elif machine.defined_in:
+        warnings.append(f"machine type {facts.machine} is not defined by QEMU {format_version(host.qemu_version)} of "
+                        f"this build (only by {machine.defined_in}); read as that definition")
     libvirt_props = _libvirt_cpu_props(facts, warnings)
     if facts.qemu.cpu:
         model, cmd = parse_cpu_option(facts.qemu.cpu)

@@ -30,6 +30,7 @@ class Machine(NamedTuple):
     irqchip: str = "on"  # default kernel_irqchip
     how: str = ""  # which table row or grammar read the name
     arrays: str = "upstream"  # whose machine compat arrays it takes: "upstream" (pc_compat_X_Y) | "rhel"
+    defined_in: str | None = None  # when this QEMU release does not define the name: which releases do
 
     @property
     def version(self) -> Version | None:
@@ -127,9 +128,10 @@ def _from_table(name: str, m, table: NameTable, flavour: Flavour, release: Versi
     if row is not None:
         base = row.bases[family]
         irqchip = row.irqchip.get(family) or flavour.irqchip_defaults.get(f"{family}-{format_version(base)}", "on")
-        gone = "" if row.exists_in(release) else f"; not defined by QEMU {format_version(release)}"
+        gone = None if row.exists_in(release) else _span(row)
         return Machine(name, family, flavour.name, base, base, own, irqchip=irqchip, arrays=table.arrays,
-                       how=f"{row.source} ({key}{suffix}: {family}-{format_version(base)} options){gone}")
+                       defined_in=gone, how=f"{row.source} ({key}{suffix}: {family}-{format_version(base)} options)"
+                                            + (f"; not defined by QEMU {format_version(release)}" if gone else ""))
     if table.order == "version":
         below, above = _neighbours(key, table)
         around = " and ".join(r.key for r in (below, above) if r)
@@ -177,6 +179,11 @@ def _dated(name: str, family: str, flavour: Flavour, table: NameTable, release: 
                    how=f"QEMU describes {name} as '{description}': between "
                        f"{below[-1].key if below else 'the oldest'} and "
                        f"{above[0].key if above else 'this QEMU ' + format_version(release)}")
+
+
+def _span(row: Release) -> str:
+    return f"QEMU {format_version(row.since) if row.since else '...'} to " + (
+        f"{format_version(row.until)} (exclusive)" if row.until else "current")
 
 
 def _at_most(high: Version | None, release: Version | None) -> Version | None:
