@@ -233,3 +233,32 @@ def test_invalid_exemption_keeps_the_domain():
            b"<metadata><v:cpu xmlns:v='urn:virtxml-cpu:domain:1' policy='Never'/></metadata><devices/></domain>")
     o = process(xml, "t.xml", NO_HOST, Config())
     assert (o.decision.rule, o.changed, o.output) == ("metadata-invalid", False, xml)
+
+
+ADD_A_PROPERTY = '''
+import virtxml_cpu.properties as P
+P.TABLE += (P._pv("kvm-asyncpf-vmexit", 10, (9, 0), "eba978061e"),)  # the one row
+P.BY_NAME = {p.name: p for p in P.TABLE}
+P.PROPERTIES = tuple(p.name for p in P.TABLE)
+from lxml import etree
+from virtxml_cpu import domain, engine
+from virtxml_cpu.hostfacts import HostFacts
+def state(mode, release, cpuid=None):
+    xml = (f"<domain type='kvm'><name>t</name><vcpu>2</vcpu><os><type arch='x86_64' machine='pc-q35-9.0'>hvm"
+           f"</type></os><cpu mode='{mode}'/><devices/></domain>")
+    host = HostFacts(cpuid=cpuid, qemu_flavour="upstream", flavour_source="t", qemu_version=release)
+    v = engine.resolve(domain.extract(etree.fromstring(xml)), host).features["kvm-asyncpf-vmexit"]
+    return f"{v.state}/{v.source}"
+print(state("host-model", (8, 2, 0)), state("host-model", (9, 2, 0)),
+      state("host-passthrough", (9, 2, 0), {(0x40000001, "eax"): 1 << 10}))
+'''
+
+
+def test_adding_a_property_is_one_table_row():
+    """An 18th property (KVM_FEATURE_ASYNC_PF_VMEXIT, QEMU 9.0) as one properties.py row and nothing else:
+    absent before its release, off for named models, passed through by -cpu host."""
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", ADD_A_PROPERTY], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["off/qemu-release", "off/qemu-default", "on/-cpu", "host"], out
