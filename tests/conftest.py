@@ -20,13 +20,20 @@ _lab_skip_reasons: list[str] = []
 
 # What the suite exercised, as virt-manager's test_checkprops records XML properties: every rule row that
 # applied and every decision rule reached (tests/test_zz_exercised.py checks the totals after a full run).
-EXERCISED: dict[str, set] = {"rows": set(), "decisions": set()}
+EXERCISED: dict[str, set] = {"rows": set(), "decisions": set(), "settings": set()}
 
 
 def _record_exercise() -> None:
-    from virtxml_cpu import engine, policy
+    from virtxml_cpu import domain, engine, policy
 
     rule_applies, decide, invalid = engine.rule_applies, policy._decide, policy.invalid_exemption
+    read_setting = domain._setting
+
+    def recording_setting(top, row):
+        value = read_setting(top, row)
+        if value is not None:
+            EXERCISED["settings"].add(row.key)
+        return value
 
     def recording_rule_applies(rule, *args):
         applies = rule_applies(rule, *args)
@@ -46,6 +53,7 @@ def _record_exercise() -> None:
 
     engine.rule_applies, policy._decide, policy.invalid_exemption = (recording_rule_applies, recording_decide,
                                                                      recording_invalid)
+    domain._setting = recording_setting
 
 
 def pytest_configure(config):

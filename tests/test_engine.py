@@ -262,3 +262,22 @@ def test_adding_a_property_is_one_table_row():
 
     out = subprocess.run([sys.executable, "-c", ADD_A_PROPERTY], capture_output=True, text=True, check=True).stdout
     assert out.split() == ["off/qemu-release", "off/qemu-default", "on/-cpu", "host"], out
+
+
+@pytest.mark.parametrize("xml,prop,state,source", [
+    ("<features><kvm><pv-ipi state='off'/></kvm></features>", "kvm-pv-ipi", "off", "<features><kvm>"),
+    ("<features><kvm><poll-control state='on'/></kvm></features>", "kvm-poll-control", "on", "<features><kvm>"),
+    ("<features><apic eoi='off'/></features>", "kvm-pv-eoi", "off", "<features><apic>"),
+    ("<clock offset='utc'><timer name='rtc'/><timer name='kvmclock' present='no'/></clock>", "kvmclock", "off",
+     "<clock><timer>"),
+    ("<features><ioapic driver='qemu'/></features>", "kvm-msi-ext-dest-id", "on", "kvm-default"),
+    ("<cpu mode='custom'><model>qemu64</model><cache mode='emulate' level='3'/></cpu>", "l3-cache", "on",
+     "<cpu><cache>"),
+])
+def test_each_libvirt_xml_row_reads_and_translates(xml, prop, state, source):
+    """One row of libvirt_xml.py both reads the element and says what libvirt passes QEMU for it."""
+    cpu = "" if "<cpu" in xml else "<cpu mode='custom'><model>qemu64</model></cpu>"
+    f = dom("pc-i440fx-2.7" if "cache" in xml else "pc-q35-7.2", cpu=cpu + ("" if "<features>" in xml else xml),
+            features=xml[len("<features>"):-len("</features>")] if xml.startswith("<features>") else None)
+    v = engine.resolve(f, up(cpuid={(0x40000001, "eax"): 0xFFFF}, qemu_version=(7, 2, 0))).features[prop]
+    assert (v.state, v.source) == (state, source), v
