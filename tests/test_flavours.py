@@ -293,3 +293,16 @@ def test_a_name_the_release_does_not_define_is_said_so():
     r = engine.resolve(dom("pc-i440fx-utopic"), HostFacts(qemu_flavour="ubuntu", flavour_source="t",
                                                            qemu_version=(8, 2, 2)))
     assert r.machine.version == (2, 1) and any("not defined by QEMU 8.2.2" in w for w in r.warnings), r.warnings
+
+
+def test_a_non_qemu_drivers_version_is_no_qemu_release():
+    """libvirt's test driver (and any other) answers getVersion with its own version, not QEMU's."""
+    libvirt = pytest.importorskip("libvirt")
+    from virtxml_cpu.libvirt_conn import host_facts_from
+
+    conn = libvirt.openReadOnly("test:///default")
+    try:
+        facts = host_facts_from(conn, "test:///default")
+    finally:
+        conn.close()
+    assert facts.qemu_version is None and facts.version_source == ""

@@ -121,12 +121,12 @@ def host_facts_from(conn, uri: str) -> HostFacts:
             dom = parse_domcapabilities(conn.getDomainCapabilities(None, "x86_64", None, "kvm", 0).encode())
         except libvirt.libvirtError:  # read-only connections may not ask
             dom = HostFacts()
-        v = conn.getVersion()
-        version = (v // 1000000, v // 1000 % 1000, v % 1000)
+        v = conn.getVersion() if conn.getType() == "QEMU" else 0  # other drivers' versions are not QEMU's
+        version = (v // 1000000, v // 1000 % 1000, v % 1000) if v else None
     except libvirt.libvirtError as e:
         raise EnvironmentProblem(f"{uri}: {e.get_error_message()}") from None
     facts = caps.merged(dom)
-    return facts._replace(qemu_version=version, version_source=f"libvirt {uri}: the hypervisor version",
+    return facts._replace(qemu_version=version, version_source=f"libvirt {uri}: the hypervisor version" if version else "",
                           sources=tuple(f"{s} ({uri})" for s in facts.sources),
                           flavour_source=f"{facts.flavour_source} ({uri})" if facts.qemu_flavour else "")
 
