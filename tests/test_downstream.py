@@ -299,3 +299,11 @@ def test_rhel7_builds_and_their_rhel6_machines(machine, model, prop, state, host
     facts = host._replace(qemu_flavour="rhel", flavour_source="el7", qemu_version=(2, 12, 0), version_source="el7")
     value = engine.resolve(_with_model(machine, model), facts).features[prop]
     assert value.state == state, value
+
+
+def test_rhel_q35_alias_is_a_rhel_machine(host):
+    """`q35` on RHEL is the newest pc-q35-rhelX.Y.Z: RHEL's arrays, so no pc_compat_5_1 row."""
+    facts = host._replace(qemu_flavour="rhel", flavour_source="el9", qemu_version=(9, 1, 0), version_source="el9",
+                          aliases={})
+    res = engine.resolve(_domain("q35"), facts)
+    assert res.features["kvm-msi-ext-dest-id"].state == "on" and res.features["kvm-pv-unhalt"].state == "on"

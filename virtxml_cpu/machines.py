@@ -87,7 +87,8 @@ def classify(name: str | None, flavour: Flavour, host_aliases: dict[str, str] | 
             assert resolved is not None, alias.canonical  # data error, caught by the flavour tests
             return resolved._replace(name=name, alias_of=alias.canonical, how=alias.source)
         return Machine(name, alias.family, flavour.name, alias.floor, _at_most(None, release),
-                       alias_of=None if name else alias_name, how=alias.source)
+                       alias_of=None if name else alias_name, how=alias.source,
+                       arrays=flavour.tables[0].arrays if flavour.tables else "upstream")  # the build's own
     if not name:
         return None
     if name in flavour.fixed:
