@@ -20,16 +20,23 @@ _lab_skip_reasons: list[str] = []
 
 # What the suite exercised, as virt-manager's test_checkprops records XML properties: every rule row that
 # applied and every decision rule reached (tests/test_zz_exercised.py checks the totals after a full run).
-EXERCISED: dict[str, set] = {"rows": set(), "decisions": set()}
+EXERCISED: dict[str, set] = {"rows": set(), "decisions": set(), "settings": set()}
 
 
 def _record_exercise() -> None:
-    from virtxml_cpu import engine, policy
+    from virtxml_cpu import domain, engine, policy
 
     rule_applies, decide, invalid = engine.rule_applies, policy._decide, policy.invalid_exemption
+    read_setting = domain._setting
 
-    def recording_rule_applies(rule, machine, irqchip):
-        applies = rule_applies(rule, machine, irqchip)
+    def recording_setting(top, row):
+        value = read_setting(top, row)
+        if value is not None:
+            EXERCISED["settings"].add(row.key)
+        return value
+
+    def recording_rule_applies(rule, *args):
+        applies = rule_applies(rule, *args)
         if applies:
             EXERCISED["rows"].add(id(rule))
         return applies
@@ -46,6 +53,7 @@ def _record_exercise() -> None:
 
     engine.rule_applies, policy._decide, policy.invalid_exemption = (recording_rule_applies, recording_decide,
                                                                      recording_invalid)
+    domain._setting = recording_setting
 
 
 def pytest_configure(config):
@@ -67,7 +75,8 @@ def recorded_host() -> HostFacts:
     data = json.loads((FIXTURES / "host" / "kvm-supported-cpuid.json").read_text())
     cpuid = {(int(k.split(":")[0], 16), k.split(":")[1]): v for k, v in data["cpuid"].items()}
     facts = HostFacts(cpuid=cpuid, sources=("recorded KVM_GET_SUPPORTED_CPUID",), qemu_version=(7, 2, 22),
-                      qemu_flavour="upstream", flavour_source="recorded: QEMU 7.2.22 (Debian 1:7.2+dfsg-7+deb12u18)")
+                      qemu_flavour="upstream", flavour_source="recorded: QEMU 7.2.22 (Debian 1:7.2+dfsg-7+deb12u18)",
+                      version_source="recorded: QEMU 7.2.22 (Debian 1:7.2+dfsg-7+deb12u18)")
     facts = facts.merged(parse_capabilities((FIXTURES / "host" / "capabilities.xml").read_bytes()))
     return facts.merged(parse_domcapabilities((FIXTURES / "host" / "domcapabilities.xml").read_bytes()))
 

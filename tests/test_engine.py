@@ -187,7 +187,7 @@ def test_single_vcpu_and_dedicated_notes():
 def test_without_a_features_element():
     """No <features> at all is its own path (dom() writes none by default)."""
     f = dom()
-    assert (f.pvspinlock, f.apic_eoi, f.kvm_hidden, f.ioapic_driver) == (None, None, False, None)
+    assert f.settings == () and f.pvspinlock is None
     assert policy.decide(engine.resolve(f, NO_HOST), "compat").rule == "policy-compat"
 
 
@@ -233,3 +233,51 @@ def test_invalid_exemption_keeps_the_domain():
            b"<metadata><v:cpu xmlns:v='urn:virtxml-cpu:domain:1' policy='Never'/></metadata><devices/></domain>")
     o = process(xml, "t.xml", NO_HOST, Config())
     assert (o.decision.rule, o.changed, o.output) == ("metadata-invalid", False, xml)
+
+
+ADD_A_PROPERTY = '''
+import virtxml_cpu.properties as P
+P.TABLE += (P._pv("kvm-asyncpf-vmexit", 10, (9, 0), "eba978061e"),)  # the one row
+P.BY_NAME = {p.name: p for p in P.TABLE}
+P.PROPERTIES = tuple(p.name for p in P.TABLE)
+from lxml import etree
+from virtxml_cpu import domain, engine
+from virtxml_cpu.hostfacts import HostFacts
+def state(mode, release, cpuid=None):
+    xml = (f"<domain type='kvm'><name>t</name><vcpu>2</vcpu><os><type arch='x86_64' machine='pc-q35-9.0'>hvm"
+           f"</type></os><cpu mode='{mode}'/><devices/></domain>")
+    host = HostFacts(cpuid=cpuid, qemu_flavour="upstream", flavour_source="t", qemu_version=release)
+    v = engine.resolve(domain.extract(etree.fromstring(xml)), host).features["kvm-asyncpf-vmexit"]
+    return f"{v.state}/{v.source}"
+print(state("host-model", (8, 2, 0)), state("host-model", (9, 2, 0)),
+      state("host-passthrough", (9, 2, 0), {(0x40000001, "eax"): 1 << 10}))
+'''
+
+
+def test_adding_a_property_is_one_table_row():
+    """An 18th property (KVM_FEATURE_ASYNC_PF_VMEXIT, QEMU 9.0) as one properties.py row and nothing else:
+    absent before its release, off for named models, passed through by -cpu host."""
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", ADD_A_PROPERTY], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["off/qemu-release", "off/qemu-default", "on/-cpu", "host"], out
+
+
+@pytest.mark.parametrize("xml,prop,state,source", [
+    ("<features><kvm><pv-ipi state='off'/></kvm></features>", "kvm-pv-ipi", "off", "<features><kvm>"),
+    ("<features><kvm><poll-control state='on'/></kvm></features>", "kvm-poll-control", "on", "<features><kvm>"),
+    ("<features><apic eoi='off'/></features>", "kvm-pv-eoi", "off", "<features><apic>"),
+    ("<clock offset='utc'><timer name='rtc'/><timer name='kvmclock' present='no'/></clock>", "kvmclock", "off",
+     "<clock><timer>"),
+    ("<features><ioapic driver='qemu'/></features>", "kvm-msi-ext-dest-id", "on", "kvm-default"),
+    ("<cpu mode='custom'><model>qemu64</model><cache mode='emulate' level='3'/></cpu>", "l3-cache", "on",
+     "<cpu><cache>"),
+])
+def test_each_libvirt_xml_row_reads_and_translates(xml, prop, state, source):
+    """One row of libvirt_xml.py both reads the element and says what libvirt passes QEMU for it."""
+    cpu = "" if "<cpu" in xml else "<cpu mode='custom'><model>qemu64</model></cpu>"
+    f = dom("pc-i440fx-2.7" if "cache" in xml else "pc-q35-7.2", cpu=cpu + ("" if "<features>" in xml else xml),
+            features=xml[len("<features>"):-len("</features>")] if xml.startswith("<features>") else None)
+    v = engine.resolve(f, up(cpuid={(0x40000001, "eax"): 0xFFFF}, qemu_version=(7, 2, 0))).features[prop]
+    assert (v.state, v.source) == (state, source), v

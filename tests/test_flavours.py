@@ -58,10 +58,11 @@ def test_not_versions():
     ("pc-q35-focal", (4, 2), (4, 2), "on"), ("pc-q35-cosmic", (2, 11), (2, 11), "on"),
     ("pc-q35-cosmic-hpb", (2, 12), (2, 12), "on"), ("pc-i440fx-hirsute-hpb", (5, 1), (5, 1), "on"),
     ("pc-q35-eoan", (4, 0), (4, 0), "on"),  # unlike upstream pc-q35-4.0
+    ("pc-q35-eoan-hpb", (4, 0), (4, 0), "on"),  # calls pc_q35_eoan_machine_options
     ("pc-i440fx-wily", (2, 4), (2, 4), "on"),
-    ("pc-q35-zapotec", (10, 2), None, "on"),  # a later codename: at least as new as the newest known
-    ("pc-q35-abacus", (10, 2), None, "on"),  # the next alphabet cycle
-    ("pc-q35-noblex", (8, 2), (9, 0), "on"),  # between noble and oracular
+    ("pc-i440fx-utopic", (2, 1), (2, 1), "on"), ("pc-i440fx-vivid", (2, 3), (2, 3), "on"),  # old, not newest
+    ("pc-q35-zapotec", None, None, "on"),  # no release defines it: its level is not known
+    ("pc-q35-foo", None, None, "on"),
 ])
 def test_ubuntu_names_map_to_their_upstream_options(name, low, high, irqchip):
     m = classify(name, UBUNTU)
@@ -69,11 +70,30 @@ def test_ubuntu_names_map_to_their_upstream_options(name, low, high, irqchip):
     assert classify("pc-q35-4.0", UBUNTU).irqchip == "split"
 
 
+@pytest.mark.parametrize("name,description,release,low,high", [
+    ("pc-q35-zapotec", "Ubuntu 26.10 PC (Q35 + ICH9, 2009)", None, (10, 2), None),  # after resolute
+    ("pc-q35-zapotec", "Ubuntu 26.10 PC (Q35 + ICH9, 2009)", (11, 0, 1), (10, 2), (11, 0)),  # not newer than QEMU
+    ("pc-q35-noblex", "Ubuntu 24.04 PC v3 (Q35 + ICH9, 2009)", None, (8, 2), (8, 2)),  # a new noble variant
+    ("pc-q35-noblex", "Ubuntu 24.07 PC (Q35 + ICH9, 2009)", None, (8, 2), (9, 0)),  # between noble and oracular
+    ("pc-q35-zapotec", "Standard PC (Q35 + ICH9, 2009)", None, None, None),  # says nothing
+])
+def test_an_unknown_ubuntu_name_is_dated_by_qemus_own_description(name, description, release, low, high):
+    m = classify(name, UBUNTU, release=release, description=description)
+    assert (m.low, m.high) == (low, high), m.how
+
+
+def test_ubuntu_names_by_release_of_the_build():
+    assert classify("pc-i440fx-utopic", UBUNTU, release=(2, 2, 0)).version == (2, 2)  # vivid's build: the newest
+    m = classify("pc-i440fx-utopic", UBUNTU, release=(8, 2, 2))
+    assert m.version == (2, 1) and "not defined by QEMU 8.2.2" in m.how
+    assert classify("pc-q35-trusty", UBUNTU).low is None  # trusty was i440fx only
+
+
 def test_unknown_rhel_versions_are_rhel_bounded_by_their_neighbours():
     m = classify("pc-q35-rhel9.5.0", RHEL)
     assert (m.low, m.high) == ((8, 2), (9, 1))
-    m = classify("pc-q35-rhel10.0.0", RHEL)
-    assert (m.low, m.high) == ((9, 1), None)
+    m = classify("pc-q35-rhel10.2.0", RHEL)
+    assert (m.low, m.high, m.own_version) == ((10, 0), None, (10, 2, 0))
     assert classify("rhel6.6.0", RHEL).high == (1, 5)
 
 
@@ -160,7 +180,7 @@ def test_adding_a_release_is_data_only():
                                                               "test"),))
     flavour = UBUNTU._replace(tables=(newer,))
     assert classify("pc-q35-stonking", flavour).version == (11, 0)
-    assert classify("pc-q35-stonking", UBUNTU).low == (10, 2)
+    assert classify("pc-q35-stonking", UBUNTU).low is None
     assert set(FLAVOURS) == {"upstream", "ubuntu", "rhel"}
 
 
@@ -235,3 +255,54 @@ def test_hook_reads_the_build_from_the_domains_emulator(fake_qemu):
     assert facts.qemu_flavour == "ubuntu" and str(qemu) in facts.flavour_source
     facts = hook.hook_host_facts(data, Config(qemu_flavour="rhel", path="c.toml"))
     assert facts.qemu_flavour == "rhel"
+
+
+def test_release_sources_and_their_order(fake_qemu):
+    """--qemu-version > --emulator > config > libvirt > the local binary; each named in explain."""
+    d = explain(fake_qemu)
+    assert d["qemu_release"] == f"release 8.2.2 (from {fake_qemu}/bin/qemu-system-x86_64 --version: {UBUNTU_VERSION})"
+    d = explain(fake_qemu, "--qemu-version", "5.2")
+    assert d["qemu_release"] == "release 5.2 (from --qemu-version)" and d["qemu_flavour"] == "ubuntu"
+    d = explain(fake_qemu, config='qemu_version = "6.2.0"\n')
+    assert d["qemu_release"].startswith("release 6.2.0 (from qemu_version in ")
+    d = explain(fake_qemu, "--no-host-probe")
+    assert d["qemu_release"] == "release not known (taken as current)"
+    other = fake_qemu / "bin" / "qemu-kvm"
+    other.write_text("#!/bin/sh\necho 'QEMU emulator version 9.1.0 (qemu-kvm-9.1.0-15.el9_6)'\n")
+    other.chmod(0o755)
+    d = explain(fake_qemu, "--emulator", str(other), config='qemu_version = "6.2.0"\n')
+    assert d["qemu_release"].startswith(f"release 9.1.0 (from {other} --version")
+    # RHEL's qemu-kvm has no pc-q35-6.2: resolved where it exists, and said so
+    assert d["qemu_flavour"] == "upstream|ubuntu" and any("does not exist in RHEL" in n for n in d["decision"]["notes"])
+
+
+def test_capabilities_files_do_not_settle_the_build_over_the_local_binary(fake_qemu):
+    d = explain(fake_qemu, "--capabilities", str(FIXTURES / "host" / "capabilities.xml"))
+    assert d["qemu_flavour"] == "ubuntu" and UBUNTU_VERSION in d["qemu_flavour_basis"]
+
+
+@pytest.mark.parametrize("args", [("--qemu-version", "7"), ("--qemu-version", "7.2.x"), ("--emulator", "/bin/true")])
+def test_bad_release_sources_are_usage_errors(fake_qemu, args):
+    with pytest.raises(subprocess.CalledProcessError) as e:
+        explain(fake_qemu, *args)
+    last = e.value.stderr.decode().splitlines()[-1]
+    assert e.value.returncode == 2 and ("not a QEMU release" in last or "answers --version" in last), last
+
+
+def test_a_name_the_release_does_not_define_is_said_so():
+    r = engine.resolve(dom("pc-i440fx-utopic"), HostFacts(qemu_flavour="ubuntu", flavour_source="t",
+                                                           qemu_version=(8, 2, 2)))
+    assert r.machine.version == (2, 1) and any("not defined by QEMU 8.2.2" in w for w in r.warnings), r.warnings
+
+
+def test_a_non_qemu_drivers_version_is_no_qemu_release():
+    """libvirt's test driver (and any other) answers getVersion with its own version, not QEMU's."""
+    libvirt = pytest.importorskip("libvirt")
+    from virtxml_cpu.libvirt_conn import host_facts_from
+
+    conn = libvirt.openReadOnly("test:///default")
+    try:
+        facts = host_facts_from(conn, "test:///default")
+    finally:
+        conn.close()
+    assert facts.qemu_version is None and facts.version_source == ""

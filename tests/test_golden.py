@@ -41,7 +41,8 @@ def host_of(host):
             cpuid[(0x80000001, "ecx")] = cpuid.get((0x80000001, "ecx"), 0) | 1 << 2
         return HostFacts(cpuid=cpuid, sources=("recorded KVM_GET_SUPPORTED_CPUID", "fixture header"),
                          qemu_version=tuple(int(p) for p in kv["qemu_version"].split(".")),
-                         qemu_flavour=kv["qemu_flavour"], flavour_source="fixture header: " + m.group(1).decode())
+                         qemu_flavour=kv["qemu_flavour"], flavour_source="fixture header: " + m.group(1).decode(),
+                         version_source="fixture header")
     return facts
 
 

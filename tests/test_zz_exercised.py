@@ -1,5 +1,5 @@
-"""After a full run: every rule row of every QEMU flavour applied somewhere, and every decision rule was
-reached (the counterpart of virt-manager's test_checkprops). Runs last (file order); skipped when only
+"""After a full run: every rule row of every QEMU flavour applied somewhere, every libvirt_xml row was read
+from some domain, and every decision rule was reached (the counterpart of virt-manager's test_checkprops). Runs last (file order); skipped when only
 part of the suite was selected."""
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from virtxml_cpu.flavours import FLAVOURS
+from virtxml_cpu.libvirt_xml import SETTINGS
 from virtxml_cpu.policy import DECISION_RULES
 from virtxml_cpu.pipeline import process
 from virtxml_cpu.config import Config
@@ -29,6 +30,8 @@ def test_every_rule_row_and_decision_rule_was_exercised(request):
                if id(r) not in EXERCISED["rows"]]
     assert not missing, "rule rows no test exercised:\n" + "\n".join(missing)
     assert set(DECISION_RULES) == EXERCISED["decisions"], sorted(set(DECISION_RULES) ^ EXERCISED["decisions"])
+    unread = {s.key for s in SETTINGS} - EXERCISED["settings"]
+    assert not unread, f"libvirt_xml rows no domain exercised: {sorted(unread)}"
 
 
 def test_decisions_name_only_known_rules():

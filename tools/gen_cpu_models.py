@@ -11,11 +11,15 @@ generator with an error instead of shifting later models' bits.
 """
 
 import json
+import os
 import subprocess
 import sys
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from virtxml_cpu.properties import TABLE  # noqa: E402
+
 QEMU = sys.argv[1:] or ["qemu-system-x86_64"]
-BITS = ("x2apic", "svm")
+BITS = tuple(p.name for p in TABLE if p.named_default is None)  # the bits each model defines itself
 
 
 def qmp(commands):

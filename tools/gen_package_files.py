@@ -38,6 +38,8 @@ CONFIG_KEYS = (
               "cpu-feature (<cpu><feature policy='require' name='kvm_pv_unhalt'/>, which libvirt 9.0-11.3 "
               "refuse to start)"),
     ("qemu_flavour", "the QEMU build the guests run on: upstream, ubuntu or rhel (default: detected)"),
+    ("qemu_version", "the QEMU release the guests run on, X.Y[.Z] (default: detected from libvirt or the "
+                     "local QEMU); a property or compat row newer than it does not apply"),
     ("timeout", "seconds a libvirt host may stay silent while connecting or on any call (default 30)"),
     ("host_timeout", "seconds a whole host may take (default 10 times timeout)"),
     ("hook.mode", "what the hook does at guest start: audit (log), enforce (refuse the start) or queue "

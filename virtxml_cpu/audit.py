@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from . import guest_os
 from .config import Config
 from .errors import HostTimeout, VirtxmlCpuError
-from .libvirt_conn import DEFAULT_TIMEOUT, connection_host_facts, libvirt_module, open_for_reading
+from .libvirt_conn import DEFAULT_TIMEOUT, HOST_TIMEOUT_FACTOR, connection_host_facts, libvirt_module, open_for_reading
 from .pipeline import process
 from .records import OK, TIMED_OUT, UNREACHABLE, AuditRow, HostResult, RowDecision
 
@@ -50,7 +50,7 @@ class AuditOptions:
     probe: bool = True  # read /dev/kvm for local URIs
     progress: Callable[[str, int, int], None] | None = None
     timeout: float = DEFAULT_TIMEOUT  # connecting, and any one libvirt call (keepalive)
-    host_timeout: float = 10 * DEFAULT_TIMEOUT  # the whole host
+    host_timeout: float = HOST_TIMEOUT_FACTOR * DEFAULT_TIMEOUT  # the whole host
 
 
 def audit_host(uri: str, opts: AuditOptions) -> HostResult:
@@ -64,7 +64,7 @@ def audit_host(uri: str, opts: AuditOptions) -> HostResult:
     rows: list[AuditRow] = []
     error = None
     try:
-        host = connection_host_facts(conn, uri, opts.probe, opts.cfg.qemu_flavour)
+        host = connection_host_facts(conn, uri, opts.probe, opts.cfg)
         doms = []
         for n in opts.names:  # an unknown name is that name's row, not the host's failure
             try:

@@ -7,11 +7,12 @@ import json
 import os
 import sys
 
-from . import __version__, config as configmod, report
+from . import __version__, config as configmod, qemu_build, report
 from .config import HOOK_MODES
 from .flavours import NAMES as FLAVOUR_NAMES
 from .errors import EXIT_BAD_INPUT, EXIT_ENVIRONMENT, EXIT_OK, EXIT_WORK_FOUND, BadInput, VirtxmlCpuError
 from .hookinstall import DEFAULT_HOOKS_DIR
+from .libvirt_conn import DEFAULT_URI
 from .errors import shown
 from .files import read_input, update_in_place, write_output
 from .hostfacts import HostFacts, parse_capabilities, parse_domcapabilities, probe_kvm, probe_local_qemu
@@ -27,17 +28,26 @@ def _policy_opts(p: argparse.ArgumentParser) -> None:
     p.add_argument("--style", choices=STYLES, help="how to add it (default: pvspinlock)")
     p.add_argument("--config", help=f"config file (default {configmod.DEFAULT_PATH})")
     p.add_argument("--qemu-flavour", choices=FLAVOUR_NAMES,
-                   help="the QEMU build the guests run on (default: config, else libvirt's machine list, else "
-                        "the local qemu-system-x86_64 --version, else the machine name)")
+                   help="the QEMU build the guests run on (default: --emulator, config, libvirt, the local "
+                        "qemu-system-x86_64 --version, else the machine name)")
+    p.add_argument("--qemu-version", type=_release, metavar="X.Y[.Z]",
+                   help="the QEMU release the guests run on (default: --emulator, config, libvirt, the local "
+                        "qemu-system-x86_64 --version; unknown: taken as current)")
+
+
+def _release(text: str) -> str:
+    if not configmod.is_release(text):
+        raise argparse.ArgumentTypeError(f"not a QEMU release X.Y[.Z]: {text!r}")
+    return text
 
 
 def _live_opts(p: argparse.ArgumentParser, several: bool = True) -> None:
     """Options of the verbs that talk to libvirt."""
     if several:
         p.add_argument("domains", nargs="*", metavar="DOMAIN")
-        p.add_argument("--connect", metavar="URI", action="append", help="repeatable; default qemu:///system")
+        p.add_argument("--connect", metavar="URI", action="append", help=f"repeatable; default {DEFAULT_URI}")
     else:
-        p.add_argument("--connect", metavar="URI", default="qemu:///system")
+        p.add_argument("--connect", metavar="URI", default=DEFAULT_URI)
     p.add_argument("--no-host-probe", action="store_true", help="do not read /dev/kvm (local URIs only)")
     p.add_argument("--timeout", type=_seconds, metavar="SECONDS",
                    help="how long a libvirt host may stay silent while connecting or on any call "
@@ -61,7 +71,10 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--connect", metavar="URI", help="read host facts from this libvirt connection")
     p.add_argument("--capabilities", metavar="FILE", help="`virsh capabilities` output (machine aliases)")
     p.add_argument("--domcapabilities", metavar="FILE", help="`virsh domcapabilities` output (host-model CPU)")
-    p.add_argument("--no-host-probe", action="store_true", help="do not read KVM's supported CPUID from /dev/kvm")
+    p.add_argument("--emulator", metavar="PATH", help="the QEMU binary the guests run on: its --version gives the "
+                                                     "build and release (default: qemu-system-x86_64 on PATH)")
+    p.add_argument("--no-host-probe", action="store_true",
+                   help="do not read KVM's supported CPUID from /dev/kvm nor ask the local QEMU")
     p.add_argument("-q", "--quiet", action="store_true", help="print errors only")
     p.add_argument("-v", "--verbose", action="store_true", help="full reasons, host facts used")
 
@@ -155,32 +168,35 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def gather_host_facts(args, cfg) -> HostFacts:
-    """Host facts in order of authority; the QEMU build from, first to last: --qemu-flavour, the config,
-    libvirt (--connect or --capabilities), the local QEMU's --version, and else the machine name alone."""
+    """Host facts in order of authority; the QEMU build and release by qemu_build's precedence."""
     facts = HostFacts()
     if not args.no_host_probe:
         facts = facts.merged(probe_kvm())
+    libvirt = HostFacts()
     if args.capabilities:
-        facts = facts.merged(parse_capabilities(read_input(args.capabilities)))
+        libvirt = libvirt.merged(parse_capabilities(read_input(args.capabilities)))
     if args.domcapabilities:
-        facts = facts.merged(parse_domcapabilities(read_input(args.domcapabilities)))
+        libvirt = libvirt.merged(parse_domcapabilities(read_input(args.domcapabilities)))
     if args.connect:
         from .libvirt_conn import host_facts
 
-        facts = facts.merged(host_facts(args.connect))
-    if facts.qemu_flavour is None and not args.no_host_probe and not args.connect:
+        libvirt = libvirt.merged(host_facts(args.connect))
+    facts = facts.merged(libvirt)
+    claims = qemu_build.from_command_line(args.qemu_flavour, args.qemu_version)
+    binary = args.emulator
+    if binary:
+        named = probe_local_qemu(binary)
+        if named.qemu_version is None:
+            raise BadInput(f"--emulator {shown(binary)}: not an executable that answers --version as QEMU does")
+        claims.append(qemu_build.from_facts(named))
+    claims += qemu_build.from_config(cfg) + qemu_build.libvirt_claims(libvirt)
+    if not binary and not args.no_host_probe and not args.connect:
         local = probe_local_qemu()
-        facts = facts.merged(HostFacts(qemu_flavour=local.qemu_flavour, flavour_source=local.flavour_source,
-                                       qemu_version=facts.qemu_version or local.qemu_version))
-    return with_flavour_choice(facts, args.qemu_flavour, cfg)
-
-
-def with_flavour_choice(facts: HostFacts, option: str | None, cfg) -> HostFacts:
-    """An explicit --qemu-flavour or config `qemu_flavour` outranks anything detected."""
-    if option:
-        return facts.merged(HostFacts(qemu_flavour=option, flavour_source="--qemu-flavour"))
-    if cfg.qemu_flavour:
-        return facts.merged(HostFacts(qemu_flavour=cfg.qemu_flavour, flavour_source=f"qemu_flavour in {cfg.path}"))
+        binary = "qemu-system-x86_64" if local.qemu_version else None
+        claims.append(qemu_build.from_facts(local))
+    facts = qemu_build.settle(facts, claims + qemu_build.weak_libvirt_claims(libvirt))
+    if facts.qemu_flavour == "ubuntu" and binary:  # its own machine descriptions date Ubuntu machine names
+        facts = facts._replace(descriptions=qemu_build.probe_machines(binary))
     return facts
 
 
@@ -275,9 +291,11 @@ def _emit(args, path: str, o) -> int:
 
 
 def _live_config(args):
-    """The config, with --qemu-flavour folded in: the live verbs hand one Config to each host."""
+    """The config, with --qemu-flavour/--qemu-version folded in (and named as given on the command line):
+    the live verbs hand one Config to each host."""
     cfg = configmod.load(args.config)
-    return cfg._replace(qemu_flavour=args.qemu_flavour) if args.qemu_flavour else cfg
+    given = {k: getattr(args, k) for k in ("qemu_flavour", "qemu_version") if getattr(args, k, None)}
+    return cfg._replace(**given, given=frozenset(given)) if given else cfg
 
 
 def _ask(prompt: str) -> bool:
@@ -285,7 +303,7 @@ def _ask(prompt: str) -> bool:
 
 
 def _apply(args) -> int:
-    from .libvirt_conn import DEFAULT_TIMEOUT
+    from .libvirt_conn import deadlines
     from .live import ApplyOptions, ApplyResult, Selection, apply_with_deadline
 
     if not (args.domains or args.all or args.pending):
@@ -294,13 +312,13 @@ def _apply(args) -> int:
     if confirm is None and not (args.yes or args.dry_run or args.diff):
         raise BadInput("not a terminal: pass --yes to define without asking, or --dry-run/--diff")
     cfg = _live_config(args)
-    timeout = args.timeout or cfg.timeout or DEFAULT_TIMEOUT
+    timeout, host_timeout = deadlines(args.timeout, cfg)
     opts = ApplyOptions(cfg, args.policy, args.style, args.dry_run, args.diff, args.yes,
                         probe=not args.no_host_probe, confirm=confirm, timeout=timeout)
     which = Selection(tuple(args.domains), args.all, args.pending)
     total, down = ApplyResult(), []
-    for uri in args.connect or ["qemu:///system"]:
-        res, problem = apply_with_deadline(uri, which, opts, cfg.host_timeout or 10 * timeout)
+    for uri in args.connect or [DEFAULT_URI]:
+        res, problem = apply_with_deadline(uri, which, opts, host_timeout)
         total.add(res)
         if problem:  # one unreachable or wedged host does not stop the others
             _err(problem)
@@ -308,7 +326,7 @@ def _apply(args) -> int:
     print(f"changed {total.changed}, would change {total.would_change}, unchanged {total.unchanged}, "
           f"skipped {total.skipped}, unknown {total.unknown}, failed {total.failed}"
           + (f"; unreachable: {', '.join(down)}" if down else ""), file=sys.stderr)
-    _unverified_note(args.connect or ["qemu:///system"])
+    _unverified_note(args.connect or [DEFAULT_URI])
     if total.failed or down:
         return EXIT_ENVIRONMENT
     if total.unknown:
@@ -324,16 +342,15 @@ def _audit(args) -> int:
     from . import audit
     from .records import summarize
     from .render import RENDERERS, emit
+    from .libvirt_conn import deadlines
     from .render.table import summary_line
 
     cfg = _live_config(args)
-    timeout = args.timeout or cfg.timeout or audit.DEFAULT_TIMEOUT
     opts = audit.AuditOptions(cfg, args.policy, args.style, tuple(args.domains), args.observe,
-                              not args.no_host_probe, audit.stderr_progress(), timeout,
-                              cfg.host_timeout or 10 * timeout)
+                              not args.no_host_probe, audit.stderr_progress(), *deadlines(args.timeout, cfg))
     chunks: list[str] = []
     write = chunks.append if args.output else _write_stdout
-    results = _reporting_errors(audit.audit_stream(args.connect or ["qemu:///system"], opts))
+    results = _reporting_errors(audit.audit_stream(args.connect or [DEFAULT_URI], opts))
     hosts = emit(RENDERERS[args.format], results, write, time.time)
     if args.output:
         write_output(args.output, "".join(chunks).encode(), [])
@@ -361,13 +378,13 @@ def _reporting_errors(hosts):
 
 
 def _watch(args) -> int:
-    from .libvirt_conn import DEFAULT_TIMEOUT
+    from .libvirt_conn import deadlines
     from .live import ApplyOptions
     from .watch import watch
 
     cfg = _live_config(args)
     return watch(args.connect, ApplyOptions(cfg, args.policy, args.style, probe=not args.no_host_probe,
-                                            timeout=args.timeout or cfg.timeout or DEFAULT_TIMEOUT))
+                                            timeout=deadlines(args.timeout, cfg)[0]))
 
 
 def _hook(args) -> int:
@@ -375,7 +392,7 @@ def _hook(args) -> int:
 
     if args.action == "install":
         lines = hookinstall.install(args.hooks_dir, args.mode, args.config, args.legacy)
-        _unverified_note(["qemu:///system"])
+        _unverified_note([DEFAULT_URI])
     elif args.action == "uninstall":
         lines = hookinstall.uninstall(args.hooks_dir)
     else:

@@ -3,6 +3,7 @@
     policy = "compat"        # compat | never | always | numa
     style = "pvspinlock"     # pvspinlock | cpu-feature
     qemu_flavour = "ubuntu"  # upstream | ubuntu | rhel (default: detected)
+    qemu_version = "8.2.2"   # the QEMU release (default: detected)
     [hook]
     mode = "audit"           # audit | enforce | queue
     spool = "/var/lib/virtxml-cpu/pending"
@@ -34,11 +35,13 @@ class Config(NamedTuple):
     qemu_flavour: str | None = None
     timeout: float | None = None  # seconds a libvirt host may stay silent (connecting, any call)
     host_timeout: float | None = None  # seconds for a whole host (default: 10 x timeout)
+    qemu_version: str | None = None  # the QEMU release the guests run on, X.Y[.Z] (default: detected)
+    given: frozenset[str] = frozenset()  # settings that came from the command line, not this file
 
 
 MAX_CONFIG_BYTES = 64 * 1024  # a config is a few lines; /dev/zero or a log file by mistake is not
 KEYS = {"policy": str, "style": str, "qemu_flavour": str, "hook": dict, "timeout": (int, float),
-        "host_timeout": (int, float)}
+        "host_timeout": (int, float), "qemu_version": str}
 HOOK_KEYS = {"mode": str, "spool": str, "syslog_socket": str}
 
 
@@ -66,13 +69,21 @@ def parse(text: str, path: str = "<config>") -> Config:
             raise BadInput(f"config {path}: {key} must be above 0 and at most 86400 seconds")
     cfg = Config(data.get("policy"), data.get("style", "pvspinlock"), hook.get("mode"),
                  hook.get("spool", DEFAULT_SPOOL), hook.get("syslog_socket"), path, data.get("qemu_flavour"),
-                 data.get("timeout"), data.get("host_timeout"))
+                 data.get("timeout"), data.get("host_timeout"), data.get("qemu_version"))
+    if cfg.qemu_version is not None and not is_release(cfg.qemu_version):
+        raise BadInput(f"config {path}: qemu_version = {cfg.qemu_version!r} is not a QEMU release X.Y[.Z]")
     for key, value, allowed in (("policy", cfg.policy, POLICIES + (None,)), ("style", cfg.style, STYLES),
                                 ("qemu_flavour", cfg.qemu_flavour, FLAVOURS + (None,)),
                                 ("hook.mode", cfg.hook_mode, HOOK_MODES + (None,))):
         if value not in allowed:
             raise BadInput(f"config {path}: {key} = {value!r} is not one of {', '.join(a for a in allowed if a)}")
     return cfg
+
+
+def is_release(text: str) -> bool:
+    """X.Y or X.Y.Z, ASCII digits."""
+    parts = text.split(".")
+    return 2 <= len(parts) <= 3 and all(p.isascii() and p.isdigit() for p in parts)
 
 
 def load(path: str | None) -> Config:

@@ -7,8 +7,11 @@ from typing import NamedTuple
 
 from lxml import etree
 
+from .libvirt_xml import SETTINGS, Setting
+from .orchestrators import ORCHESTRATORS
+
 QEMU_NS = "http://libvirt.org/schemas/domain/qemu/1.0"
-OWN_NS = "urn:virtxml-cpu:domain:1"
+OWN_NS = "urn:virtxml-cpu:domain:1"  # the tool's own per-domain metadata (<vxc:cpu policy=.../>)
 LIBOSINFO_NS = "http://libosinfo.org/xmlns/libvirt/domain/1.0"
 
 
@@ -23,14 +26,6 @@ NO_ARG_OPTIONS = frozenset({
     "only-migratable", "enable-fips", "xen-attach", "xen-domid-restrict", "enable-sync-profile", "localtime",
     "mem-prealloc", "no-kqemu", "kernel-kqemu", "enable-kqemu", "tdf", "audio-help", "std-vga",
 })
-
-
-# Orchestrators that generate a domain's definition, by the metadata they write into it.
-ORCHESTRATORS = (
-    ("OpenStack Nova", "http://openstack.org/xmlns/libvirt/nova/", "instance"),
-    ("oVirt/VDSM", "http://ovirt.org/vm/", "vm"),
-    ("KubeVirt", "http://kubevirt.io", "kubevirt"),
-)
 
 
 class QemuArgs(NamedTuple):
@@ -53,17 +48,8 @@ class DomainFacts(NamedTuple):
     machine: str | None
     cpu_mode: str  # none, custom, host-model, host-passthrough, maximum
     cpu_model: str | None
-    cpu_check: str | None
     cpu_features: tuple[tuple[str, str], ...]  # (name, policy)
-    cpu_cache: tuple[str, str | None] | None  # <cpu><cache mode= level=>
-    pvspinlock: str | None  # on/off/None; <pvspinlock/> without state is on (libvirt reads it so)
-    apic_eoi: str | None
-    kvm_hidden: bool
-    hint_dedicated: str | None
-    poll_control: str | None
-    pv_ipi: str | None
-    ioapic_driver: str | None  # kvm/qemu/None
-    kvmclock_present: str | None  # yes/no/None
+    settings: tuple[tuple[str, str], ...]  # (libvirt_xml.Setting key, XML value), in libvirt_xml.SETTINGS order
     hyperv: bool
     hyperv_spinlocks: bool
     vcpus: int
@@ -72,21 +58,39 @@ class DomainFacts(NamedTuple):
     override_policy: str | None  # from <metadata><virtxml-cpu:cpu policy=...>
     os_id: str | None  # libosinfo id, e.g. http://microsoft.com/win/10
     emulator: str | None
-    orchestrator: str | None = None  # who generates this definition (ORCHESTRATORS)
+    orchestrator: str | None = None  # who generates this definition (orchestrators.ORCHESTRATORS)
 
     @property
     def looks_windows(self) -> bool:
         return bool(self.hyperv or (self.os_id and "microsoft.com/win" in self.os_id))
 
+    def setting(self, key: str) -> str | None:
+        """The XML value of one libvirt_xml row, None when the domain does not write it."""
+        return next((v for k, v in self.settings if k == key), None)
 
-def _state(el, attr="state"):
-    return el.get(attr) if el is not None else None
+    @property
+    def pvspinlock(self) -> str | None:
+        return self.setting("pvspinlock")
 
 
-def _pvspinlock(el) -> str | None:
+def _setting(top: dict, row: Setting) -> str | None:
+    """Read one libvirt_xml row from the domain's top-level children."""
+    el = top.get(row.path[0])
+    for tag in row.path[1:-1]:
+        el = _children(el).get(tag)
     if el is None:
         return None
-    return el.get("state") or "on"  # virDomainFeaturesDefParse: a bare <pvspinlock/> is on
+    last = row.path[-1]
+    if row.select:
+        attr, want = row.select
+        found = [c for c in el.iterchildren(last) if c.get(attr) == want]
+        child = found[-1] if found else None
+    else:
+        child = _children(el).get(last)
+    if child is None:
+        return None
+    value = child.get(row.attr)
+    return row.bare if value is None else value
 
 
 def _int(text, default):
@@ -162,28 +166,19 @@ def extract(root: etree._Element) -> DomainFacts:
     top = _children(root)
     os_type = _children(top.get("os")).get("type")
     cpu = top.get("cpu")
-    feats = _children(top.get("features"))
-    kvm = _children(feats.get("kvm"))
-    hyperv = feats.get("hyperv")
+    hyperv = _children(top.get("features")).get("hyperv")
 
-    cache, cells = None, 0
+    cells = 0
     if cpu is None:
-        mode, model, check, cpu_features = "none", None, None, ()
+        mode, model, cpu_features = "none", None, ()
     else:
         parts = _children(cpu)
         model = _text(parts.get("model")) or None
         mode = cpu.get("mode") or "custom"
-        check = cpu.get("check")
         cpu_features = tuple((f.get("name") or "", f.get("policy") or "require") for f in cpu.iterchildren("feature"))
-        if "cache" in parts:
-            cache = (parts["cache"].get("mode") or "", parts["cache"].get("level"))
         if "numa" in parts:
             cells = sum(1 for _ in parts["numa"].iterchildren("cell"))
-    timer = None
-    if "clock" in top:
-        for t in top["clock"].iterchildren("timer"):
-            if t.get("name") == "kvmclock":
-                timer = t.get("present")
+    settings = tuple((row.key, v) for row in SETTINGS if (v := _setting(top, row)) is not None)
     args = [a.get("value", "") for c in root.iterchildren(f"{{{QEMU_NS}}}commandline")
             for a in c.iterchildren(f"{{{QEMU_NS}}}arg")]
     meta = _children(top.get("metadata"))
@@ -198,19 +193,10 @@ def extract(root: etree._Element) -> DomainFacts:
         machine=os_type.get("machine") if os_type is not None else None,
         cpu_mode=mode,
         cpu_model=model,
-        cpu_check=check,
         cpu_features=cpu_features,
-        cpu_cache=cache,
-        pvspinlock=_pvspinlock(feats.get("pvspinlock")),
-        apic_eoi=_state(feats.get("apic"), "eoi"),
-        kvm_hidden=_state(kvm.get("hidden")) == "on",
-        hint_dedicated=_state(kvm.get("hint-dedicated")),
-        poll_control=_state(kvm.get("poll-control")),
-        pv_ipi=_state(kvm.get("pv-ipi")),
-        ioapic_driver=_state(feats.get("ioapic"), "driver"),
-        kvmclock_present=timer,
+        settings=settings,
         hyperv=hyperv is not None,
-        hyperv_spinlocks=_state(hv_spin) == "on",
+        hyperv_spinlocks=hv_spin is not None and hv_spin.get("state") == "on",
         vcpus=_int(_text(top.get("vcpu")), 1),
         numa_cells=cells,
         qemu=parse_qemu_args(args),
@@ -228,7 +214,7 @@ def _orchestrator(metadata) -> str | None:
         if not isinstance(child.tag, str):
             continue
         q = etree.QName(child)
-        for name, ns, local in ORCHESTRATORS:
-            if (q.namespace or "").startswith(ns) and q.localname == local:
-                return name
+        for o in ORCHESTRATORS:
+            if (q.namespace or "").startswith(o.namespace) and q.localname == o.element:
+                return o.name
     return None

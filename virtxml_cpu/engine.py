@@ -1,11 +1,13 @@
 """Effective CPU features with provenance: DomainFacts + HostFacts -> Resolution (pure).
 
-An interpreter of the flavour tables (flavours/) in QEMU's own order (target/i386 and hw/core/qdev.c):
-the CPU model's bits, then the build's kvm_default_props as machine compat changed them (named models
-under KVM only), then machine compat_props (every x86 CPU, counted as user-set), then -global, then -cpu
-properties (libvirt's <cpu>/<features>, or a <qemu:commandline> -cpu that replaces them), then host/max
-auto-enable, then `kvm=off`/TCG clearing the KVM leaf, then the filter against what the accelerator
-supports, then what KVM itself strips. One function per step; STEPS is the order.
+An interpreter of the tables -- properties.py (each property's defaults, release and support conditions),
+libvirt_xml.py (what libvirt writes for the domain XML) and flavours/ (each build's rows) -- in QEMU's own
+order (target/i386 and hw/core/qdev.c): the CPU model's bits, then the build's kvm_default_props as machine
+compat changed them (named models under KVM only), then machine compat_props (every x86 CPU, counted as
+user-set), then -global, then -cpu properties (libvirt's <cpu>/<features>, or a <qemu:commandline> -cpu
+that replaces them), then host/max auto-enable, then `kvm=off`/TCG clearing the KVM leaf, then the filter
+against what the accelerator supports, then what the QEMU release lacks, then what KVM itself strips. One
+function per step; STEPS is the order. Rows and properties apply only on the QEMU releases that have them.
 
 When the QEMU build is not known and the machine name does not pin it down, the domain is resolved under
 every build that has such a machine and the answers are merged: a property on which they disagree is
@@ -17,20 +19,22 @@ from __future__ import annotations
 import re
 from typing import NamedTuple
 
-from . import rules
+from . import libvirt_xml, rules
 from .cpu_models import MODEL_BITS
 from .domain import DomainFacts
 from .flavours import FLAVOURS, UPSTREAM, Flavour, Rule
 from .hostfacts import HostFacts
-from .machines import Machine, claimants, classify, own_version_at_most, version_at_most
+from .machines import Machine, claimants, classify, format_version, own_version_at_most, version_at_most
 from .memo import MISSING, Kept
+from .properties import (BY_NAME, CPU_PM_STRIPS, KVM_LEAF_HIDDEN, KVM_LEAF_WITHOUT_KVM, PROPERTIES, TABLE,
+                         Property)
 
 ON, OFF, HOST = "on", "off", "host-dependent"
-TCG_X2APIC_SINCE = (9, 0)  # x2APIC emulation for TCG (Bui Quang Minh's series, merged for QEMU 9.0)
 
 # Provenance tags a policy may act on.
 SRC_TCG, SRC_HIDDEN, SRC_CPU_PM = "tcg", "kvm-hidden", "kvm-cpu-pm"
-SRC_FILTERED, SRC_FLAVOUR = "filtered", "qemu-flavour"
+SRC_FILTERED, SRC_FLAVOUR, SRC_ABSENT = "filtered", "qemu-flavour", "qemu-release"
+MODEL_OWN = tuple(p.name for p in TABLE if p.named_default is None)  # bits each CPU model defines itself
 
 
 class Value(NamedTuple):
@@ -106,8 +110,7 @@ def _bool(text: str) -> bool | None:
     return None
 
 
-def _qemu_name(name: str) -> str:
-    return name.replace("_", "-")
+_qemu_name = libvirt_xml.qemu_name
 
 
 def parse_cpu_option(text: str) -> tuple[str, list[tuple[str, bool]]]:
@@ -136,14 +139,20 @@ def _accel(virt_type: str | None) -> str:
 def _irqchip(facts: DomainFacts, machine: Machine) -> str:
     if facts.qemu.accel_irqchip:
         return facts.qemu.accel_irqchip
-    if facts.ioapic_driver == "qemu":
-        return "split"
-    if facts.ioapic_driver == "kvm":
-        return "on"
+    for key, value in facts.settings:
+        row = libvirt_xml.BY_KEY[key]
+        if row.option == "-machine" and row.prop == "kernel_irqchip" and value in row.values:
+            return row.values[value]
     return machine.irqchip
 
 
-def rule_applies(rule: Rule, machine: Machine, irqchip: str) -> bool | None:
+def rule_applies(rule: Rule, machine: Machine, irqchip: str, release: tuple[int, ...] | None = None) -> bool | None:
+    """Whether a row applies to this machine and irqchip on QEMU `release` (None: unknown, as current);
+    None when the machine's compat level cannot decide it."""
+    if not rule.exists_in(release):
+        return False
+    if rule.machine_keyed and rule.origin != machine.arrays:  # RHEL machines take RHEL's arrays only
+        return False
     if rule.when and rule.when != f"irqchip={irqchip}":
         return False
     if rule.families is not None and machine.family not in rule.families:
@@ -159,63 +168,60 @@ def rule_applies(rule: Rule, machine: Machine, irqchip: str) -> bool | None:
 # The steps, in QEMU's order.
 
 def _model_bits(ctx: _Context) -> tuple[dict[str, bool | None], str]:
-    """x2apic/svm as the CPU model defines them (host-model: as libvirt expands it)."""
+    """The bits a CPU model defines itself (MODEL_OWN), as the model has them (host-model: as libvirt
+    expands it)."""
     facts, host = ctx.facts, ctx.host
+    unknown: dict[str, bool | None] = dict.fromkeys(MODEL_OWN)
     if facts.cpu_mode == "host-model" and not facts.qemu.cpu:
         if host.host_model:
             base, feats = host.host_model
-            bits = dict(MODEL_BITS.get(base or "", {"x2apic": None, "svm": None}))
+            bits = dict(MODEL_BITS.get(base or "", unknown))
             for name, policy in feats:
                 if name in bits:
                     bits[name] = policy in ("require", "force")
             return bits, f"host-model = {base} + {len(feats)} features (domain capabilities)"
-        inferred = {b: host.supports(*rules.HOST_CPUID_BIT[b]) for b in ("x2apic", "svm")}
+        inferred = {b: host.supports(*BY_NAME[b].cpuid) for b in MODEL_OWN}
         how = "inferred from /dev/kvm" if host.cpuid is not None else "unknown without host facts"
         return inferred, f"host-model: libvirt names every host CPU feature in its CPU map ({how})"
     bits = MODEL_BITS.get(ctx.model or "")
     if bits is None:
-        return {"x2apic": None, "svm": None}, f"CPU model {ctx.model} is not in the model table"
+        return unknown, f"CPU model {ctx.model} is not in the model table"
     return dict(bits), f"CPU model {ctx.model} definition"
 
 
 def step_cpu_model(ctx: _Context, slots: dict[str, _Slot]) -> None:
-    """1. The CPU model's own bits, or host/max (filled from host support in step 6)."""
+    """1. The CPU model's own bits and QEMU's property defaults, or host/max (filled from host support in
+    step 6)."""
     if ctx.kind == "named":
         bits, why = _model_bits(ctx)
-        for p in rules.PROPERTIES:
-            if p in bits:
-                slots[p] = _Slot(bits[p], "cpu-model", why)
-            elif p == "kvm-pv-unhalt":
-                slots[p] = _Slot(False, "qemu-default", "upstream kvm_default_props never includes it (QEMU 1.2 to "
-                                 "master); only -cpu host/max or <pvspinlock state='on'/> turns it on")
-            elif p == "kvm-hint-dedicated":
-                slots[p] = _Slot(False, "qemu-default", "off unless asked for (FEAT_KVM_HINTS, be7773268d, 2.12)")
+        for p in TABLE:
+            if p.named_default is None:
+                slots[p.name] = _Slot(bits[p.name], "cpu-model", why)
             else:
-                slots[p] = _Slot(False, "qemu-default", "no CPU model defines KVM paravirt bits; only -cpu host/max "
-                                 "or an explicit property turns this on")
-    else:
-        for p in rules.PROPERTIES:
-            slots[p] = _Slot(None, f"-cpu {ctx.kind}", f"-cpu {ctx.kind} enables what the accelerator supports",
-                             auto=True)
-        slots["kvm-hint-dedicated"] = _Slot(False, f"-cpu {ctx.kind}",
-                                            "FEAT_KVM_HINTS is never auto-enabled (0d914f39a7, 2.12)")
-    slots["l3-cache"] = _Slot(True, "qemu-default", "l3-cache property default true (14c985cffa, 2.8)")
-
-
-_APPLICABLE = Kept()
+                slots[p.name] = _Slot(p.named_default, "qemu-default", p.default_why)
+        return
+    for p in TABLE:
+        if p.auto:
+            slots[p.name] = _Slot(None, f"-cpu {ctx.kind}", f"-cpu {ctx.kind} enables what the accelerator supports",
+                                  auto=True)
+        elif p.auto_why:
+            slots[p.name] = _Slot(p.named_default, f"-cpu {ctx.kind}", p.auto_why)
+        else:
+            slots[p.name] = _Slot(p.named_default, "qemu-default", p.default_why)
 
 
 def _applicable(ctx: _Context, layer: str) -> tuple[tuple[Rule, bool | None], ...]:
-    """The rows of one layer that may apply to this machine, with rule_applies' answer. Pure in (build,
-    machine, irqchip), so cached: a fleet has few distinct machines."""
-    key = (ctx.machine, ctx.irqchip, layer)
-    answer = _APPLICABLE.get(ctx.flavour, key)
-    if answer is MISSING:
-        rows = (ctx.flavour.kvm_defaults if layer == "kvm-default" else ()) + tuple(
-            r for r in ctx.flavour.machine_rows if r.layer == layer)
-        answer = _APPLICABLE.put(ctx.flavour, key, tuple(
-            (r, a) for r in rows if (a := rule_applies(r, ctx.machine, ctx.irqchip)) is not False))
-    return answer
+    """The rows of one layer that may apply to this machine on this QEMU release, with rule_applies' answer."""
+    rows = (ctx.flavour.kvm_defaults if layer == "kvm-default" else ()) + tuple(
+        r for r in ctx.flavour.machine_rows if r.layer == layer)
+    release = ctx.host.qemu_version
+    return tuple((r, a) for r in rows if (r.models is None or ctx.model in r.models)
+                 and (a := rule_applies(r, ctx.machine, ctx.irqchip, release)) is not False)
+
+
+def _default_source(rule: Rule) -> str:
+    """A build-wide kvm_default_props row: upstream's plain, a downstream build's by its name."""
+    return "kvm-default" if rule.origin == "upstream" else f"{rule.origin}-kvm-default"
 
 
 def step_kvm_defaults(ctx: _Context, slots: dict[str, _Slot]) -> None:
@@ -229,13 +235,12 @@ def step_kvm_defaults(ctx: _Context, slots: dict[str, _Slot]) -> None:
                                      f"depends on which machine {ctx.machine.label()} stands for: {rule.source}")
         elif rule.value is None:  # keep the CPU model's own bit: a machine's compat row, or a build's table
             v, d = base[rule.prop]
-            if id(rule) in _DEFAULT_ROWS:
-                slots[rule.prop] = _Slot(v, f"{ctx.flavour.name}-kvm-default", f"{rule.source}; so {d}")
-            else:
+            if rule.machine_keyed:
                 slots[rule.prop] = _Slot(v, "machine-compat", f"{ctx.machine.label()}: {rule.source}; so {d}")
+            else:
+                slots[rule.prop] = _Slot(v, _default_source(rule), f"{rule.source}; so {d}")
         else:
-            src = "kvm-default" if id(rule) in _UPSTREAM_DEFAULTS else f"{ctx.flavour.name}-kvm-default"
-            slots[rule.prop] = _Slot(rule.value == ON, src, rule.source)
+            slots[rule.prop] = _Slot(rule.value == ON, _default_source(rule), rule.source)
 
 
 def step_machine_compat(ctx: _Context, slots: dict[str, _Slot]) -> None:
@@ -278,17 +283,17 @@ def step_host_max(ctx: _Context, slots: dict[str, _Slot]) -> None:
 def step_kvm_leaf(ctx: _Context, slots: dict[str, _Slot]) -> None:
     """7. The KVM leaf cleared as a whole: not KVM, or kvm=off."""
     hidden = any(p == "kvm" and not v for p, v, *_ in ctx.cpu_props)
-    for p in rules.KVM_LEAF_EAX_BIT:  # recorded even where the bit was off already: it is the final cause
+    for p in (q.name for q in TABLE if q.kvm_leaf):  # recorded even where the bit was off already: the final cause
         if ctx.accel != "kvm":
-            slots[p] = _Slot(False, SRC_TCG, "not KVM: QEMU clears the KVM leaf (aec661de86, 2.8)")
+            slots[p] = _Slot(False, SRC_TCG, KVM_LEAF_WITHOUT_KVM)
         elif hidden:
-            slots[p] = _Slot(False, SRC_HIDDEN, "<kvm><hidden state='on'/> = -cpu ...,kvm=off: no KVM leaf")
+            slots[p] = _Slot(False, SRC_HIDDEN, KVM_LEAF_HIDDEN)
 
 
 def step_filter(ctx: _Context, slots: dict[str, _Slot]) -> None:
     """8. Drop what the accelerator cannot provide."""
     for p, s in slots.items():
-        if s.value is False or p == "l3-cache":
+        if s.value is False or BY_NAME[p].host == "none":
             continue
         sup, why = ctx.support[p]
         if sup is False:
@@ -297,19 +302,29 @@ def step_filter(ctx: _Context, slots: dict[str, _Slot]) -> None:
             slots[p] = _Slot(None, s.source, f"{s.detail}; kept only if {why}")
 
 
-_UPSTREAM_DEFAULTS = frozenset(id(r) for r in UPSTREAM.kvm_defaults)  # shared rows keep the plain label
-_DEFAULT_ROWS = frozenset(id(r) for f in FLAVOURS.values() for r in f.kvm_defaults)  # a build's own table
+def step_release(ctx: _Context, slots: dict[str, _Slot]) -> None:
+    """9. A property this QEMU release does not have is absent: off, whatever asked for it."""
+    release = ctx.host.qemu_version
+    for p in TABLE:
+        if not p.exists_in(release):
+            slots[p.name] = _Slot(False, SRC_ABSENT, _absent(p, release))
+
 
 STEPS = (step_cpu_model, step_kvm_defaults, step_machine_compat, step_globals, step_cpu_properties,
-         step_host_max, step_kvm_leaf, step_filter)
+         step_host_max, step_kvm_leaf, step_filter, step_release)
+
+
+def _absent(p: Property, release: tuple[int, ...]) -> str:
+    came = f"it came in {format_version(p.since)} ({p.since_source})"
+    gone = f"; removed in {format_version(p.removed)}" if p.removed else ""
+    return f"QEMU {format_version(release)} has no {p.name}: {came}{gone}"
 
 
 def _kvm_strips(ctx: _Context, values: dict[str, Value]) -> None:
-    """9. What KVM strips after QEMU: HLT exits disabled -> no PV_UNHALT (kvm_update_cpuid_runtime)."""
+    """10. What KVM strips after QEMU: HLT exits disabled -> no PV_UNHALT (kvm_update_cpuid_runtime)."""
     v = values["kvm-pv-unhalt"]
-    if ctx.facts.qemu.cpu_pm and ctx.accel == "kvm" and v.source != SRC_HIDDEN:
-        values["kvm-pv-unhalt"] = Value(OFF, SRC_CPU_PM, "-overcommit cpu-pm=on disables HLT exits; KVM clears "
-                                        "PV_UNHALT from the guest CPUID (caa057a2cad6)", qom=v.state)
+    if ctx.facts.qemu.cpu_pm and ctx.accel == "kvm" and v.source not in (SRC_HIDDEN, SRC_ABSENT):
+        values["kvm-pv-unhalt"] = Value(OFF, SRC_CPU_PM, CPU_PM_STRIPS, qom=v.state)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -341,11 +356,11 @@ def _flavour_candidates(name: str | None, host: HostFacts) -> tuple[list[tuple[F
     machine_label = name or "(none: the default machine)"
     if host.qemu_flavour:
         chosen = FLAVOURS[host.qemu_flavour]
-        mine = classify(name, chosen, host.aliases)
+        mine = classify(name, chosen, host.aliases, host.qemu_version, host.descriptions.get(name or ""), chosen=True)
         basis = f"{chosen.name}: {host.flavour_source}"
         if mine is not None:
             return [(chosen, mine)], basis, []
-    claim = claimants(name, host.aliases)
+    claim = claimants(name, host.aliases, host.qemu_version, host.descriptions.get(name or ""))
     if host.qemu_flavour:
         if claim:
             names = ", ".join(f.title for f, _ in claim)
@@ -368,6 +383,9 @@ def _resolve_one(facts: DomainFacts, host: HostFacts, flavour: Flavour, machine:
     irqchip = _irqchip(facts, machine)
     if host.machines and facts.machine and facts.machine not in host.machines:
         warnings.append(f"machine type {facts.machine} is not offered by this host's QEMU")
+    elif machine.defined_in:
+        warnings.append(f"machine type {facts.machine} is not defined by QEMU {format_version(host.qemu_version)} of "
+                        f"this build (only by {machine.defined_in}); read as that definition")
     libvirt_props = _libvirt_cpu_props(facts, warnings)
     if facts.qemu.cpu:
         model, cmd = parse_cpu_option(facts.qemu.cpu)
@@ -399,21 +417,24 @@ def _resolve_one(facts: DomainFacts, host: HostFacts, flavour: Flavour, machine:
 
 
 def _start_refusal(ctx: _Context, values: dict[str, Value]) -> str | None:
-    """libvirt's own checks that stop the start (qemuProcessStartValidate, qemuProcessVerifyKVMFeatures)."""
+    """libvirt's own checks that stop the start (libvirt_xml: virCPUx86ValidateFeatures, qemu_validate.c,
+    qemuProcessVerifyKVMFeatures)."""
     facts = ctx.facts
-    for name, _policy in facts.cpu_features:  # not in libvirt's CPU map (virCPUx86ValidateFeatures)
-        if _qemu_name(name) == "kvm-pv-unhalt":
-            return f"unknown CPU feature: {name}"
-    if facts.cpu_cache and not facts.qemu.cpu:
-        mode, level = facts.cpu_cache
-        if mode == "passthrough" and ctx.kind == "named":
-            return "CPU cache mode 'passthrough' can only be used with"
+    for name, _policy in facts.cpu_features:
+        if _qemu_name(name) in libvirt_xml.NOT_IN_CPU_MAP:
+            return libvirt_xml.NOT_IN_CPU_MAP_ERROR.format(name=name)
+    for key, value in facts.settings:
+        refusal = libvirt_xml.BY_KEY[key].refused_with_named.get(value)
+        if refusal and ctx.kind == "named" and not facts.qemu.cpu:
+            return refusal
     # qemuProcessVerifyKVMFeatures reads the started vCPU, also when a <qemu:commandline> -cpu replaced libvirt's.
-    if facts.pvspinlock == "on" and values["kvm-pv-unhalt"].qemu_property == OFF:
-        ctx.warnings.append(f"libvirt will refuse to start this domain ('host doesn't support paravirtual "
-                            f"spinlocks'): <pvspinlock state='on'/> but kvm-pv-unhalt ends up off "
-                            f"({values['kvm-pv-unhalt'].source})")
-        return "host doesn't support paravirtual spinlocks"
+    for key, value in facts.settings:
+        row = libvirt_xml.BY_KEY[key]
+        if row.verified and row.values.get(value) == ON and values[row.prop].qemu_property == OFF:
+            ctx.warnings.append(f"libvirt will refuse to start this domain ('{row.verified}'): "
+                                f"{row.detail.format(v=value, q=ON).split(' -> ')[0]} but {row.prop} ends up off "
+                                f"({values[row.prop].source})")
+            return row.verified
     return None
 
 
@@ -421,7 +442,7 @@ def _merge(results: list[Resolution]) -> Resolution:
     """One Resolution for several possible builds: agreement stays, disagreement is host-dependent."""
     first = results[0]
     features: dict[str, Value] = {}
-    for p in rules.PROPERTIES:
+    for p in PROPERTIES:
         vals = [r.features[p] for r in results]
         if len({v.qemu_property for v in vals}) == 1 and len({v.state for v in vals}) == 1:
             features[p] = vals[0]
@@ -438,7 +459,7 @@ def _merge(results: list[Resolution]) -> Resolution:
                       irqchip=first.irqchip, how="; ".join(f"{r.flavour}: {r.machine.how}" for r in results))
     refusals = {r.start_refusal for r in results}
     support = {p: first.support[p] if len({r.support[p][0] for r in results}) == 1
-               else (None, "depends on the QEMU build") for p in rules.PROPERTIES}
+               else (None, "depends on the QEMU build") for p in PROPERTIES}
     return Resolution(first.facts, machine, first.accel, first.irqchip, first.cpu_kind, first.model, features,
                       first.explicit_unhalt, tuple(dict.fromkeys(w for r in results for w in r.warnings)),
                       start_refusal=first.start_refusal if len(refusals) == 1 else None, host=first.host,
@@ -460,84 +481,48 @@ def _global_matches(driver: str, kind: str, model: str | None) -> bool:
 
 
 def _libvirt_cpu_props(facts: DomainFacts, warnings: list[str]) -> list[tuple[str, bool, str, str]]:
-    """The -cpu properties libvirt generates, in its order (qemuBuildCpuCommandLine)."""
+    """The -cpu properties libvirt generates, in its order: <cpu><feature> first (qemuBuildCpuFeatureArg),
+    then each libvirt_xml row the domain writes."""
     out: list[tuple[str, bool, str, str]] = []
     for name, policy in facts.cpu_features:
         q = _qemu_name(name)
-        if q == "kvm-pv-unhalt":
-            warnings.append(f"<cpu><feature name='{name}'/>: libvirt 9.0-11.3 refuse to start this domain "
-                            "('unknown CPU feature: kvm_pv_unhalt'); use <features><pvspinlock state='on'/>")
-        if policy in ("require", "force"):
-            out.append((q, True, "<cpu><feature>", f"<feature policy='{policy}' name='{name}'/>"))
-        elif policy in ("disable", "forbid"):
-            out.append((q, False, "<cpu><feature>", f"<feature policy='{policy}' name='{name}'/>"))
-    if facts.kvm_hidden:
-        out.append(("kvm", False, "<features><kvm>", "<hidden state='on'/> -> kvm=off"))
-    for state, prop, xml in ((facts.hint_dedicated, "kvm-hint-dedicated", "<kvm><hint-dedicated"),
-                             (facts.poll_control, "kvm-poll-control", "<kvm><poll-control"),
-                             (facts.pv_ipi, "kvm-pv-ipi", "<kvm><pv-ipi")):
-        if state in ("on", "off"):
-            out.append((prop, state == "on", "<features><kvm>", f"{xml} state='{state}'/> -> {prop}={state}"))
-    if facts.pvspinlock in ("on", "off"):
-        out.append(("kvm-pv-unhalt", facts.pvspinlock == "on", "<features><pvspinlock>",
-                    f"<pvspinlock state='{facts.pvspinlock}'/> -> kvm-pv-unhalt={facts.pvspinlock}"))
-    if facts.apic_eoi in ("on", "off"):
-        out.append(("kvm-pv-eoi", facts.apic_eoi == "on", "<features><apic>",
-                    f"<apic eoi='{facts.apic_eoi}'/> -> kvm-pv-eoi={facts.apic_eoi}"))
-    if facts.kvmclock_present in ("yes", "no"):
-        on = facts.kvmclock_present == "yes"
-        out.append(("kvmclock", on, "<clock><timer>",
-                    f"<timer name='kvmclock' present='{facts.kvmclock_present}'/> -> kvmclock={'on' if on else 'off'}"))
-    if facts.cpu_cache:
-        mode, _level = facts.cpu_cache
-        if mode in ("emulate", "passthrough", "disable"):
-            on = mode == "emulate"
-            out.append(("l3-cache", on, "<cpu><cache>",
-                        f"<cache mode='{mode}'/> -> l3-cache={'on' if on else 'off'} (qemuBuildCpuCommandLine)"))
+        if q in libvirt_xml.NOT_IN_CPU_MAP:
+            warnings.append(f"<cpu><feature name='{name}'/>: {libvirt_xml.NOT_IN_CPU_MAP_NOTE}")
+        value = libvirt_xml.cpu_feature_value(policy)
+        if value:
+            out.append((q, value == ON, libvirt_xml.CPU_FEATURE_SOURCE, f"<feature policy='{policy}' name='{name}'/>"))
+    for key, value in facts.settings:
+        row = libvirt_xml.BY_KEY[key]
+        if row.option == "-cpu" and value in row.values:
+            q = row.values[value]
+            out.append((row.prop, q == ON, row.source, row.detail.format(v=value, q=q)))
     return out
 
 
-_SUPPORT = Kept(256)
-
-
 def _support(ctx: _Context) -> dict[str, tuple[bool | None, str]]:
-    """What the accelerator keeps, per property: pure in (host facts, accelerator, irqchip), so computed
-    once per host and kept (the cache holds the host facts, so their id stays theirs)."""
-    answer = _SUPPORT.get(ctx.host, (ctx.accel, ctx.irqchip))
-    if answer is MISSING:
-        answer = _SUPPORT.put(ctx.host, (ctx.accel, ctx.irqchip), {p: _supported(p, ctx) for p in rules.PROPERTIES})
-    return answer
+    """What the accelerator keeps, per property (QEMU's filter), with the reason: the rows' conditions."""
+    return {p.name: _supported(p, ctx.accel, ctx.irqchip, ctx.host) for p in TABLE}
 
 
-def _supported(prop: str, ctx: _Context) -> tuple[bool | None, str]:
-    """Whether the accelerator would keep `prop` on (QEMU's filter), with the reason."""
-    accel, irqchip, host = ctx.accel, ctx.irqchip, ctx.host
-    if prop == "l3-cache":
-        return True, "a property of QEMU's CPUID, not filtered"
+def _supported(p: Property, accel: str, irqchip: str, host: HostFacts) -> tuple[bool | None, str]:
+    release = host.qemu_version
+    if not p.exists_in(release):
+        return False, _absent(p, release)
+    if p.host == "none":
+        return True, p.host_why
     if accel != "kvm":
-        if prop == "svm":
-            return True, "TCG emulates SVM"
-        if prop == "x2apic":
-            if host.qemu_version is None:
-                return None, "QEMU >= 9.0 (TCG emulates x2APIC only since 9.0)"
-            return (host.qemu_version >= TCG_X2APIC_SINCE,
-                    f"TCG emulates x2APIC only since QEMU 9.0 (this is {'.'.join(map(str, host.qemu_version))})")
-        return False, "TCG provides no KVM paravirt features"
-    if prop == "kvm-pv-unhalt" and irqchip == "off":
-        return False, "QEMU reports kvm-pv-unhalt unsupported without in-kernel irqchip (648774779a, 2.7)"
-    if prop == "x2apic" and irqchip == "off":
-        return False, "x2apic needs the in-kernel irqchip (492a4c94be, 2.6)"
-    if prop == "kvm-msi-ext-dest-id":
-        return (irqchip == "split",
-                "QEMU offers kvm-msi-ext-dest-id only with kernel_irqchip=split (c1bb5418e3, 6.0)")
-    if prop in rules.QEMU_SYNTHESIZED:
-        return True, rules.QEMU_SYNTHESIZED[prop]
-    if prop in rules.KVM_LEAF_EAX_BIT:
-        sup = host.supports(0x40000001, "eax", rules.KVM_LEAF_EAX_BIT[prop])
-    else:
-        sup = host.supports(*rules.HOST_CPUID_BIT[prop])
+        if isinstance(p.tcg, bool):
+            return p.tcg, p.tcg_why
+        if release is None:
+            return None, f"QEMU >= {format_version(p.tcg)} ({p.tcg_why})"
+        return release >= p.tcg, f"{p.tcg_why} (this is {format_version(release)})"
+    if p.kvm_needs and irqchip not in p.kvm_needs.irqchips:
+        return False, p.kvm_needs.why
+    if p.host == "qemu":
+        return True, p.host_why
+    sup = host.supports(*p.cpuid)
     if sup is None:
-        if prop in rules.KVM_BASELINE:
+        if p.baseline:
             return True, "every KVM that QEMU >= 4.2 runs on supports it"
         return None, "the host's KVM supports it (not known without /dev/kvm or host facts)"
     return sup, ("the host's KVM supports it" if sup else "the host's KVM does not support it") + " (/dev/kvm)"
@@ -548,8 +533,10 @@ _UNHALT = re.compile(r"(^|,)[+-]?kvm[-_]pv[-_]unhalt($|[,=])")
 
 def _explicit_unhalt(facts: DomainFacts) -> str | None:
     """Who chose kvm-pv-unhalt explicitly, in any form libvirt or QEMU accepts; such a choice is never changed."""
-    if facts.pvspinlock:
-        return f"<features><pvspinlock state='{facts.pvspinlock}'/>"
+    for key, value in facts.settings:
+        row = libvirt_xml.BY_KEY[key]
+        if row.prop == "kvm-pv-unhalt":
+            return f"{row.source[:-1]} {row.attr}='{value}'/>"
     for name, policy in facts.cpu_features:
         if _qemu_name(name) == "kvm-pv-unhalt":
             return f"<cpu><feature policy='{policy}' name='{name}'/>"

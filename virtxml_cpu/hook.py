@@ -20,7 +20,7 @@ from .xmlio import MAX_INPUT_BYTES
 
 SYSLOG_SOCKET = "/dev/log"
 EMULATOR = re.compile(rb"<emulator>([^<]{1,4096})</emulator>")
-OWN_NS = "urn:virtxml-cpu:domain:1"
+from .domain import OWN_NS  # noqa: E402
 
 
 class Log:

@@ -31,6 +31,8 @@ class HostFacts(NamedTuple):
     sources: tuple[str, ...] = ()
     qemu_flavour: str | None = None  # upstream | ubuntu | rhel, when known
     flavour_source: str = ""  # how it is known, for explain
+    version_source: str = ""  # how qemu_version is known, for explain
+    descriptions: dict[str, str] = {}  # machine name -> QEMU's description of it (`-machine help`; never mutated)
 
     def supports(self, leaf: int, reg: str, bit: int) -> bool | None:
         if self.cpuid is None:
@@ -47,6 +49,9 @@ class HostFacts(NamedTuple):
             sources=self.sources + other.sources,
             qemu_flavour=other.qemu_flavour or self.qemu_flavour,
             flavour_source=other.flavour_source if other.qemu_flavour else self.flavour_source,
+            version_source=(other.version_source or other.flavour_source) if other.qemu_version
+            else self.version_source,
+            descriptions=other.descriptions or self.descriptions,
         )
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import threading
 from urllib.parse import urlparse
 
+from . import qemu_build
+from .config import Config
 from .errors import EnvironmentProblem, HostTimeout
 from .hostfacts import HostFacts, parse_capabilities, parse_domcapabilities, probe_kvm
 
@@ -18,7 +20,9 @@ def libvirt_module():
     return libvirt
 
 
+DEFAULT_URI = "qemu:///system"  # the verbs' connection when none is named
 DEFAULT_TIMEOUT = 30.0  # seconds a libvirt peer may stay silent: connecting, and any one call
+HOST_TIMEOUT_FACTOR = 10  # a whole host gets this many times the peer timeout
 _EVENT_LOOP = threading.Lock()
 _event_loop_running = False
 
@@ -118,13 +122,14 @@ def host_facts_from(conn, uri: str) -> HostFacts:
             dom = parse_domcapabilities(conn.getDomainCapabilities(None, "x86_64", None, "kvm", 0).encode())
         except libvirt.libvirtError:  # read-only connections may not ask
             dom = HostFacts()
-        v = conn.getVersion()
-        version = (v // 1000000, v // 1000 % 1000, v % 1000)
+        v = conn.getVersion() if conn.getType() == "QEMU" else 0  # other drivers' versions are not QEMU's
+        version = (v // 1000000, v // 1000 % 1000, v % 1000) if v else None
     except libvirt.libvirtError as e:
         raise EnvironmentProblem(f"{uri}: {e.get_error_message()}") from None
     facts = caps.merged(dom)
-    return facts._replace(qemu_version=version, sources=tuple(f"{s} ({uri})" for s in facts.sources),
-                   flavour_source=f"{facts.flavour_source} ({uri})" if facts.qemu_flavour else "")
+    return facts._replace(qemu_version=version, version_source=f"libvirt {uri}: the hypervisor version" if version else "",
+                          sources=tuple(f"{s} ({uri})" for s in facts.sources),
+                          flavour_source=f"{facts.flavour_source} ({uri})" if facts.qemu_flavour else "")
 
 
 def is_local(uri: str) -> bool:
@@ -132,11 +137,19 @@ def is_local(uri: str) -> bool:
     return not urlparse(uri).hostname
 
 
-def connection_host_facts(conn, uri: str, probe: bool, qemu_flavour: str | None = None) -> HostFacts:
-    """Facts for the host behind an open connection: /dev/kvm when it is this host, then libvirt's; a
-    configured QEMU flavour outranks the one libvirt's machine list shows."""
+def connection_host_facts(conn, uri: str, probe: bool, cfg=None) -> HostFacts:
+    """Facts for the host behind an open connection: /dev/kvm when it is this host, then libvirt's; the
+    QEMU build and release by qemu_build's precedence (the configured ones first)."""
     local = probe_kvm() if probe and is_local(uri) else HostFacts()
     facts = local.merged(host_facts_from(conn, uri))
-    if qemu_flavour:
-        facts = facts._replace(qemu_flavour=qemu_flavour, flavour_source="configured qemu_flavour")
-    return facts
+    if isinstance(cfg, str):  # a flavour name, as earlier callers passed it
+        cfg = Config(qemu_flavour=cfg)
+    said = qemu_build.from_config(cfg) if cfg is not None else []
+    return qemu_build.settle(facts, said + qemu_build.libvirt_claims(facts) + qemu_build.weak_libvirt_claims(facts))
+
+
+def deadlines(option: float | None, cfg) -> tuple[float, float]:
+    """(each libvirt peer, a whole host) in seconds: --timeout, else the config's timeout, else
+    DEFAULT_TIMEOUT; the config's host_timeout, else HOST_TIMEOUT_FACTOR times that."""
+    timeout = option or cfg.timeout or DEFAULT_TIMEOUT
+    return timeout, cfg.host_timeout or HOST_TIMEOUT_FACTOR * timeout

@@ -117,7 +117,7 @@ def apply_into(uri: str, which: Selection, opts: ApplyOptions, res: ApplyResult)
     else:
         conn = open_connection(uri, read_only=False, timeout=opts.timeout)
     try:
-        host = connection_host_facts(conn, uri, opts.probe, opts.cfg.qemu_flavour)
+        host = connection_host_facts(conn, uri, opts.probe, opts.cfg)
         apply_on(conn, host, which, opts, res)
     finally:
         conn.close()

@@ -11,7 +11,6 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from .flavours import FLAVOURS, I440FX, PC, Q35, Flavour, NameTable, Release, Version
-from .memo import MISSING, Kept
 
 PC_FAMILIES = PC
 __all__ = ["I440FX", "Q35", "PC_FAMILIES", "Machine", "classify", "claimants", "version_at_least",
@@ -30,6 +29,8 @@ class Machine(NamedTuple):
     alias_of: str | None = None  # the canonical name an alias or absent machine resolved to
     irqchip: str = "on"  # default kernel_irqchip
     how: str = ""  # which table row or grammar read the name
+    arrays: str = "upstream"  # whose machine compat arrays it takes: "upstream" (pc_compat_X_Y) | "rhel"
+    defined_in: str | None = None  # when this QEMU release does not define the name: which releases do
 
     @property
     def version(self) -> Version | None:
@@ -57,48 +58,43 @@ def format_version(v: Version | None) -> str:
     return ".".join(str(p) for p in v) if v else "?"
 
 
-_CLASSIFIED = Kept()
+def classify(name: str | None, flavour: Flavour, host_aliases: dict[str, str] | None = None,
+             release: Version | None = None, description: str | None = None,
+             chosen: bool = False) -> Machine | None:
+    """Read `name` with `flavour`'s naming data; None when that build has no such machine (pure).
 
-
-def classify(name: str | None, flavour: Flavour, host_aliases: dict[str, str] | None = None) -> Machine | None:
-    """Read `name` with `flavour`'s naming data; None when that build has no such machine.
-
-    `host_aliases` (from the host's capabilities) says what `pc`, `q35` and the default machine are there.
-    An absent machine is the flavour's default machine. Pure, so answers are cached (a fleet has few
-    distinct machine names); the cache holds the flavour, so its id stays its own.
+    `host_aliases` (from the host's capabilities) says what `pc`, `q35` and the default machine are there;
+    `release` is the build's QEMU release when known (a name defined differently over time takes the
+    definition of that release); `description` is QEMU's own description of the machine (`-machine help`),
+    which dates a downstream name the tables do not know. `chosen`: the build is known to be this one, so
+    the upstream names it registers as its own machines count (RHEL 8's pc-i440fx-2.11). An absent machine
+    is the flavour's default machine.
     """
-    key = (name, tuple(sorted(host_aliases.items())) if host_aliases else ())
-    machine = _CLASSIFIED.get(flavour, key)
-    if machine is MISSING:
-        machine = _CLASSIFIED.put(flavour, key, _classify(name, flavour, host_aliases or {}))
-    return machine
-
-
-def _classify(name: str | None, flavour: Flavour, host_aliases: dict[str, str]) -> Machine | None:
+    host_aliases = host_aliases or {}
     key = name or ""
     canonical = host_aliases.get(key)
     if canonical and canonical != name:
-        resolved = classify(canonical, flavour)
+        resolved = classify(canonical, flavour, release=release, chosen=chosen)
         if resolved is None:
             return None
-        return Machine(name, resolved.family, flavour.name, resolved.low, resolved.high, resolved.own_version,
-                       canonical, resolved.irqchip, f"host capabilities: {key or 'default'} = {canonical}")
+        return resolved._replace(name=name, alias_of=canonical, how=f"host capabilities: {key or 'default'} = "
+                                                                     f"{canonical}")
     alias_name = name or flavour.default_machine
     alias = flavour.aliases.get(alias_name)
     if alias is not None:
         if alias.canonical:
-            resolved = classify(alias.canonical, flavour)
+            resolved = classify(alias.canonical, flavour, release=release, chosen=chosen)
             assert resolved is not None, alias.canonical  # data error, caught by the flavour tests
-            return Machine(name, resolved.family, flavour.name, resolved.low, resolved.high, resolved.own_version,
-                           alias.canonical, resolved.irqchip, alias.source)
-        return Machine(name, alias.family, flavour.name, alias.floor, None,
-                       alias_of=None if name else alias_name, how=alias.source)
+            return resolved._replace(name=name, alias_of=alias.canonical, how=alias.source)
+        return Machine(name, alias.family, flavour.name, alias.floor, _at_most(None, release),
+                       alias_of=None if name else alias_name, how=alias.source,
+                       arrays=flavour.tables[0].arrays if flavour.tables else "upstream")  # the build's own
     if not name:
         return None
     if name in flavour.fixed:
         return Machine(name, flavour.fixed[name], flavour.name, irqchip=flavour.irqchip_defaults.get(name, "on"),
                        how=f"{flavour.title}: unversioned machine")
-    for pattern, family in flavour.versioned:
+    for pattern, family in flavour.versioned + (flavour.registered if chosen else ()):
         m = pattern.fullmatch(name)
         if m:
             fam = family or m.group("family")
@@ -108,38 +104,93 @@ def _classify(name: str | None, flavour: Flavour, host_aliases: dict[str, str]) 
     for table in flavour.tables:
         m = table.pattern.fullmatch(name)
         if m:
-            return _from_table(name, m, table, flavour)
+            return _from_table(name, m, table, flavour, release, description)
     return None
 
 
-def claimants(name: str | None, host_aliases: dict[str, str] | None = None) -> list[tuple[Flavour, Machine]]:
+def claimants(name: str | None, host_aliases: dict[str, str] | None = None, release: Version | None = None,
+              description: str | None = None) -> list[tuple[Flavour, Machine]]:
     """Every flavour that has a machine of this name, with the machine as it reads it."""
     out = []
     for flavour in FLAVOURS.values():
-        machine = classify(name, flavour, host_aliases)
+        machine = classify(name, flavour, host_aliases, release, description)
         if machine is not None:
             out.append((flavour, machine))
     return out
 
 
-def _from_table(name: str, m, table: NameTable, flavour: Flavour) -> Machine:
+def _from_table(name: str, m, table: NameTable, flavour: Flavour, release: Version | None,
+                description: str | None) -> Machine:
     groups = m.groupdict()
     family = groups.get("family") or table.family_of_bare or I440FX
     key, suffix = groups["key"], groups.get("suffix") or ""
-    release = table.suffix_overrides.get(key + suffix) or next((r for r in table.releases if r.key == key), None)
     own = parse_version(key) if table.order == "version" else None
-    if release is not None:
-        base = _base(release, family)
-        irqchip = release.irqchip.get(family) or flavour.irqchip_defaults.get(f"{family}-{format_version(base)}", "on")
-        return Machine(name, family, flavour.name, base, base, own, irqchip=irqchip,
-                       how=f"{release.source} ({key}{suffix}: {family}-{format_version(base)} options)")
-    below, above = _neighbours(key, table)
-    low = _base(below, family) if below else None
-    high = _base(above, family) if above else None
-    around = " and ".join(f"{r.key}" for r in (below, above) if r)
-    return Machine(name, family, flavour.name, low, high, own,
-                   how=f"{table.source}: {key} is not in the table; its compat level lies between its "
-                       f"neighbours ({around or 'none known'})")
+    row = _definition(table, key, suffix, family, release)
+    if row is not None:
+        base = row.bases[family]
+        irqchip = row.irqchip.get(family) or flavour.irqchip_defaults.get(f"{family}-{format_version(base)}", "on")
+        gone = None if row.exists_in(release) else _span(row)
+        return Machine(name, family, flavour.name, base, base, own, irqchip=irqchip, arrays=table.arrays,
+                       defined_in=gone, how=f"{row.source} ({key}{suffix}: {family}-{format_version(base)} options)"
+                                            + (f"; not defined by QEMU {format_version(release)}" if gone else ""))
+    if table.order == "version":
+        below, above = _neighbours(key, table)
+        around = " and ".join(r.key for r in (below, above) if r)
+        return Machine(name, family, flavour.name, _base(below, family) if below else None,
+                       _base(above, family) if above else None, own, arrays=table.arrays,
+                       how=f"{table.source}: {key} is not in the table; its compat level lies between its "
+                           f"neighbours ({around or 'none known'})")
+    return _dated(name, family, flavour, table, release, description)
+
+
+def _definition(table: NameTable, key: str, suffix: str, family: str, release: Version | None) -> Release | None:
+    """The row defining KEY+suffix for this family in that QEMU release: a suffix override first, else the
+    key's row; among a name's definitions over time the one of `release`, else the newest."""
+    rows = [r for r in table.suffix_overrides.get(key + suffix, ()) if family in r.bases] or \
+           [r for r in table.releases if r.key == key and family in r.bases]
+    if not rows:
+        return None
+    return next((r for r in reversed(rows) if r.exists_in(release)), rows[-1])
+
+
+def _dated(name: str, family: str, flavour: Flavour, table: NameTable, release: Version | None,
+           description: str | None) -> Machine:
+    """A downstream name no known release defined: its level is what QEMU's own description dates it to
+    ("Ubuntu 24.04 PC ..."), bounded by the QEMU release itself; else unknown, and said so."""
+    unknown = Machine(name, family, flavour.name, None, _at_most(None, release), arrays=table.arrays,
+                      how=f"{table.source}: no known release defines {name}"
+                          + ("" if description else " and no local QEMU describes it")
+                          + "; its compat level is unknown, so no rule that depends on it is assumed")
+    found = table.dated_by.search(description or "") if table.dated_by else None
+    if not found:
+        return unknown
+    said = parse_version(found.group("release"))
+    dated = sorted((parse_version(r.described), r) for r in table.releases if r.described and family in r.bases)
+    same = [r for v, r in dated if v == said]
+    if same:
+        base = same[-1].bases[family]
+        return Machine(name, family, flavour.name, base, base, arrays=table.arrays,
+                       how=f"QEMU describes {name} as '{description}': {same[-1].key}'s {family}-"
+                           f"{format_version(base)} options ({same[-1].source})")
+    below = [r for v, r in dated if v < said]
+    above = [r for v, r in dated if v > said]
+    low = below[-1].bases[family] if below else None
+    high = _at_most(above[0].bases[family] if above else None, release)
+    return Machine(name, family, flavour.name, low, high, arrays=table.arrays,
+                   how=f"QEMU describes {name} as '{description}': between "
+                       f"{below[-1].key if below else 'the oldest'} and "
+                       f"{above[0].key if above else 'this QEMU ' + format_version(release)}")
+
+
+def _span(row: Release) -> str:
+    return f"QEMU {format_version(row.since) if row.since else '...'} to " + (
+        f"{format_version(row.until)} (exclusive)" if row.until else "current")
+
+
+def _at_most(high: Version | None, release: Version | None) -> Version | None:
+    """No machine is newer than the QEMU that offers it."""
+    cap = release[:2] if release else None
+    return cap if high is None else (high if cap is None else min(high, cap))
 
 
 def _base(release: Release, family: str) -> Version:
@@ -147,18 +198,11 @@ def _base(release: Release, family: str) -> Version:
 
 
 def _neighbours(key: str, table: NameTable) -> tuple[Release | None, Release | None]:
-    if table.order == "version":
-        v = parse_version(key)
-        ordered = sorted(table.releases, key=lambda r: parse_version(r.key))
-        below = [r for r in ordered if parse_version(r.key) <= v]
-        above = [r for r in ordered if parse_version(r.key) >= v]
-    else:  # alphabetical from `ordered_from`; a name sorting before it is from the next alphabet cycle
-        start = next(i for i, r in enumerate(table.releases) if r.key == table.ordered_from)
-        ordered = sorted(table.releases[start:], key=lambda r: r.key)
-        if key < ordered[0].key:
-            return ordered[-1], None
-        below = [r for r in ordered if r.key <= key]
-        above = [r for r in ordered if r.key >= key]
+    """The known versions around an unknown one (RHEL X.Y.Z)."""
+    v = parse_version(key)
+    ordered = sorted(table.releases, key=lambda r: parse_version(r.key))
+    below = [r for r in ordered if parse_version(r.key) <= v]
+    above = [r for r in ordered if parse_version(r.key) >= v]
     return (below[-1] if below else None), (above[0] if above else None)
 
 

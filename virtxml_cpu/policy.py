@@ -5,12 +5,14 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from . import guest_os
+from . import libvirt_xml
 from .engine import OFF, ON, SRC_CPU_PM, SRC_HIDDEN, SRC_TCG, Resolution
 from .machines import PC_FAMILIES, version_at_least
 from .memo import MISSING, Kept
+from .orchestrators import NOTES as ORCHESTRATOR_NOTES
 
 POLICIES = ("compat", "never", "always", "numa")
-STYLES = ("pvspinlock", "cpu-feature")
+STYLES = tuple(libvirt_xml.STYLES)
 COMPAT_SINCE = (2, 11)  # the seed series: "enables kvm_pv_unhalt by default on pc-*-2.11 and newer"
 X86 = ("x86_64", "i686")
 # Every rule a decision can name, in the order decide() tries them (README "The rules"; the suite checks
@@ -85,7 +87,7 @@ def _decide(res: Resolution, policy: str, style: str) -> Decision:
     if unhalt.source == SRC_HIDDEN:
         return keep("kvm-hidden", "<kvm><hidden state='on'/> removes the whole KVM leaf (kvm=off)")
     if unhalt.source == SRC_CPU_PM:
-        return keep("cpu-pm", "-overcommit cpu-pm=on disables HLT exits and KVM then strips PV_UNHALT")
+        return keep("cpu-pm", unhalt.detail)
     if unhalt.state == ON:
         return keep("already-on", f"kvm-pv-unhalt is already on ({unhalt.source}: {unhalt.detail})")
     if res.machine.family not in PC_FAMILIES:
@@ -101,11 +103,12 @@ def _decide(res: Resolution, policy: str, style: str) -> Decision:
                         "types as they are (guest ABI unchanged); use --policy always to add it anyway")
         if newer is None:
             return keep("machine-version-unknown",
-                        f"cannot tell the version of machine {res.machine.label()}; give --capabilities or "
-                        "--connect, or use --policy always")
+                        f"cannot tell whether machine {res.machine.label()} is 2.11 or newer ({res.machine.how}); "
+                        "the decision assumes nothing and leaves it unchanged; give --connect, --emulator or "
+                        "--capabilities, or use --policy always")
     if can_have is False:
         return keep("accelerator-unsupported", f"adding it would not help: {why_not}; libvirt would refuse the "
-                                               "start ('host doesn't support paravirtual spinlocks')")
+                                               f"start ('{libvirt_xml.BY_KEY['pvspinlock'].verified}')")
     if policy == "numa" and res.facts.numa_cells <= 1:
         return keep("numa-single-node", f"policy 'numa': {res.facts.numa_cells or 'no'} guest NUMA cell(s); "
                                         "only multi-node guests get it")
@@ -116,22 +119,10 @@ def _decide(res: Resolution, policy: str, style: str) -> Decision:
     why = {"compat": f"machine {res.machine.label()} is 2.11 or newer",
            "numa": f"machine {res.machine.label()} is 2.11 or newer and the guest has {res.facts.numa_cells} NUMA cells",
            "always": "policy 'always'"}[policy]
-    where = ("<features><pvspinlock state='on'/>" if style == "pvspinlock"
-             else "<cpu><feature policy='require' name='kvm_pv_unhalt'/>")
+    where = libvirt_xml.STYLES[style].text
     return Decision("inject", f"policy-{policy}",
                     f"kvm-pv-unhalt is {unhalt.state} ({unhalt.source}) and {why}: adding {where}; "
                     "it takes effect at the guest's next cold boot", policy, notes)
-
-
-# What a change to a generated definition means, per orchestrator (domain.ORCHESTRATORS).
-ORCHESTRATOR_NOTES = {
-    "OpenStack Nova": "Nova writes this definition again at hard reboot, resize, migration and rebuild, so a "
-                      "change made here does not last; the setting belongs in Nova's configuration",
-    "oVirt/VDSM": "VDSM builds this definition from the engine's data at every start, so a change made here "
-                  "does not last; the setting belongs in oVirt (a VDSM before_vm_start hook)",
-    "KubeVirt": "virt-launcher builds this definition from the VirtualMachineInstance, so a change made here "
-                "does not last; set spec.domain.features.pvspinlock in the VMI",
-}
 
 
 def _notes(res: Resolution, style: str) -> tuple[str, ...]:
@@ -150,10 +141,10 @@ def _notes(res: Resolution, style: str) -> tuple[str, ...]:
         notes.append("Windows guest: it does not use KVM PV spinlocks; its enlightenment is <hyperv><spinlocks>"
                      + (" (already on)" if f.hyperv_spinlocks else ", e.g. <spinlocks state='on' retries='8191'/>"))
     if style == "cpu-feature":
-        notes.append("style cpu-feature: libvirt 9.0-11.3 refuse to start a domain with "
-                     "<feature name='kvm_pv_unhalt'/> ('unknown CPU feature'); prefer --style pvspinlock")
-    if res.features["kvm-pv-unhalt"].qom == ON and res.features["kvm-pv-unhalt"].state == OFF:
-        notes.append("QEMU sets kvm-pv-unhalt but KVM strips it from the guest (cpu-pm=on)")
+        notes.append(f"style cpu-feature: {libvirt_xml.NOT_IN_CPU_MAP_NOTE}; prefer --style pvspinlock")
+    unhalt = res.features["kvm-pv-unhalt"]
+    if unhalt.qom == ON and unhalt.state == OFF:
+        notes.append(f"QEMU sets kvm-pv-unhalt, but {unhalt.detail}")
     return tuple(notes)
 
 

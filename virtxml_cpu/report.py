@@ -6,6 +6,7 @@ import difflib
 import json
 
 from . import guest_os
+from . import qemu_build
 from .memo import MISSING, Kept
 from .pipeline import Outcome
 from .rules import PROPERTIES
@@ -31,6 +32,7 @@ def _shared(r) -> dict:
         "machine_family": r.machine.family,
         "qemu_flavour": r.flavour,
         "qemu_flavour_basis": r.flavour_basis,
+        "qemu_release": qemu_build.described(r.host),
         "cpu_mode": r.facts.cpu_mode,
         "cpu_model": r.model,
         "accel": r.accel,
@@ -90,7 +92,7 @@ def table(o: Outcome, verbose: bool = False) -> str:
     model = f" ({r.model})" if r.model and r.cpu_kind == "named" else ""
     lines = [f"== {r.facts.name or '?'}  [{o.label}]",
              f"   machine {r.machine.label()}, CPU {r.facts.cpu_mode}{model}, {accel}, kernel_irqchip={r.irqchip}",
-             f"   QEMU build: {r.flavour_basis}"]
+             f"   QEMU build: {r.flavour_basis}; {qemu_build.described(r.host)}"]
     if r.facts.os_id:
         row = guest_os.lookup(r.facts.os_id)
         known = f" ({row.name}: {row.effect})" if row else " (no finding about its kernel)"

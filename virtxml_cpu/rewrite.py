@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from lxml import etree
 
-from . import libvirt_order
+from . import libvirt_order, libvirt_xml
 from .errors import BadInput
 from .xmlio import Insertion, apply_insertions, parse_domain, same_tree
 
@@ -12,7 +12,7 @@ from .xmlio import Insertion, apply_insertions, parse_domain, same_tree
 def _element(tag: str, **attrs: str) -> etree._Element:
     el = etree.Element(tag)
     for k, v in attrs.items():
-        el.set(k.replace("_", "-"), v)
+        el.set(k, v)
     return el
 
 
@@ -31,22 +31,19 @@ def insertion_index(parent: etree._Element, tag: str, order: tuple[str, ...]) ->
 
 
 def plan(root: etree._Element, style: str) -> list[Insertion]:
-    """Insertions that turn kvm-pv-unhalt on, in the given style (pure)."""
-    if style == "pvspinlock":
-        pv = _element("pvspinlock", state="on")
-        features = root.find("features")
-        if features is not None:
-            return [Insertion(features, pv, insertion_index(features, "pvspinlock", libvirt_order.FEATURES))]
-        wrapper = _element("features")
-        wrapper.append(pv)
-        return [Insertion(root, wrapper, insertion_index(root, "features", libvirt_order.DOMAIN))]
-    feature = _element("feature", policy="require", name="kvm_pv_unhalt")
-    cpu = root.find("cpu")
-    if cpu is not None:
-        return [Insertion(cpu, feature, insertion_index(cpu, "feature", libvirt_order.CPU))]
-    wrapper = _element("cpu")
-    wrapper.append(feature)
-    return [Insertion(root, wrapper, insertion_index(root, "cpu", libvirt_order.DOMAIN))]
+    """Insertions that turn kvm-pv-unhalt on, in the given style (libvirt_xml.STYLES), placed in libvirt's
+    order (pure)."""
+    how = libvirt_xml.STYLES[style]
+    new = _element(how.tag, **dict(how.attrs))
+    parent = root.find(how.parent)
+    if parent is not None:
+        return [Insertion(parent, new, insertion_index(parent, how.tag, _ORDER[how.parent]))]
+    wrapper = _element(how.parent)
+    wrapper.append(new)
+    return [Insertion(root, wrapper, insertion_index(root, how.parent, libvirt_order.DOMAIN))]
+
+
+_ORDER = {"features": libvirt_order.FEATURES, "cpu": libvirt_order.CPU}  # sibling order per parent
 
 
 def render(source: bytes, tree: etree._ElementTree, insertions: list[Insertion]) -> bytes:

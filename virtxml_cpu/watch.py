@@ -18,7 +18,7 @@ from dataclasses import replace
 from .errors import EnvironmentProblem, VirtxmlCpuError
 from .hook import Log
 from .hostfacts import HostFacts
-from .libvirt_conn import connection_host_facts, ensure_event_loop, libvirt_module, open_connection
+from .libvirt_conn import DEFAULT_URI, connection_host_facts, ensure_event_loop, libvirt_module, open_connection
 from .live import ApplyOptions, ApplyResult, Selection, apply_domain, apply_on
 
 SPOOL_EVERY = 10.0  # seconds between looks at the hook's queue (entries that failed wait longer: spool.py)
@@ -46,7 +46,7 @@ def watch(uri: str | None, opts: ApplyOptions, stop: threading.Event | None = No
     """Run until SIGTERM (or `stop`); `opts` says how to decide (its output goes to the log; it defines
     without asking)."""
     libvirt = libvirt_module()
-    uri = uri or "qemu:///system"
+    uri = uri or DEFAULT_URI
     cfg = opts.cfg
     log = log or Log(cfg.syslog_socket or "/dev/log")
     out = _LogWriter(log)
@@ -78,7 +78,7 @@ def watch(uri: str | None, opts: ApplyOptions, stop: threading.Event | None = No
         conn.registerCloseCallback(lambda *_, ev=closed: ev.set(), None)  # this connection's event only
         cb = conn.domainEventRegisterAny(None, libvirt.VIR_DOMAIN_EVENT_ID_LIFECYCLE, on_event, None)
         try:
-            host = connection_host_facts(conn, uri, opts.probe, cfg.qemu_flavour)
+            host = connection_host_facts(conn, uri, opts.probe, cfg)
         except VirtxmlCpuError as e:
             log(f"host facts unavailable ({e}); continuing without them", warning=True)
             host = HostFacts()

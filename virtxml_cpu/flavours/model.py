@@ -19,44 +19,74 @@ PC = frozenset({I440FX, Q35})
 
 
 class Rule(NamedTuple):
-    """One row: a kvm_default_props entry, an x86_cpu_change_kvm_default() call or a compat property."""
+    """One row: a kvm_default_props entry, an x86_cpu_change_kvm_default() call or a compat property.
+
+    `since`/`until` are releases of the build's QEMU (Ubuntu's and RHEL's packages carry the upstream
+    release they are based on): a row applies only to a QEMU that has it. With the release unknown every
+    row may apply: a machine whose chain holds a row comes from a QEMU that had it."""
 
     layer: str  # "kvm-default" (named CPU models under KVM) | "compat" (every x86 CPU, counts as user-set)
     prop: str
     value: str | None  # "on" | "off" | None (x86_cpu_change_kvm_default(prop, NULL): keep the model's bit)
     source: str
+    origin: str  # whose table the row is from: "upstream", "ubuntu", "rhel"
     families: frozenset[str] | None = None  # None: every machine family
     up_to: Version | None = None  # machines whose upstream compat level is <= up_to (pc_compat_X_Y)
     own_up_to: Version | None = None  # machines whose own (downstream) version is <= own_up_to
     when: str | None = None  # "irqchip=split" | "irqchip=off"
+    since: Version | None = None  # the first QEMU release with this row
+    until: Version | None = None  # the first QEMU release without it
+    models: frozenset[str] | None = None  # a compat row for these CPU models only ("Conroe-x86_64-cpu")
+
+    @property
+    def machine_keyed(self) -> bool:
+        """A machine's compat row (pc_compat_X_Y, a downstream machine's array), not the build's own table."""
+        return (self.families is not None or self.up_to is not None or self.own_up_to is not None
+                or self.models is not None)
+
+    def exists_in(self, release: Version | None) -> bool:
+        return release is None or ((self.since is None or release >= self.since)
+                                   and (self.until is None or release < self.until))
 
 
 class Release(NamedTuple):
     """A downstream machine version (an Ubuntu codename, a RHEL X.Y.Z) and the upstream options it is built
-    from, per family. `irqchip` overrides the default kernel_irqchip of that upstream base."""
+    from, per family (a family it lacks has no such machine). `irqchip` overrides the default
+    kernel_irqchip of that upstream base. `since`/`until`: the build's QEMU releases that define it so
+    (a name redefined later has one row per definition)."""
 
     key: str
     bases: dict[str, Version]
     source: str
     irqchip: dict[str, str] = {}  # never mutated
+    since: Version | None = None
+    until: Version | None = None
+    described: str = ""  # the release its machine description names ("Ubuntu 24.04 PC ..." -> "24.04")
+
+    def exists_in(self, release: Version | None) -> bool:
+        if release is None:
+            return self.until is None
+        return (self.since is None or release >= self.since) and (self.until is None or release < self.until)
 
 
 class NameTable(NamedTuple):
     """A grammar `family-KEY[suffix]` whose KEY is looked up in `releases` (oldest first).
 
-    `order` says how an unknown KEY relates to the known ones: "version" (RHEL X.Y.Z: bounded by its
-    neighbours), "alphabetical" (Ubuntu codenames from `ordered_from` on run in alphabetical order, so an
-    unknown one is bounded by its alphabetical neighbours; one sorting before them is a later cycle).
-    `suffix_overrides` maps KEY+suffix to its own release when a suffix changes the base (pc-q35-cosmic-hpb).
+    `order` says what an unknown KEY is: "version" (RHEL X.Y.Z: its compat level lies between its known
+    neighbours), "named" (Ubuntu codenames: nothing follows from the name; QEMU's own description of the
+    machine, matched by `dated_by`, may date it). `suffix_overrides` maps KEY+suffix to its own
+    definitions when a suffix changes the base (pc-q35-cosmic-hpb). `arrays`: whose machine compat arrays
+    these machines take (Ubuntu's are built from upstream's, RHEL's have their own).
     """
 
     pattern: re.Pattern
     releases: tuple[Release, ...]
     order: str
     source: str
-    ordered_from: str | None = None
-    suffix_overrides: dict[str, Release] = {}  # never mutated
+    suffix_overrides: dict[str, tuple[Release, ...]] = {}  # never mutated
     family_of_bare: str | None = None  # for patterns without a family group (rhel6.x.0 is i440fx)
+    arrays: str = "upstream"
+    dated_by: re.Pattern | None = None  # finds (?P<release>...) in a machine description
 
 
 class Alias(NamedTuple):
@@ -82,3 +112,5 @@ class Flavour(NamedTuple):
     machine_rows: tuple[Rule, ...]  # machine-keyed rows, oldest-first semantics as pc_compat_X_Y
     version_marker: re.Pattern | None  # matches `qemu-system-x86_64 --version` of this build
     emulator_marker: re.Pattern | None = None  # matches the emulator path of this build
+    registered: tuple[tuple[re.Pattern, str | None], ...] = ()  # upstream names this build registers as its
+    # own machines: read only when the build is known (they do not make a name this build's)

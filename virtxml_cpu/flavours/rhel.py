@@ -1,12 +1,21 @@
-"""RHEL / CentOS Stream qemu-kvm: pc-*-rhelX.Y.Z machine types and kvm-pv-unhalt in kvm_default_props.
+"""RHEL / CentOS Stream qemu-kvm: pc-*-rhelX.Y.Z machine types with RHEL's own compat arrays, and
+kvm-pv-unhalt in kvm_default_props.
 
-Sources (RHEL qemu-kvm package, SOURCES/*Add-x86_64-machine-types.patch in el8/el9 and the 10.1 rebase):
-- target/i386/kvm/kvm-cpu.c: `{ "kvm-pv-unhalt", "on" }` appended to kvm_default_props (every RHEL machine).
-- pc_rhel_compat: {TYPE_X86_CPU, "kvm-asyncpf-int", "on"} (bz 1941397); pc_rhel_8_4_compat turns it off.
-- Each machine's compat comments ("from pc_compat_X_Y") give the upstream level it corresponds to; the
-  levels of rhel7.0.0-7.2.0 and rhel9.6.0 are inferred from those comments, not stated by them.
-- Upstream pc-i440fx-*/pc-q35-* are compiled out; `pc` is pc-i440fx-rhel7.6.0. RHEL 7 also keeps the
-  RHEL 6 machines (rhel6.X.0, i440fx), older than rhel7.0.0.
+Sources (qemu-kvm package, SOURCES/*Add-x86_64-machine-types.patch and the later machine-type patches, read
+in the el8 (6.2.0-40), el9 (7.2.0, 8.0.0, 9.1.0, 10.1.0) and el10 (10.0.0, 10.1.0) trees; RHEL 7's
+qemu-kvm-rhev/-ev 2.x and 1.5.3 for the rhel6 machines):
+- target/i386/kvm/kvm-cpu.c: `{ "kvm-pv-unhalt", "on" }` appended to kvm_default_props (every build).
+- RHEL machines take RHEL's arrays only (pc_rhel_compat, pc_rhel_X_Y_compat, hw_compat_rhel_X_Y), never
+  upstream's pc_compat_X_Y: no RHEL array sets kvm-msi-ext-dest-id, so it is on with a split irqchip on
+  every RHEL machine of a >= 6.0 build. The "from pc_compat_X_Y" comments only say where an entry was
+  copied from; the compat level kept per release below is used for the 2.11 policy boundary only.
+- pc_rhel_compat {kvm-asyncpf-int, on} (bz 1941397; every pc-q35-rhel and pc-i440fx-rhel7.x machine, not
+  pc-i440fx-rhel10.0.0), pc_rhel_8_4_compat {kvm-asyncpf-int, off}, pc_rhel_7_3_compat {l3-cache, off},
+  pc_compat_rhel710/700 (svm, x2apic: the model's bit), pc_rhel_7_0_compat (per-model x2apic on),
+  pc_compat_rhel660/630 (RHEL 7 builds: kvm-pv-unhalt, kvm-pv-eoi: the model's bit).
+- qemu-kvm 6.0.0-22.el8 ... 6.2.0-8.el8 also register upstream pc-i440fx-4.2 and pc-i440fx-2.11
+  (bz 1897923, reverted by bz 2062613): upstream's arrays, RHEL's kvm_default_props, no pc_rhel_compat.
+- Upstream pc-i440fx-*/pc-q35-* are otherwise compiled out; `pc` is pc-i440fx-rhel7.6.0 (RHEL 7.6 ... 9).
 """
 
 from __future__ import annotations
@@ -24,6 +33,7 @@ def _rel(key: str, version, note: str = "") -> Release:
 
 
 RELEASES: tuple[Release, ...] = (
+    _rel("6.0.0", (0, 12), "RHEL 6.0 is based on QEMU 0.12 (RHEL 7 builds keep rhel6.X.0)"),
     _rel("7.0.0", (1, 5), "'RHEL-7 is based on QEMU 1.5.3'"),
     _rel("7.1.0", (2, 1), "pc_compat_2_1...2_3 entries (level inferred)"),
     _rel("7.2.0", (2, 3), "pc_compat_2_3...2_6 entries (level inferred)"),
@@ -42,15 +52,48 @@ RELEASES: tuple[Release, ...] = (
     _rel("9.2.0", (7, 2), "'from ..._7_2'"),
     _rel("9.4.0", (8, 2), "'from pc_compat_9_0 (backported)', hw_compat_8_2"),
     _rel("9.6.0", (9, 1), "DEFINE_Q35_MACHINE_AS_LATEST(9, 6, 0) in qemu-kvm 10.1 (level inferred)"),
+    _rel("10.0.0", (10, 0), "pc-q35-rhel10.0.0 / pc-i440fx-rhel10.0.0 in qemu-kvm 10.0 (level inferred)"),
 )
 
 VERSIONS = NameTable(
     pattern=re.compile(r"(?P<family>pc-i440fx|pc-q35)-rhel(?P<key>[0-9]+\.[0-9]+\.[0-9]+)", re.ASCII),
-    releases=RELEASES, order="version", source=_PATCH)
+    releases=RELEASES, order="version", source=_PATCH, arrays="rhel")
 RHEL6 = NameTable(
     pattern=re.compile(r"rhel(?P<key>6\.[0-9]+\.[0-9]+)", re.ASCII),
     releases=RELEASES, order="version", source=f"{_PATCH} (RHEL 7 qemu-kvm keeps the RHEL 6 machines)",
-    family_of_bare=I440FX)
+    family_of_bare=I440FX, arrays="rhel")
+
+_X2APIC_MODELS = frozenset({"Conroe", "Penryn", "Nehalem", "Nehalem-IBRS", "Westmere", "Westmere-IBRS",
+                            "Opteron_G1", "Opteron_G2", "Opteron_G3", "Opteron_G4", "Opteron_G5"})
+
+
+def _row(layer: str, prop: str, value: str | None, source: str, **kw) -> Rule:
+    return Rule(layer, prop, value, f"{_PATCH}: {source}", "rhel", **kw)
+
+
+# RHEL's own arrays, in the order a machine's chain adds them (newest machine's first; later wins).
+RHEL_ROWS: tuple[Rule, ...] = (
+    _row("compat", "kvm-asyncpf-int", "on", "pc_rhel_compat {TYPE_X86_CPU, kvm-asyncpf-int, on} (bz 1941397)",
+         families=frozenset({Q35}), since=(6, 0)),
+    _row("compat", "kvm-asyncpf-int", "on", "pc_rhel_compat {TYPE_X86_CPU, kvm-asyncpf-int, on} (bz 1941397; "
+         "pc_machine_rhel7_options)", families=frozenset({I440FX}), own_up_to=(7, 6, 0), since=(6, 0)),
+    _row("compat", "kvm-asyncpf-int", "off", "pc_rhel_8_4_compat {TYPE_X86_CPU, kvm-asyncpf-int, off}",
+         families=PC, own_up_to=(8, 4, 0), since=(6, 0)),
+    _row("compat", "l3-cache", "off", "pc_rhel_7_3_compat {TYPE_X86_CPU, l3-cache, off}", families=PC,
+         own_up_to=(7, 3, 0)),
+    _row("kvm-default", "svm", None, "pc_compat_rhel710: x86_cpu_change_kvm_default('svm', NULL)",
+         families=frozenset({I440FX}), own_up_to=(7, 1, 0)),
+    _row("kvm-default", "x2apic", None, "pc_compat_rhel700: x86_cpu_change_kvm_default('x2apic', NULL)",
+         families=frozenset({I440FX}), own_up_to=(7, 0, 0)),
+    _row("compat", "x2apic", "on", "pc_rhel_7_0_compat {<model>-x86_64-cpu, x2apic, on}",
+         families=frozenset({I440FX}), own_up_to=(7, 0, 0), models=_X2APIC_MODELS),
+    _row("kvm-default", "kvm-pv-unhalt", None, "pc_compat_rhel660: x86_cpu_change_kvm_default('kvm-pv-unhalt', NULL) "
+         "(RHEL 7 builds)", families=frozenset({I440FX}), own_up_to=(6, 6, 0)),
+    _row("kvm-default", "kvm-pv-eoi", None, "pc_compat_rhel630: kvm-pv-eoi not auto-enabled (RHEL 7 builds)",
+         families=frozenset({I440FX}), own_up_to=(6, 3, 0)),
+    _row("compat", "x2apic", "off", "PC_RHEL6_6_COMPAT {<model>-x86_64-cpu, x2apic, off}",
+         families=frozenset({I440FX}), own_up_to=(6, 6, 0), models=frozenset({"Opteron_G4", "Opteron_G5"})),
+)
 
 RHEL = Flavour(
     name="rhel",
@@ -65,13 +108,9 @@ RHEL = Flavour(
     irqchip_defaults=IRQCHIP_DEFAULTS,
     kvm_defaults=KVM_DEFAULTS + (
         Rule("kvm-default", "kvm-pv-unhalt", "on",
-             f"{_PATCH}: {{kvm-pv-unhalt, on}} appended to kvm_default_props (target/i386/kvm/kvm-cpu.c)"),),
-    machine_rows=MACHINE_ROWS + (
-        Rule("compat", "kvm-asyncpf-int", "on", "pc_rhel_compat {TYPE_X86_CPU, kvm-asyncpf-int, on} (bz 1941397)",
-             families=PC),
-        Rule("compat", "kvm-asyncpf-int", "off", "pc_rhel_8_4_compat {TYPE_X86_CPU, kvm-asyncpf-int, off}",
-             families=PC, own_up_to=(8, 4, 0)),
-    ),
-    version_marker=re.compile(r"qemu-kvm-[0-9][^)]*[.+]el[0-9]"),
+             f"{_PATCH}: {{kvm-pv-unhalt, on}} appended to kvm_default_props (target/i386/kvm/kvm-cpu.c)", "rhel"),),
+    machine_rows=MACHINE_ROWS + RHEL_ROWS,  # upstream's reach only the upstream names RHEL 8 registered
+    version_marker=re.compile(r"qemu-kvm-(?:rhev-|ev-)?[0-9][^)]*[.+]el[0-9]"),
     emulator_marker=re.compile(r"/usr/libexec/qemu-kvm$"),
+    registered=((re.compile(r"pc-i440fx-(?P<version>2\.11|4\.2)", re.ASCII), I440FX),),
 )

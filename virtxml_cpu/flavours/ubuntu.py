@@ -1,13 +1,19 @@
 """Ubuntu's QEMU: machine types named after releases, the `ubuntu` default machine, svm left to the model.
 
-Sources (Ubuntu packaging, debian/patches/ubuntu/):
-- define-ubuntu-machine-types.patch (noble tree): each pc-i440fx-/pc-q35-<codename> calls one upstream
-  pc_*_X_Y_machine_options(); -hpb adds host-phys-bits only; pc-q35-eoan keeps the kernel irqchip.
-- lp2012763-maxcpus-too-low.patch: -maxcpus variants (jammy onward), more vCPUs only.
-- enable-svm-by-default.patch: removes {"svm", "off"} from kvm_default_props and the pc_compat_2_1
-  x86_cpu_change_kvm_default("svm", NULL) call, so named CPU models keep their own svm bit under KVM.
-- Ubuntu Server documentation "QEMU machine types": -v<N> point releases (pc-q35-noble-v2 ...), resolute
-  forked from 10.2; later releases are forked from the upstream machine types of the QEMU they ship.
+Sources (Ubuntu's qemu packaging, debian/patches/ubuntu/, read per release: xenial 1:2.5+dfsg-5ubuntu10.31,
+bionic 1:2.11+dfsg-1ubuntu7.31, cosmic 2.12, focal 1:4.2-3ubuntu6.24, jammy 1:6.2+dfsg-2ubuntu6.17, noble
+1:8.2.2+ds-0ubuntu1; older builds from their imported source packages):
+- define-ubuntu-machine-types.patch: each pc-i440fx-/pc-q35-<codename> calls one upstream
+  pc_*_X_Y_machine_options(); -hpb adds host-phys-bits only; pc-q35-eoan keeps the kernel irqchip. Names
+  come and go: utopic and vivid exist in the utopic ... xenial builds only (yakkety dropped them), yakkety
+  and zesty were dropped by cosmic's 2.12 and added back by eoan's 4.0.
+- lp2012763-maxcpus-too-low.patch: -maxcpus variants (jammy, mantic), more vCPUs only.
+- enable-svm-by-default.patch (from 1:2.5+dfsg-5ubuntu11, the first yakkety upload; so every Ubuntu QEMU
+  release >= 2.6, and not xenial's 2.5): removes {"svm", "off"} from kvm_default_props and the
+  pc_compat_2_1 x86_cpu_change_kvm_default("svm", NULL) call: named CPU models keep their own svm bit.
+- Each machine's description is "Ubuntu YY.MM PC (...)"; it dates a name no row knows.
+- Ubuntu Server documentation "QEMU machine types": -v<N> point releases (pc-q35-noble-v2 ...), oracular
+  ... resolute forked from the newest upstream machine type of the QEMU they ship (not read from code).
 """
 
 from __future__ import annotations
@@ -19,66 +25,96 @@ from .upstream import KVM_DEFAULTS, MACHINE_ROWS, SVM_COMPAT_2_1, UPSTREAM
 
 _PATCH = "define-ubuntu-machine-types.patch"
 _FORKED = "Ubuntu docs: forked from the newest upstream machine type of the QEMU it ships"
+_SVM_PATCH = "enable-svm-by-default.patch"
+_SVM_FROM = (2, 6)  # the first Ubuntu QEMU release carrying it
 
 
-def _both(key: str, version, source: str = _PATCH) -> Release:
-    return Release(key, {I440FX: version, Q35: version}, source)
+def _both(key: str, version, described: str, since=None, source: str = _PATCH, **kw) -> Release:
+    return Release(key, {I440FX: version, Q35: version}, source, since=since, described=described, **kw)
+
+
+def _pc(key: str, version, described: str, source: str, **kw) -> Release:
+    return Release(key, {I440FX: version}, source, described=described, **kw)
 
 
 RELEASES: tuple[Release, ...] = (
-    Release("trusty", {I440FX: (2, 0)}, f"{_PATCH}: pc_i440fx_2_0_machine_options + pc_compat_2_0_fn"),
-    Release("wily", {I440FX: (2, 4)}, f"{_PATCH}: 2.5 options with hw_version 2.4 and pc_compat_2_4"),
-    _both("xenial", (2, 5)),
-    _both("yakkety", (2, 6)),
-    _both("zesty", (2, 8)),
-    _both("artful", (2, 10)),
-    _both("bionic", (2, 11)),
-    Release("cosmic", {I440FX: (2, 12), Q35: (2, 11)}, f"{_PATCH}: q35 cosmic is 2.11 ('wrong, kept for compat')"),
-    _both("disco", (3, 1)),
+    _pc("trusty", (2, 0), "14.04", f"{_PATCH}: pc_i440fx_2_0_machine_options + pc_compat_2_0_fn"),
+    _pc("utopic", (2, 1), "14.10", "define-ubuntu-machine-types.patch of utopic: the newest machine (2.1)",
+        until=(2, 2)),
+    _pc("utopic", (2, 2), "14.10", "vivid's build: pc_machine_utopic is the newest machine (2.2)",
+        since=(2, 2), until=(2, 3)),
+    _pc("utopic", (2, 3), "14.10", "wily's build: pc_machine_utopic is the newest machine (2.3)",
+        since=(2, 3), until=(2, 4)),
+    _pc("utopic", (2, 1), "14.10", f"xenial's {_PATCH} (5ubuntu10.9 on): pc_i440fx_2_1_machine_options + "
+        "pc_compat_2_1; dropped by yakkety", since=(2, 5), until=(2, 6)),
+    _pc("vivid", (2, 3), "15.04", f"{_PATCH} (wily, xenial): pc_i440fx_2_3_machine_options + pc_compat_2_3; "
+        "dropped by yakkety", since=(2, 3), until=(2, 6)),
+    _pc("wily", (2, 4), "", f"{_PATCH} (xenial on): 2.4 options (2.5 with hw_version 2.4 and pc_compat_2_4 from "
+        "focal's 4.2-3ubuntu6.9 on)", since=(2, 5)),
+    _both("xenial", (2, 5), "16.04", since=(2, 5)),
+    _both("yakkety", (2, 6), "16.10", since=(2, 6), until=(2, 12)),
+    _both("yakkety", (2, 6), "16.10", since=(4, 0), source=f"{_PATCH}: added back by eoan (dropped in cosmic)"),
+    _both("zesty", (2, 8), "17.04", since=(2, 8), until=(2, 12)),
+    _both("zesty", (2, 8), "17.04", since=(4, 0), source=f"{_PATCH}: added back by eoan (dropped in cosmic)"),
+    _both("artful", (2, 10), "17.10", since=(2, 10)),
+    _both("bionic", (2, 11), "18.04", since=(2, 11)),
+    Release("cosmic", {I440FX: (2, 12), Q35: (2, 11)}, f"{_PATCH}: q35 cosmic is 2.11 ('wrong, kept for compat')",
+            since=(2, 12), described="18.10"),
+    _both("disco", (3, 1), "19.04", since=(3, 1)),
     Release("eoan", {I440FX: (4, 0), Q35: (4, 0)}, f"{_PATCH}: q35 eoan sets default_kernel_irqchip_split = false",
-            irqchip={Q35: "on"}),
-    Release("focal", {I440FX: (4, 0), Q35: (4, 2)}, f"{_PATCH}: i440fx focal is 4.0, q35 focal 4.2"),
-    _both("groovy", (5, 0)),
-    _both("hirsute", (5, 2)),
-    _both("impish", (6, 0)),
-    _both("jammy", (6, 2)),
-    _both("kinetic", (7, 0)),
-    _both("lunar", (7, 2)),
-    _both("mantic", (8, 0)),
-    _both("noble", (8, 2)),
-    _both("oracular", (9, 0), f"{_FORKED} (24.10: QEMU 9.0)"),
-    _both("plucky", (9, 2), f"{_FORKED} (25.04: QEMU 9.2)"),
-    _both("questing", (10, 1), f"{_FORKED} (25.10: QEMU 10.1)"),
-    _both("resolute", (10, 2), "Ubuntu docs: pc-*-resolute forked from pc-*-10.2"),
+            irqchip={Q35: "on"}, since=(4, 0), described="19.10"),
+    Release("focal", {I440FX: (4, 0), Q35: (4, 2)}, f"{_PATCH}: i440fx focal is 4.0, q35 focal 4.2", since=(4, 2),
+            described="20.04"),
+    _both("groovy", (5, 0), "20.10", since=(5, 0)),
+    _both("hirsute", (5, 2), "21.04", since=(5, 2)),
+    _both("impish", (6, 0), "21.10", since=(6, 0)),
+    _both("jammy", (6, 2), "22.04", since=(6, 2)),
+    _both("kinetic", (7, 0), "22.10", since=(7, 0)),
+    _both("lunar", (7, 2), "23.04", since=(7, 2)),
+    _both("mantic", (8, 0), "23.10", since=(8, 0)),
+    _both("noble", (8, 2), "24.04", since=(8, 2)),
+    _both("oracular", (9, 0), "24.10", since=(9, 0), source=f"{_FORKED} (24.10: QEMU 9.0)"),
+    _both("plucky", (9, 2), "25.04", since=(9, 2), source=f"{_FORKED} (25.04: QEMU 9.2)"),
+    _both("questing", (10, 1), "25.10", since=(10, 1), source=f"{_FORKED} (25.10: QEMU 10.1)"),
+    _both("resolute", (10, 2), "26.04", since=(10, 2), source="Ubuntu docs: pc-*-resolute forked from pc-*-10.2"),
 )
 
 # Suffixes that change the base (all others -- -hpb, -maxcpus, -v<N> -- keep it).
 SUFFIX_OVERRIDES = {
-    "cosmic-hpb": Release("cosmic-hpb", {I440FX: (2, 12), Q35: (2, 12)}, f"{_PATCH}: cosmic-hpb is 2.12"),
-    "hirsute-hpb": Release("hirsute-hpb", {I440FX: (5, 1), Q35: (5, 2)}, f"{_PATCH}: i440fx hirsute-hpb is 5.1"),
+    "cosmic-hpb": (_both("cosmic-hpb", (2, 12), "18.10", since=(2, 12), source=f"{_PATCH}: cosmic-hpb is 2.12"),),
+    "hirsute-hpb": (Release("hirsute-hpb", {I440FX: (5, 1), Q35: (5, 2)}, f"{_PATCH}: i440fx hirsute-hpb is 5.1",
+                            since=(5, 2), described="21.04"),),
 }
 
 CODENAMES = NameTable(
     pattern=re.compile(r"(?P<family>pc-i440fx|pc-q35)-(?P<key>[a-z]+)(?P<suffix>(?:-hpb|-maxcpus|-v[0-9]+)*)",
                        re.ASCII),
     releases=RELEASES,
-    order="alphabetical",
-    ordered_from="artful",
+    order="named",
     suffix_overrides=SUFFIX_OVERRIDES,
     source=_PATCH,
+    dated_by=re.compile(r"^Ubuntu (?P<release>[0-9]+\.[0-9]+) PC", re.ASCII),
 )
+
+# Upstream's svm rows, which enable-svm-by-default.patch deletes from Ubuntu's QEMU 2.6 on.
+_SVM_OFF = next(r for r in KVM_DEFAULTS if r.prop == "svm")
+_UNTIL_PATCH = f"; deleted by {_SVM_PATCH} from Ubuntu's QEMU 2.6 on"
 
 UBUNTU = UPSTREAM._replace(
     name="ubuntu",
     title="Ubuntu's QEMU",
     tables=(CODENAMES,),
     aliases={**UPSTREAM.aliases,
-             "ubuntu": Alias(I440FX, (4, 2), f"{_PATCH}: the newest pc-i440fx-<codename>, QEMU's default machine"),
-             "ubuntu-q35": Alias(Q35, (4, 2), f"{_PATCH}: the newest pc-q35-<codename>")},
+             "ubuntu": Alias(I440FX, (4, 0), f"{_PATCH}: the newest pc-i440fx-<codename>, QEMU's default machine "
+                                             "(focal's, the oldest libvirt >= 8.1 runs with, is 4.0)"),
+             "ubuntu-q35": Alias(Q35, (4, 2), f"{_PATCH}: the newest pc-q35-<codename> (first in focal, 4.2)")},
     default_machine="ubuntu",
-    kvm_defaults=tuple(r for r in KVM_DEFAULTS if r.prop != "svm") + (
-        Rule("kvm-default", "svm", None, "enable-svm-by-default.patch: Ubuntu's QEMU does not disable svm under "
-                                         "KVM (removed from kvm_default_props); the CPU model keeps its own bit"),),
-    machine_rows=tuple(r for r in MACHINE_ROWS if r != SVM_COMPAT_2_1),
+    kvm_defaults=tuple(r if r is not _SVM_OFF else r._replace(source=r.source + _UNTIL_PATCH, until=_SVM_FROM)
+                       for r in KVM_DEFAULTS) + (
+        Rule("kvm-default", "svm", None, f"{_SVM_PATCH}: Ubuntu's QEMU does not disable svm under KVM (removed "
+                                         "from kvm_default_props); the CPU model keeps its own bit", "ubuntu",
+             since=_SVM_FROM),),
+    machine_rows=tuple(r if r is not SVM_COMPAT_2_1 else r._replace(source=r.source + _UNTIL_PATCH, until=_SVM_FROM)
+                       for r in MACHINE_ROWS),
     version_marker=re.compile(r"ubuntu", re.IGNORECASE),
 )

@@ -14,41 +14,50 @@ from .model import I440FX, PC, Q35, Alias, Flavour, Rule
 
 _SINCE_1_2 = "default since 1.2"
 
+
+def _row(layer: str, prop: str, value: str | None, source: str, **kw) -> Rule:
+    return Rule(layer, prop, value, source, "upstream", **kw)
+
+
+def _default(prop: str, value: str | None, source: str, **kw) -> Rule:
+    return _row("kvm-default", prop, value, source, **kw)
+
+
 KVM_DEFAULTS: tuple[Rule, ...] = (
-    Rule("kvm-default", "kvmclock", "on", f"kvm_default_props; 5114e84222 (2.5), {_SINCE_1_2}"),
-    Rule("kvm-default", "kvm-nopiodelay", "on", f"kvm_default_props; 5114e84222 (2.5), {_SINCE_1_2}"),
-    Rule("kvm-default", "kvm-asyncpf", "on", f"kvm_default_props; 5114e84222 (2.5), {_SINCE_1_2}"),
-    Rule("kvm-default", "kvm-steal-time", "on", f"kvm_default_props; 5114e84222 (2.5), {_SINCE_1_2}"),
-    Rule("kvm-default", "kvm-pv-eoi", "on", "kvm_default_props; 2969475869 (1.4)"),
-    Rule("kvm-default", "kvmclock-stable-bit", "on", f"kvm_default_props; 5114e84222 (2.5), {_SINCE_1_2}"),
-    Rule("kvm-default", "x2apic", "on", "kvm_default_props; ef02ef5f45 'Enable x2apic by default on KVM' (2.0)"),
-    Rule("kvm-default", "svm", "off", "kvm_default_props; 75d373ef97 'Disable SVM by default in KVM mode' (2.2)"),
-    Rule("kvm-default", "kvm-msi-ext-dest-id", "off", "kvm_default_props; c1bb5418e3 (6.0)"),
-    Rule("kvm-default", "kvm-msi-ext-dest-id", "on",
-         "kvm_cpu_instance_init: on with kernel_irqchip=split; c1bb5418e3 (6.0), dc89f32d92 (7.1)",
-         when="irqchip=split"),
-    Rule("kvm-default", "x2apic", "off",
-         "kvm_cpu_instance_init: off without in-kernel irqchip; 492a4c94be (2.6)", when="irqchip=off"),
+    _default("kvmclock", "on", f"kvm_default_props; 5114e84222 (2.5), {_SINCE_1_2}"),
+    _default("kvm-nopiodelay", "on", f"kvm_default_props; 5114e84222 (2.5), {_SINCE_1_2}"),
+    _default("kvm-asyncpf", "on", f"kvm_default_props; 5114e84222 (2.5), {_SINCE_1_2}"),
+    _default("kvm-steal-time", "on", f"kvm_default_props; 5114e84222 (2.5), {_SINCE_1_2}"),
+    _default("kvm-pv-eoi", "on", "kvm_default_props; 2969475869 (1.4)", since=(1, 4)),
+    _default("kvmclock-stable-bit", "on", f"kvm_default_props; 5114e84222 (2.5), {_SINCE_1_2}"),
+    _default("x2apic", "on", "kvm_default_props; ef02ef5f45 'Enable x2apic by default on KVM' (2.0)", since=(2, 0)),
+    _default("svm", "off", "kvm_default_props; 75d373ef97 'Disable SVM by default in KVM mode' (2.2)", since=(2, 2)),
+    _default("kvm-msi-ext-dest-id", "off", "kvm_default_props; c1bb5418e3 (6.0)", since=(6, 0)),
+    _default("kvm-msi-ext-dest-id", "on",
+             "kvm_cpu_instance_init: on with kernel_irqchip=split; c1bb5418e3 (6.0), dc89f32d92 (7.1)",
+             when="irqchip=split", since=(6, 0)),
+    _default("x2apic", "off", "kvm_cpu_instance_init: off without in-kernel irqchip; 492a4c94be (2.6)",
+             when="irqchip=off", since=(2, 6)),
 )
 
-SVM_COMPAT_2_1 = Rule("kvm-default", "svm", None,
-                      "pc_compat_2_1: x86_cpu_change_kvm_default('svm', NULL); 75d373ef97 (2.2)",
-                      families=PC, up_to=(2, 1))
+SVM_COMPAT_2_1 = _default("svm", None, "pc_compat_2_1: x86_cpu_change_kvm_default('svm', NULL); 75d373ef97 (2.2)",
+                          families=PC, up_to=(2, 1), since=(2, 2))
 
-# pc_compat_X_Y arrays and the pc_compat_X_Y_fn() calls of x86_cpu_change_kvm_default.
+# pc_compat_X_Y arrays and the pc_compat_X_Y_fn() calls of x86_cpu_change_kvm_default. QEMU never removes
+# such a row while a machine needs it; it goes with the last machine (a machine a release lacks is
+# reported as such, its rows are not rewritten).
+PC_COMPAT_5_1_MSI = _row("compat", "kvm-msi-ext-dest-id", "off",
+                         "pc_compat_5_1 {TYPE_X86_CPU, kvm-msi-ext-dest-id, off}; c1bb5418e3 (6.0)",
+                         families=PC, up_to=(5, 1), since=(6, 0))
 MACHINE_ROWS: tuple[Rule, ...] = (
-    Rule("kvm-default", "kvm-pv-eoi", None,
-         "pc_compat_1_2: x86_cpu_change_kvm_default('kvm-pv-eoi', NULL); 2969475869 (1.4)",
-         families=PC, up_to=(1, 2)),
-    Rule("kvm-default", "x2apic", None,
-         "pc_compat_1_7: x86_cpu_change_kvm_default('x2apic', NULL); ef02ef5f45 (2.0)",
-         families=PC, up_to=(1, 7)),
+    _default("kvm-pv-eoi", None, "pc_compat_1_2: x86_cpu_change_kvm_default('kvm-pv-eoi', NULL); 2969475869 (1.4)",
+             families=PC, up_to=(1, 2), since=(1, 4)),
+    _default("x2apic", None, "pc_compat_1_7: x86_cpu_change_kvm_default('x2apic', NULL); ef02ef5f45 (2.0)",
+             families=PC, up_to=(1, 7), since=(2, 0)),
     SVM_COMPAT_2_1,
-    Rule("compat", "l3-cache", "off", "pc_compat_2_7 {TYPE_X86_CPU, l3-cache, off}; 14c985cffa (2.8)",
-         families=PC, up_to=(2, 7)),
-    Rule("compat", "kvm-msi-ext-dest-id", "off",
-         "pc_compat_5_1 {TYPE_X86_CPU, kvm-msi-ext-dest-id, off}; c1bb5418e3 (6.0)",
-         families=PC, up_to=(5, 1)),
+    _row("compat", "l3-cache", "off", "pc_compat_2_7 {TYPE_X86_CPU, l3-cache, off}; 14c985cffa (2.8)",
+         families=PC, up_to=(2, 7), since=(2, 8)),
+    PC_COMPAT_5_1_MSI,
 )
 
 VERSIONED = (
