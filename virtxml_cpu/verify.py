@@ -146,11 +146,14 @@ def _machine_order(name: str):
 
 
 def machine_facts(query_machines: list, emulator: str) -> HostFacts:
-    """What libvirt would read from this QEMU: machine names, aliases and the default machine."""
-    aliases, names = {}, set()
+    """What libvirt would read from this QEMU: machine names, aliases and the default machine, and QEMU's own
+    description of each (it dates a downstream machine name the tables do not know)."""
+    aliases, names, descriptions = {}, set(), {}
     for m in query_machines:
         name = m.get("name", "")
         names.add(name)
+        if m.get("desc"):
+            descriptions[name] = m["desc"]
         if m.get("alias"):
             aliases[m["alias"]] = name
             names.add(m["alias"])
@@ -158,7 +161,7 @@ def machine_facts(query_machines: list, emulator: str) -> HostFacts:
             aliases[""] = name
     flavour, why = flavour_from_machines(names, emulator)
     return HostFacts(aliases=aliases, machines=frozenset(names), sources=(f"{emulator} query-machines",),
-                     qemu_flavour=flavour, flavour_source=why)
+                     qemu_flavour=flavour, flavour_source=why, descriptions=descriptions)
 
 
 def tool_host(build: Build, kvm: HostFacts, flavour: str | None = None, flavour_source: str = "") -> HostFacts:
