@@ -13,7 +13,8 @@ from .errors import EXIT_BAD_INPUT, EXIT_ENVIRONMENT, EXIT_OK, EXIT_WORK_FOUND, 
 from .hookinstall import DEFAULT_HOOKS_DIR
 from .errors import shown
 from .files import read_input, update_in_place, write_output
-from .hostfacts import HostFacts, parse_capabilities, parse_domcapabilities, probe_kvm, probe_local_qemu
+from .hostfacts import HostFacts, parse_capabilities, parse_domcapabilities, probe_kvm
+from .qemucaps import local_qemu
 from .pipeline import process
 from .policy import POLICIES, STYLES
 
@@ -144,7 +145,7 @@ def gather_host_facts(args, cfg) -> HostFacts:
 
         facts = facts.merged(host_facts(args.connect))
     if facts.qemu_flavour is None and not args.no_host_probe and not args.connect:
-        local = probe_local_qemu()
+        local = local_qemu()
         facts = facts.merged(HostFacts(qemu_flavour=local.qemu_flavour, flavour_source=local.flavour_source,
                                        qemu_version=facts.qemu_version or local.qemu_version))
     return with_flavour_choice(facts, args.qemu_flavour, cfg)
