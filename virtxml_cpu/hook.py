@@ -6,6 +6,7 @@ migrate/restore must keep the guest ABI), and fails open: any error is logged an
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 
@@ -29,7 +30,8 @@ def hook_host_facts(dom: DomainFacts, cfg, caps_dir: str = qemucaps.CACHE_DIR) -
     facts = probe_kvm()
     if cfg.qemu_flavour:
         return facts.merged(HostFacts(qemu_flavour=cfg.qemu_flavour, flavour_source=f"qemu_flavour in {cfg.path}"))
-    cached, why = qemucaps.lookup(dom.emulator, caps_dir)
+    digests = os.path.join(os.path.dirname(cfg.spool.rstrip("/")) or "/", "qemu-caps")  # beside the spool
+    cached, why = qemucaps.lookup(dom.emulator, caps_dir, digests)
     if cached.qemu_flavour:
         return facts.merged(cached)
     return facts.merged(cached)._replace(flavour_source=f"build unknown: {why}")

@@ -7,7 +7,6 @@ from __future__ import annotations
 import errno
 import os
 import re
-import secrets
 import stat
 
 TEMP_PREFIX = ".virtxml-cpu."
@@ -91,8 +90,7 @@ def make_private_dir(path: str) -> str | None:
 
 def temp_name(directory: str) -> str:
     """A fresh temporary file name in `directory` that names this process: .virtxml-cpu.PID.RANDOM.tmp."""
-    rand = "".join(secrets.choice("0123456789abcdefghijklmnopqrstuvwxyz") for _ in range(8))
-    return os.path.join(directory, f"{TEMP_PREFIX}{os.getpid()}.{rand}.tmp")
+    return os.path.join(directory, f"{TEMP_PREFIX}{os.getpid()}.{os.urandom(4).hex()}.tmp")
 
 
 def create_temp(directory: str, mode: int = 0o600) -> tuple[int, str]:
