@@ -211,12 +211,13 @@ def apply_domain(conn, dom, host: HostFacts, opts: ApplyOptions, res: ApplyResul
             print(f"{name}: skipped: not confirmed", file=opts.out)
             res.skipped += 1
             return "not confirmed"
+    text = o.output.decode()
     try:
-        # The window that remains: between this compare and libvirtd handling defineXML (one request on
-        # an open connection, measured in the README); libvirt has no compare-and-define.
+        # The window that remains: from libvirtd answering this compare to it handling defineXML, about one
+        # round trip on the open connection (README); libvirt has no compare-and-define.
         if dom.XMLDesc(flags).encode() != xml:
             return _changed_meanwhile(opts, res, name, "its definition changed while we worked; skipped")
-        new = conn.defineXML(o.output.decode())
+        new = conn.defineXML(text)
         after = new.XMLDesc(flags).encode()
     except libvirt.libvirtError as e:
         return _failed(opts, res, name, f"define failed, definition unchanged: {e.get_error_message()}",
