@@ -317,10 +317,11 @@ def _memory(dom) -> int:
     return int(re.search(r"<memory unit='KiB'>(\d+)<", dom.XMLDesc(SECURE_INACTIVE)).group(1))
 
 
-def test_apply_never_writes_over_a_concurrent_redefinition(lab, tmp_path):
+def test_apply_never_writes_over_a_concurrent_redefinition(lab_up, tmp_path):
     """Another process redefines 10 domains with a new <memory> in a loop while apply runs on 20: no domain
     ends with an older memory than the redefiner last wrote, and each raced one is fixed or reported
     "changed meanwhile". How often the remaining window (README) was hit is printed, not asserted."""
+    lab = harness.connect()  # its own: an earlier test of this module restarts libvirtd
     doms = [define(lab, f"redef{i}", HM) for i in range(20)]
     raced, calm = doms[:10], doms[10:]
     stop = tmp_path / "stop"
@@ -357,13 +358,15 @@ def test_apply_never_writes_over_a_concurrent_redefinition(lab, tmp_path):
             redefiner.kill()
         for d in doms:
             d.undefine()
+        lab.close()
 
 
-def test_apply_pending_skips_poisoned_entries_and_dry_run_changes_nothing(lab, tmp_path):
+def test_apply_pending_skips_poisoned_entries_and_dry_run_changes_nothing(lab_up, tmp_path):
     spool = tmp_path / "spool"
     spool.mkdir(mode=0o700)
     cfg = tmp_path / "c.toml"
     cfg.write_text(f'[hook]\nspool = "{spool}"\n')
+    lab = harness.connect()
     dom = define(lab, "pending", HM)
     uuid = dom.UUIDString()
     gone = "0b7e2d1c-6a51-4f0e-8d7b-3c2f9e1a4b66"
@@ -387,3 +390,4 @@ def test_apply_pending_skips_poisoned_entries_and_dry_run_changes_nothing(lab, t
         assert sorted(p.name for p in spool.iterdir()) == ["00000000-0000-0000-0000-000000000000.json", "x.json"]
     finally:
         dom.undefine()
+        lab.close()

@@ -215,12 +215,13 @@ def test_libvirtd_restart_leaves_running_guest_running(lab_up, hook):
         conn.close()
 
 
-def test_hook_learns_the_build_from_libvirts_capabilities_cache_and_prepare_stays_lean(lab, hook):
+def test_hook_learns_the_build_from_libvirts_capabilities_cache_and_prepare_stays_lean(lab_up, hook):
     """The installed hook reads what this libvirtd cached for /usr/bin/qemu-system-x86_64 (never runs it):
     the same release, machines and default as libvirt's own capabilities, and the Debian build (upstream)."""
     from virtxml_cpu import qemucaps
     from virtxml_cpu.hostfacts import parse_capabilities
 
+    lab = harness.connect()  # its own: an earlier test of this module restarts libvirtd
     facts, why = qemucaps.lookup("/usr/bin/qemu-system-x86_64")
     version = subprocess.run(["qemu-system-x86_64", "--version"], capture_output=True, text=True).stdout
     assert why == "" and facts.qemu_flavour == "upstream" and "package Debian" in facts.flavour_source
@@ -230,6 +231,7 @@ def test_hook_learns_the_build_from_libvirts_capabilities_cache_and_prepare_stay
     hook.mode("audit")
     hook.logs()
     name, _ = starts_paused(lab, "caps", HM)
+    lab.close()
     (line,) = [line for line in hook.logs() if f"domain={name}" in line]
     assert "qemu=upstream" in line and "qemu_basis" not in line, line
     assert list((hook.root / "qemu-caps").glob("*.json"))  # the digest beside the spool
