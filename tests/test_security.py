@@ -220,6 +220,26 @@ def test_a_control_character_in_a_name_stays_one_log_line(tmp_path, name):
     assert msg.count(" decision=") == 1
 
 
+def test_a_syslog_that_stopped_reading_does_not_hold_the_guest_start(tmp_path):
+    sock_path = tmp_path / "log.sock"
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as s:
+        s.bind(str(sock_path))  # bound, never read: its queue fills
+        with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as w:
+            w.setblocking(False)
+            w.connect(str(sock_path))
+            try:
+                while True:
+                    w.send(b"x")
+            except BlockingIOError:
+                pass
+        cfg = config(tmp_path, "audit", tmp_path / "spool", f'syslog_socket = "{sock_path}"\n')
+        t = time.monotonic()
+        r = in_subprocess(f"import io; from virtxml_cpu import hook\n"
+                          f"print(hook.run(['vm', 'prepare', 'begin', '-'], config_path={cfg!r}, "
+                          f"stdin=io.BytesIO({NEEDS_FIX!r})))")
+    assert r.stdout.strip() == "0" and "decision=inject" in r.stderr and time.monotonic() - t < 15
+
+
 def test_log_fields_are_plain_tokens_or_quoted():
     from virtxml_cpu.logline import kv
 

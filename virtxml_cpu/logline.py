@@ -12,6 +12,7 @@ import sys
 from .errors import shown
 
 SYSLOG_SOCKET = "/dev/log"
+SEND_TIMEOUT = 2.0  # seconds
 _PLAIN = re.compile(r"[A-Za-z0-9_.:/@+,-]{1,256}\Z")
 
 
@@ -39,6 +40,7 @@ class Log:
         line = f"<{pri}>virtxml-cpu[{os.getpid()}]: {message}"
         try:
             with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as s:
+                s.settimeout(SEND_TIMEOUT)  # a syslog that stopped reading never holds a guest start
                 s.connect(self.path)
                 s.send(line.encode("utf-8", "replace"))
         except OSError:
