@@ -86,6 +86,39 @@ def test_an_emulator_named_in_metadata_or_devices_is_never_executed(shared, tmp_
         assert "qemu=unknown" in log.lines[-1] and "build unknown" in log.lines[-1]
 
 
+@ROOT_ONLY
+def test_only_a_root_owned_capabilities_cache_nobody_else_can_write_is_believed(tmp_path):
+    from virtxml_cpu import qemucaps
+
+    from .test_flavours import caps_cache
+
+    emulator = "/usr/bin/qemu-system-x86_64"
+    caps = tmp_path / "caps"
+    caps_cache(caps, emulator, "Debian 1:8.2.2+ds-0ubuntu1.4")
+    (f,) = caps.iterdir()
+    digests = str(tmp_path / "digests")
+    assert qemucaps.lookup(emulator, str(caps), digests)[0].qemu_flavour == "ubuntu"
+    assert qemucaps.lookup(emulator, str(caps), digests)[0].qemu_flavour == "ubuntu"  # from the digest
+    for spoil, undo, why in (
+            (lambda: f.chmod(0o666), lambda: f.chmod(0o644), "writable by group or others"),
+            (lambda: os.chown(f, NOBODY, NOBODY), lambda: os.chown(f, 0, 0), "owned by uid 65534"),
+            (lambda: caps.chmod(0o777), lambda: caps.chmod(0o755), "writable by group or others"),
+            (lambda: (f.rename(tmp_path / "real.xml"), f.symlink_to(tmp_path / "real.xml")),
+             lambda: (f.unlink(), (tmp_path / "real.xml").rename(f)), "not a regular file")):
+        spoil()
+        facts, reason = qemucaps.lookup(emulator, str(caps), digests)
+        assert facts.qemu_flavour is None and why in reason, reason
+        undo()
+    # a digest someone else could have written is not believed: the cache file is read again
+    (d,) = Path(digests).iterdir()
+    d.write_text(d.read_text().replace("ubuntu", "el9"))
+    os.chown(d, NOBODY, NOBODY)
+    assert qemucaps.lookup(emulator, str(caps), digests)[0].qemu_flavour == "ubuntu"
+    # a cache file that describes another emulator is not this one's
+    f.write_text(f.read_text().replace(emulator, "/usr/bin/other"))
+    assert "describes /usr/bin/other" in qemucaps.lookup(emulator, str(caps))[1]
+
+
 # --- a uuid is a uuid ------------------------------------------------------------------------------------
 
 

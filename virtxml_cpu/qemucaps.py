@@ -50,7 +50,7 @@ class QemuCaps(NamedTuple):
         default = next((m.name for m in self.machines if m.default), None)
         if default:
             aliases[""] = default
-        names = frozenset(m.name for m in self.machines) | frozenset(aliases) - {""}
+        names = frozenset(m.name for m in self.machines) | (frozenset(aliases) - {""})
         flavour = flavour_of_package(self.package) if self.version else None
         return HostFacts(aliases=aliases, machines=names, qemu_version=self.version, sources=(what,),
                          qemu_flavour=flavour,
@@ -58,13 +58,14 @@ class QemuCaps(NamedTuple):
 
 
 def parse(data: bytes) -> QemuCaps:
-    """A capabilities cache file -> emulator, version, package, KVM machine types (BadInput if not one)."""
+    """A capabilities cache file -> emulator, version, package, KVM machine types (BadInput or ValueError
+    when it is not one)."""
     root = parse_xml(data, "QEMU capabilities cache").getroot()
     if root.tag != "qemuCaps":
         raise ValueError("not a libvirt QEMU capabilities cache (<qemuCaps>)")
     raw = (root.findtext("version") or "").strip()
     version = None
-    if raw.isdigit() and len(raw) <= 9:
+    if raw.isascii() and raw.isdigit() and len(raw) <= 9:
         n = int(raw)
         version = (n // 1000000, n // 1000 % 1000, n % 1000)
     machines = [m for m in root.iterfind("machine") if m.get("type", "kvm") == "kvm"] or list(root.iterfind("machine"))
