@@ -7,6 +7,7 @@ which tests/lab/up.sh enables) plus one unreachable URI.
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -212,6 +213,10 @@ def test_watch_fixes_new_definitions_does_not_loop_and_survives_a_restart(lab_up
     spool.mkdir()
     (spool / f"{queued.UUIDString()}.json").write_text(json.dumps({"uuid": queued.UUIDString(),
                                                                     "name": queued.name()}))
+    poisoned = {"00000000-0000-0000-0000-000000000000.json", "0.json"}  # sorted first: must not stop the rest
+    (spool / "00000000-0000-0000-0000-000000000000.json").write_text(
+        '{"uuid": "00000000-0000-0000-0000-000000000000", "attempts": 1e400}')
+    os.mkfifo(spool / "0.json")
     log = open(tmp_path / "watch.log", "w+")
     proc = subprocess.Popen([sys.executable, "-m", "virtxml_cpu", "watch", "--config", str(cfg)], cwd=ROOT,
                             stdout=log, stderr=subprocess.STDOUT)
@@ -219,7 +224,7 @@ def test_watch_fixes_new_definitions_does_not_loop_and_survives_a_restart(lab_up
     try:
         assert _wait_for(lambda: "watching" in (tmp_path / "watch.log").read_text(), 20)
         assert _wait_for(lambda: "pvspinlock" in queued.XMLDesc(SECURE_INACTIVE), 10), "queue not applied"
-        assert _wait_for(lambda: not list(spool.iterdir()), 5)
+        assert _wait_for(lambda: {p.name for p in spool.iterdir()} == poisoned, 5)
         dom = define(conn, "watch1", HM)
         names.append(dom.name())
         t = time.monotonic()
