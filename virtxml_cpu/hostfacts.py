@@ -153,21 +153,28 @@ PROBE_TIMEOUT = 10.0
 
 def probe_local_qemu(binary: str = "qemu-system-x86_64") -> HostFacts:
     """Ask a local QEMU binary for its version string (one short process, ~15 ms); empty facts when absent
-    or not trustworthy. Only a root-owned binary in a root-owned directory, neither writable by group or
-    others, is run; as root it runs as an unprivileged user (as libvirt runs QEMU), stdin closed, bounded."""
+    or not trustworthy (run_trusted_qemu says which binaries run, and as whom)."""
     path = binary if os.path.isabs(binary) else which(binary)
-    if not path or not trusted_executable(path):
-        return HostFacts()
+    out = run_trusted_qemu(path, "--version") if path else None
+    return flavour_from_version(out, f"{path} --version") if out else HostFacts()
+
+
+def run_trusted_qemu(path: str, *args: str, timeout: float = PROBE_TIMEOUT) -> str | None:
+    """stdout of `path args`, or None. Only a root-owned binary in a root-owned directory, neither writable
+    by group or others, is run; as root it runs as an unprivileged user with no supplementary groups (as
+    libvirt runs QEMU), stdin closed, a bare environment, bounded in time. Every QEMU the CLI runs goes
+    through here; the hook runs none."""
+    if not trusted_executable(path):
+        return None
     import subprocess  # only here: the hook never runs anything
 
     drop = _unprivileged() if os.geteuid() == 0 else {}
     try:
-        out = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=PROBE_TIMEOUT,
-                             stdin=subprocess.DEVNULL, env={"PATH": "/usr/bin:/bin", "LC_ALL": "C"},
-                             cwd="/", **drop).stdout
+        return subprocess.run([path, *args], capture_output=True, text=True, timeout=timeout,
+                              stdin=subprocess.DEVNULL, env={"PATH": "/usr/bin:/bin", "LC_ALL": "C"},
+                              cwd="/", **drop).stdout
     except (OSError, subprocess.SubprocessError, ValueError):
-        return HostFacts()
-    return flavour_from_version(out, f"{path} --version")
+        return None
 
 
 def trusted_executable(path: str) -> bool:
