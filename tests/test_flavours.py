@@ -191,14 +191,25 @@ UBUNTU_VERSION = "QEMU emulator version 8.2.2 (Debian 1:8.2.2+ds-0ubuntu1.4)"
 
 
 @pytest.fixture
-def fake_qemu(tmp_path):
-    """A qemu-system-x86_64 on PATH that prints Ubuntu's version string and counts its runs."""
-    bindir = tmp_path / "bin"
-    bindir.mkdir()
+def fake_qemu():
+    """A qemu-system-x86_64 on PATH that prints Ubuntu's version string and records who ran it, in a
+    directory every user may traverse (as root the probe runs it unprivileged)."""
+    import shutil
+    import tempfile
+    from pathlib import Path
+
+    base = Path(tempfile.mkdtemp(prefix="vxc-fake-qemu-"))
+    base.chmod(0o755)
+    bindir = base / "bin"
+    bindir.mkdir(mode=0o755)
+    runs = base / "runs"
+    runs.touch(mode=0o666)
+    runs.chmod(0o666)
     qemu = bindir / "qemu-system-x86_64"
-    qemu.write_text(f"#!/bin/sh\necho run >> {tmp_path}/runs\necho '{UBUNTU_VERSION}'\necho 'Copyright'\n")
+    qemu.write_text(f"#!/bin/sh\nid -u >> {runs}\necho '{UBUNTU_VERSION}'\necho 'Copyright'\n")
     qemu.chmod(0o755)
-    return tmp_path
+    yield base
+    shutil.rmtree(base)
 
 
 def explain(tmp, *args, config=None):
@@ -232,29 +243,49 @@ def test_config_rejects_an_unknown_flavour(fake_qemu):
     assert e.value.returncode == 2 and b"qemu_flavour" in e.value.stderr
 
 
-def test_local_probe_is_cached_per_binary(fake_qemu):
+def test_local_probe_runs_only_a_trusted_binary_and_never_as_root(fake_qemu):
     from virtxml_cpu.hostfacts import probe_local_qemu
 
-    qemu, cache = str(fake_qemu / "bin" / "qemu-system-x86_64"), str(fake_qemu / "cache.json")
-    for _ in range(3):
-        assert probe_local_qemu(qemu, cache).qemu_flavour == "ubuntu"
-    assert (fake_qemu / "runs").read_text().count("run") == 1
-    os.utime(qemu, ns=(0, 0))  # another binary (an upgrade): asked again
-    assert probe_local_qemu(qemu, cache).qemu_version == (8, 2, 2)
-    assert (fake_qemu / "runs").read_text().count("run") == 2
+    qemu = fake_qemu / "bin" / "qemu-system-x86_64"
+    assert probe_local_qemu(str(qemu)).qemu_flavour == "ubuntu"
+    uids = (fake_qemu / "runs").read_text().split()
+    assert uids and "0" not in uids  # as root: run as libvirt-qemu/nobody, as libvirt runs QEMU
+    for writable in (qemu, qemu.parent):  # a binary or directory others could change is never run
+        writable.chmod(writable.stat().st_mode | 0o022)
+        assert probe_local_qemu(str(qemu)) == HostFacts()
+        writable.chmod(writable.stat().st_mode & ~0o022)
+    assert len((fake_qemu / "runs").read_text().split()) == len(uids)
 
 
-def test_hook_reads_the_build_from_the_domains_emulator(fake_qemu):
+def caps_cache(directory, emulator: str, package: str, version: int = 8002002) -> None:
+    """A libvirt QEMU capabilities cache file, named as libvirt names it (sha256 of the emulator path)."""
+    import hashlib
+
+    directory.mkdir(mode=0o755, exist_ok=True)
+    name = hashlib.sha256(emulator.encode()).hexdigest() + ".xml"
+    (directory / name).write_text(
+        f"<qemuCaps><emulator>{emulator}</emulator><version>{version}</version><package>{package}</package>"
+        "<machine type='kvm' name='pc-q35-noble' alias='q35' hotplugCpus='yes'/>"
+        "<machine type='kvm' name='pc-i440fx-noble' alias='pc' default='yes'/>"
+        "<machine type='tcg' name='pc-tcg-only'/></qemuCaps>")
+
+
+def test_hook_reads_the_build_from_libvirts_capabilities_cache_and_runs_nothing(fake_qemu, tmp_path):
     from virtxml_cpu import hook
     from virtxml_cpu.config import Config
 
-    qemu = fake_qemu / "bin" / "qemu-system-x86_64"
-    data = (FIXTURES / "handwritten-no-cpu.xml").read_bytes().replace(
-        b"</devices>", f"<emulator>{qemu}</emulator></devices>".encode())
-    facts = hook.hook_host_facts(data, Config(spool=str(fake_qemu / "spool" / "pending")))
-    assert facts.qemu_flavour == "ubuntu" and str(qemu) in facts.flavour_source
-    facts = hook.hook_host_facts(data, Config(qemu_flavour="rhel", path="c.toml"))
-    assert facts.qemu_flavour == "rhel"
+    qemu = str(fake_qemu / "bin" / "qemu-system-x86_64")
+    caps_cache(tmp_path / "caps", qemu, "Debian 1:8.2.2+ds-0ubuntu1.4")
+    dom = domain.extract(etree.fromstring(
+        (FIXTURES / "handwritten-no-cpu.xml").read_bytes().replace(b"</devices>", f"<emulator>{qemu}</emulator></devices>".encode())))
+    facts = hook.hook_host_facts(dom, Config(), str(tmp_path / "caps"))
+    assert facts.qemu_flavour == "ubuntu" and facts.qemu_version == (8, 2, 2) and "0ubuntu1.4" in facts.flavour_source
+    assert facts.aliases == {"q35": "pc-q35-noble", "pc": "pc-i440fx-noble", "": "pc-i440fx-noble"}
+    assert "pc-tcg-only" not in facts.machines and (fake_qemu / "runs").read_text() == ""
+    assert hook.hook_host_facts(dom, Config(qemu_flavour="rhel", path="c.toml")).qemu_flavour == "rhel"
+    other = dom._replace(emulator="/usr/bin/qemu-system-other")
+    unknown = hook.hook_host_facts(other, Config(), str(tmp_path / "caps"))
+    assert unknown.qemu_flavour is None and "build unknown: libvirt has no capabilities cached" in unknown.flavour_source
 
 
 def test_release_sources_and_their_order(fake_qemu):

@@ -213,3 +213,41 @@ def test_libvirtd_restart_leaves_running_guest_running(lab_up, hook):
         again.undefine()
     finally:
         conn.close()
+
+
+def test_hook_learns_the_build_from_libvirts_capabilities_cache_and_prepare_stays_lean(lab_up, hook):
+    """The installed hook reads what this libvirtd cached for /usr/bin/qemu-system-x86_64 (never runs it):
+    the same release, machines and default as libvirt's own capabilities, and the Debian build (upstream)."""
+    from virtxml_cpu import qemucaps
+    from virtxml_cpu.hostfacts import parse_capabilities
+
+    lab = harness.connect()  # its own: an earlier test of this module restarts libvirtd
+    facts, why = qemucaps.lookup("/usr/bin/qemu-system-x86_64")
+    version = subprocess.run(["qemu-system-x86_64", "--version"], capture_output=True, text=True).stdout
+    assert why == "" and facts.qemu_flavour == "upstream" and "package Debian" in facts.flavour_source
+    assert ".".join(map(str, facts.qemu_version[:2])) in version.split("(")[0]
+    libvirts = parse_capabilities(lab.getCapabilities().encode())
+    assert facts.machines >= libvirts.machines - {""} and facts.aliases[""] == libvirts.aliases[""]
+    hook.mode("audit")
+    hook.logs()
+    name, _ = starts_paused(lab, "caps", HM)
+    lab.close()
+    (line,) = [line for line in hook.logs() if f"domain={name}" in line]
+    assert "qemu=upstream" in line and "qemu_basis" not in line, line
+    assert list((hook.root / "qemu-caps").glob("*.json"))  # the digest beside the spool
+    # prepare as libvirt runs it, against the python + lxml floor, in the same run
+    dom_xml = harness.boot_sector_guest(harness.unique_name("caps-timing"), "pc-q35-7.2", HM)
+    env = {"LC_ALL": "C", "PATH": "/usr/bin:/bin", "HOME": "/root"}
+    installed = f"{HOOKS}/qemu.d/virtxml-cpu"
+    samples = {"hook": [], "floor": []}
+    for _ in range(15):
+        for key, cmd in (("hook", [installed, "t", "prepare", "begin", "-"]),
+                         ("floor", [sys.executable, "-c", "import lxml.etree"])):
+            t = time.perf_counter()
+            subprocess.run(cmd, input=dom_xml, capture_output=True, env=env, timeout=60)
+            samples[key].append(time.perf_counter() - t)
+            hook.logs()  # drained: a full datagram queue would make the next run wait
+    med = {k: sorted(v)[len(v) // 2] * 1000 for k, v in samples.items()}
+    print(f"\nprepare path with the capabilities cache: {med['hook']:.0f} ms, floor {med['floor']:.0f} ms, "
+          f"ratio {med['hook'] / med['floor']:.2f}x")
+    assert med["hook"] / med["floor"] < 3

@@ -81,9 +81,9 @@ def test_unmanaged_domain_has_no_orchestrator():
 
 def test_spool_postpones_with_growing_delay_and_keeps_the_reason(tmp_path):
     d = str(tmp_path / "spool")
-    spool.write(d, "1234", {"name": "vm", "rule": "policy-compat"})
+    spool.write(d, "0B7E2D1C6A514F0E8D7B3C2F9E1A4B66", {"name": "vm", "rule": "policy-compat"})
     (e,) = spool.entries(d)
-    assert (e.uuid, e.name, e.attempts) == ("1234", "vm", 0) and e.due(0)
+    assert (e.uuid, e.name, e.attempts) == ("0b7e2d1c-6a51-4f0e-8d7b-3c2f9e1a4b66", "vm", 0) and e.due(0)
     e1 = spool.postpone(e, "transient", now=1000.0)
     e2 = spool.postpone(e1, "transient", now=2000.0)
     assert (e1.next_try, e2.next_try) == (1060.0, 2120.0) and e2.attempts == 2

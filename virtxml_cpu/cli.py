@@ -15,7 +15,8 @@ from .hookinstall import DEFAULT_HOOKS_DIR
 from .libvirt_conn import DEFAULT_URI
 from .errors import shown
 from .files import read_input, update_in_place, write_output
-from .hostfacts import HostFacts, parse_capabilities, parse_domcapabilities, probe_kvm, probe_local_qemu
+from .hostfacts import HostFacts, parse_capabilities, parse_domcapabilities, probe_kvm
+from .qemucaps import local_qemu
 from .pipeline import process
 from .policy import POLICIES, STYLES
 
@@ -185,13 +186,14 @@ def gather_host_facts(args, cfg) -> HostFacts:
     claims = qemu_build.from_command_line(args.qemu_flavour, args.qemu_version)
     binary = args.emulator
     if binary:
-        named = probe_local_qemu(binary)
+        named = local_qemu(binary)
         if named.qemu_version is None:
-            raise BadInput(f"--emulator {shown(binary)}: not an executable that answers --version as QEMU does")
+            raise BadInput(f"--emulator {shown(binary)}: not a QEMU that answers --version (only a root-owned binary "
+                           "that nobody else may write, in such a directory, is run)")
         claims.append(qemu_build.from_facts(named))
     claims += qemu_build.from_config(cfg) + qemu_build.libvirt_claims(libvirt)
     if not binary and not args.no_host_probe and not args.connect:
-        local = probe_local_qemu()
+        local = local_qemu()
         binary = "qemu-system-x86_64" if local.qemu_version else None
         claims.append(qemu_build.from_facts(local))
     facts = qemu_build.settle(facts, claims + qemu_build.weak_libvirt_claims(libvirt))

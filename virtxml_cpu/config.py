@@ -19,6 +19,7 @@ from typing import NamedTuple
 from .errors import BadInput, EnvironmentProblem, shown
 from .flavours import NAMES as FLAVOURS
 from .policy import POLICIES, STYLES
+from .safefs import Untrusted, read_regular
 
 DEFAULT_PATH = "/etc/virtxml-cpu/config.toml"
 HOOK_MODES = ("audit", "enforce", "queue")
@@ -89,23 +90,22 @@ def is_release(text: str) -> bool:
 def load(path: str | None) -> Config:
     """Read the config; an explicitly named file must exist, the default one may be absent.
 
-    Errors map as for input files: missing or a directory is bad usage (2), unreadable is the environment (3)."""
+    Errors map as for input files: missing or not a regular file (a directory, FIFO or device: opened
+    without blocking, never waited on) is bad usage (2), unreadable is the environment (3)."""
     explicit = path is not None or "VIRTXML_CPU_CONFIG" in os.environ
     path = path or os.environ.get("VIRTXML_CPU_CONFIG", DEFAULT_PATH)
     try:
-        with open(path, "rb") as fh:
-            raw = fh.read(MAX_CONFIG_BYTES + 1)
+        raw = read_regular(path, MAX_CONFIG_BYTES, follow=True)[0]
     except FileNotFoundError:
         if explicit:
             raise BadInput(f"config {shown(path)} does not exist") from None
         return Config()
-    except IsADirectoryError:
-        raise BadInput(f"config {shown(path)} is a directory") from None
+    except Untrusted as e:  # a directory, FIFO, device (never waited on) or an oversized file
+        what = f"is larger than {MAX_CONFIG_BYTES // 1024} KiB" if "larger" in str(e) else str(e)
+        raise BadInput(f"config {shown(path)} {what}") from None
     except OSError as e:
         reason = "permission denied" if isinstance(e, PermissionError) else e.strerror
         raise EnvironmentProblem(f"config {shown(path)}: {reason}") from None
-    if len(raw) > MAX_CONFIG_BYTES:
-        raise BadInput(f"config {shown(path)} is larger than {MAX_CONFIG_BYTES // 1024} KiB")
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:

@@ -73,6 +73,18 @@ class DomainFacts(NamedTuple):
         return self.setting("pvspinlock")
 
 
+UUID = re.compile(r"[0-9a-fA-F]{32}|[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
+
+
+def canonical_uuid(text: str | None) -> str | None:
+    """A uuid by libvirt's grammar (32 hex digits, or dashed 8-4-4-4-12) in lowercase dashed form; None
+    for anything else, so that no definition can name a path (`/`, `../x`) where a uuid is expected."""
+    if not isinstance(text, str) or not UUID.fullmatch(text.strip()):
+        return None
+    h = text.strip().replace("-", "").lower()
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+
 def _setting(top: dict, row: Setting) -> str | None:
     """Read one libvirt_xml row from the domain's top-level children."""
     el = top.get(row.path[0])

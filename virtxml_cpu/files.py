@@ -3,7 +3,10 @@
 - `--in-place` locks the file, reads it, and renames a complete new file over it; a run that waited for the
   lock sees the renamed file, so concurrent runs on one file make exactly one change.
 - Backups hold the bytes that were read, are written to a temporary file and linked into place (never
-  through a symbolic link, never over an existing file: FILE.orig is taken, so FILE.orig.1 is used).
+  through a symbolic link, never over an existing file: FILE.orig is taken, so FILE.orig.1 is used). A
+  backup that already holds exactly the bytes read (a run killed between backup and rename) is reused.
+- Temporary files are named .virtxml-cpu.PID.RANDOM.tmp; a run removes the ones in its directory whose
+  creating process is gone (a killed run), never anything else.
 - Only regular files are replaced: a device, FIFO or socket is refused (or, when it is this process's own
   stdout, written as a stream).
 - Owner, group, mode and extended attributes (ACLs, SELinux labels) are kept, or nothing is written.
@@ -16,11 +19,11 @@ import fcntl
 import os
 import stat
 import sys
-import tempfile
 from collections.abc import Callable
 from typing import TypeVar
 
-from .errors import BadInput, EnvironmentProblem, shown
+from .errors import BadInput, EnvironmentProblem, VirtxmlCpuError, shown
+from .safefs import create_temp, remove_stale_temps
 from .xmlio import MAX_INPUT_BYTES
 
 T = TypeVar("T")
@@ -116,6 +119,9 @@ def write_backup(real: str, suffix: str, data: bytes, st: os.stat_result) -> str
     """FILE+SUFFIX holding `data`, created without following links and without replacing anything; when
     it exists, FILE+SUFFIX.1, .2, ... Returns the path written."""
     directory = os.path.dirname(real) or "."
+    kept = _existing_backup(real, suffix, data, st)
+    if kept:
+        return kept
     fd, tmp = _mkstemp(directory, real)
     try:
         try:
@@ -141,6 +147,33 @@ def write_backup(real: str, suffix: str, data: bytes, st: os.stat_result) -> str
     finally:
         os.close(fd)
         _unlink_quietly(tmp)
+
+
+def _existing_backup(real: str, suffix: str, data: bytes, st: os.stat_result) -> str | None:
+    """The newest existing backup when it holds exactly `data` (a run killed after its backup and before
+    its rename left it): reused, so the next run completes without a second backup. Only a regular file
+    of ours, never through a link."""
+    newest = None
+    for n in range(MAX_BACKUP_NUMBER + 1):
+        dest = real + suffix + (f".{n}" if n else "")
+        if not os.path.lexists(dest):
+            break
+        newest = dest
+    if newest is None:
+        return None
+    try:
+        have = os.lstat(newest)
+        if not stat.S_ISREG(have.st_mode) or have.st_size != len(data) or have.st_uid != st.st_uid:
+            return None
+        fd = os.open(newest, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        return newest if _read_fd(fd, newest) == data else None
+    except VirtxmlCpuError:
+        return None
+    finally:
+        os.close(fd)
 
 
 def _create_exclusive(dest: str, data: bytes, st: os.stat_result) -> bool:
@@ -237,8 +270,9 @@ def _keep_attributes(fd: int, tmp: str, real: str, st: os.stat_result) -> None:
 
 
 def _mkstemp(directory: str, shown_as: str) -> tuple[int, str]:
+    remove_stale_temps(directory)  # what killed runs left here
     try:
-        return tempfile.mkstemp(prefix=".virtxml-cpu.", dir=directory)
+        return create_temp(directory)
     except OSError as e:
         raise _env_error(shown_as, e, "; nothing was written") from None
 

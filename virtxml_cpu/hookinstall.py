@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
 import sys
 from importlib import resources
 from pathlib import Path
 
 from .errors import BadInput, EnvironmentProblem
 from .files import write_output
+from .hostfacts import run_trusted, which
 
 DEFAULT_HOOKS_DIR = "/etc/libvirt/hooks"
 MARKER = "# managed by `virtxml-cpu hook install`; `virtxml-cpu hook uninstall` removes it"
@@ -25,12 +25,12 @@ RESTART_NOTE = ("libvirtd reads hooks when it starts: restart it or send it SIGH
 
 
 def libvirt_version() -> tuple[int, ...] | None:
-    for cmd in (["libvirtd", "--version"], ["virtqemud", "--version"]):
-        try:
-            out = subprocess.run(cmd, capture_output=True, text=True, timeout=10).stdout
-        except (OSError, subprocess.TimeoutExpired):
-            continue
-        m = re.search(r"(\d+)\.(\d+)\.(\d+)", out)
+    """The local libvirt's version from `libvirtd --version` (or virtqemud's), run only as a trusted
+    binary is (hostfacts.run_trusted: root-owned, nobody else may write it, unprivileged)."""
+    for name in ("libvirtd", "virtqemud"):
+        path = which(name) or which(name, "/usr/sbin:/sbin")
+        out = run_trusted(path, "--version") if path else None
+        m = re.search(r"(\d+)\.(\d+)\.(\d+)", out or "")
         if m:
             return tuple(int(x) for x in m.groups())
     return None

@@ -7,12 +7,14 @@ import errno
 import fcntl
 import os
 import re
+import stat
 import struct
 from typing import NamedTuple
 
 from .errors import BadInput
 from .flavours import FLAVOURS
 from .machines import classify, parse_version
+from .safefs import check_trusted
 from .xmlio import parse_xml
 
 KVM_GET_SUPPORTED_CPUID = 0xC008AE05  # _IOWR(KVMIO=0xAE, 0x05, struct kvm_cpuid2)
@@ -131,76 +133,87 @@ def flavour_from_machines(machines, emulator: str = "") -> tuple[str | None, str
     return None, ""
 
 
+def flavour_of_package(text: str) -> str:
+    """The build a QEMU package string names (`--version`'s first line, or libvirt's cached <package>):
+    Ubuntu's and RHEL's say so; anything else (Debian's, a source build) is upstream."""
+    for flavour in FLAVOURS.values():
+        if flavour.version_marker and flavour.version_marker.search(text):
+            return flavour.name
+    return "upstream"
+
+
 def flavour_from_version(text: str, what: str) -> HostFacts:
     """`qemu-system-x86_64 --version`: the package string names the build (Ubuntu, RHEL) or not (upstream)."""
     first = text.strip().splitlines()[0] if text.strip() else ""
     version = parse_qemu_version(first)
     if version is None:
         return HostFacts()
-    for flavour in FLAVOURS.values():
-        if flavour.version_marker and flavour.version_marker.search(first):
-            return HostFacts(qemu_version=version, qemu_flavour=flavour.name, flavour_source=f"{what}: {first}",
-                             sources=(what,))
-    return HostFacts(qemu_version=version, qemu_flavour="upstream", flavour_source=f"{what}: {first}",
+    return HostFacts(qemu_version=version, qemu_flavour=flavour_of_package(first), flavour_source=f"{what}: {first}",
                      sources=(what,))
 
 
-def probe_local_qemu(binary: str = "qemu-system-x86_64", cache: str | None = None) -> HostFacts:
-    """Ask the local QEMU binary for its version string (one short process, ~15 ms); empty facts when absent.
+UNPRIVILEGED_USERS = ("libvirt-qemu", "qemu", "nobody")  # who runs QEMU's --version when we are root
+PROBE_TIMEOUT = 10.0
 
-    With `cache` (a file path), the answer is kept keyed by the binary's device, inode, size and mtime, so a
-    hook asks once per installed QEMU, not once per guest start. Cache problems are ignored."""
-    path = binary if os.path.isabs(binary) else _which(binary)
-    if not path or not os.access(path, os.X_OK):
-        return HostFacts()
+
+def probe_local_qemu(binary: str = "qemu-system-x86_64") -> HostFacts:
+    """Ask a local QEMU binary for its version string (one short process, ~15 ms); empty facts when absent
+    or not trustworthy (run_trusted says which binaries run, and as whom)."""
+    path = binary if os.path.isabs(binary) else which(binary)
+    out = run_trusted(path, "--version") if path else None
+    return flavour_from_version(out, f"{path} --version") if out else HostFacts()
+
+
+def run_trusted(path: str, *args: str, timeout: float = PROBE_TIMEOUT) -> str | None:
+    """stdout of `path args` (a QEMU's or libvirtd's --version), or None. Only a root-owned binary in a
+    root-owned directory, neither writable by group or others, is run; as root it runs as an unprivileged
+    user with no supplementary groups (as libvirt runs QEMU), stdin closed, a bare environment, bounded in
+    time. Every probe the CLI runs goes through here (verify's QEMUs through qemu_runner); the hook runs
+    nothing."""
+    if not trusted_executable(path):
+        return None
+    import subprocess  # only here: the hook never runs anything
+
+    drop = _unprivileged() if os.geteuid() == 0 else {}
     try:
-        st = os.stat(path)
+        return subprocess.run([path, *args], capture_output=True, text=True, timeout=timeout,
+                              stdin=subprocess.DEVNULL, env={"PATH": "/usr/bin:/bin", "LC_ALL": "C"},
+                              cwd="/", **drop).stdout
+    except (OSError, subprocess.SubprocessError, ValueError):
+        return None
+
+
+def trusted_executable(path: str) -> bool:
+    """Whether `path` is a root-owned regular executable in a root-owned directory, neither writable by
+    group or others (what a root-run probe may execute)."""
+    try:
+        real = os.path.realpath(path)
+        st, dst = os.stat(real), os.stat(os.path.dirname(real) or "/")
     except OSError:
-        return HostFacts()
-    key = f"{path}:{st.st_dev}:{st.st_ino}:{st.st_size}:{st.st_mtime_ns}"
-    cached = _read_cache(cache, key)
-    if cached is not None:
-        return flavour_from_version(cached, f"{path} --version")
-    import json  # only on a cache miss: the hook's prepare path stays lean
-    import subprocess
+        return False
+    return (stat.S_ISREG(st.st_mode) and bool(st.st_mode & 0o111) and check_trusted(st) is None
+            and check_trusted(dst) is None)
 
-    try:
-        out = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=10,
-                             stdin=subprocess.DEVNULL).stdout
-    except (OSError, subprocess.SubprocessError):
-        return HostFacts()
-    first = out.strip().splitlines()[0] if out.strip() else ""
-    if cache and first:
+
+def _unprivileged() -> dict:
+    import pwd
+
+    for user in UNPRIVILEGED_USERS:
         try:
-            os.makedirs(os.path.dirname(cache) or ".", mode=0o755, exist_ok=True)
-            tmp = f"{cache}.{os.getpid()}.tmp"
-            with open(tmp, "w", encoding="utf-8") as fh:
-                json.dump({"key": key, "version": first}, fh)
-            os.replace(tmp, cache)
-        except OSError:
-            pass
-    return flavour_from_version(first, f"{path} --version")
+            pw = pwd.getpwnam(user)
+        except KeyError:
+            continue
+        return dict(user=pw.pw_uid, group=pw.pw_gid, extra_groups=[])
+    return dict(user=65534, group=65534, extra_groups=[])
 
 
-def _which(name: str) -> str | None:
-    for d in os.environ.get("PATH", "/usr/bin:/bin").split(os.pathsep):
+def which(name: str, search: str | None = None) -> str | None:
+    """The first executable `name` on PATH (or on `search`)."""
+    for d in (search or os.environ.get("PATH", "/usr/bin:/bin")).split(os.pathsep):
         path = os.path.join(d or ".", name)
         if os.path.isfile(path) and os.access(path, os.X_OK):
             return path
     return None
-
-
-def _read_cache(cache: str | None, key: str) -> str | None:
-    import json
-
-    if not cache:
-        return None
-    try:
-        with open(cache, encoding="utf-8") as fh:
-            data = json.loads(fh.read(4096))
-        return data["version"] if data.get("key") == key and isinstance(data.get("version"), str) else None
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
-        return None
 
 
 def parse_domcapabilities(data: bytes) -> HostFacts:

@@ -16,7 +16,7 @@ from typing import TextIO
 
 from . import spool
 from .config import Config
-from .errors import EnvironmentProblem
+from .errors import EnvironmentProblem, VirtxmlCpuError, shown
 from .hostfacts import HostFacts
 from .libvirt_conn import DEFAULT_TIMEOUT, connection_host_facts, libvirt_module, open_connection, open_for_reading
 from .pipeline import process
@@ -132,18 +132,9 @@ def apply_on(conn, host: HostFacts, which: Selection, opts: ApplyOptions, res: A
             if now is not None and not entry.due(now):
                 continue
             try:
-                dom = conn.lookupByUUIDString(entry.uuid)
-            except libvirt.libvirtError:
-                spool.drop(entry)  # the queued domain is gone: nothing left to fix
-                print(f"{entry.name or entry.uuid}: no such domain any more; queued fix dropped", file=opts.out)
-                continue
-            outcome = apply_domain(conn, dom, host, opts, res)
-            if outcome in ("changed", "unchanged"):
-                spool.drop(entry)
-            elif not opts.changes_nothing:
-                later = spool.postpone(entry, outcome, now)
-                print(f"{dom.name()}: queued fix kept ({outcome}); next try in {spool.delay(later.attempts):.0f}s "
-                      f"(attempt {later.attempts})", file=opts.out)
+                apply_entry(conn, entry, host, opts, res, now)
+            except VirtxmlCpuError as e:  # one entry's problem never stops the queue
+                _say(opts.err, f"{shown(entry.name or entry.uuid)}: queued fix not applied: {e}")
         return
     if which.all_domains:
         doms = conn.listAllDomains()
@@ -161,12 +152,39 @@ def apply_on(conn, host: HostFacts, which: Selection, opts: ApplyOptions, res: A
         res.done.append(res.todo.pop(0))
 
 
+def apply_entry(conn, entry: spool.Entry, host: HostFacts, opts: ApplyOptions, res: ApplyResult,
+                now: float | None = None) -> str:
+    """One queued fix: applied and dropped, or kept for later with its reason. A dry run or --diff
+    changes nothing, the queue included."""
+    libvirt = libvirt_module()
+    label = shown(entry.name or entry.uuid)
+    try:
+        dom = conn.lookupByUUIDString(entry.uuid)
+    except libvirt.libvirtError:
+        if opts.changes_nothing:
+            print(f"{label}: no such domain any more; queued fix would be dropped", file=opts.out)
+            return "vanished"
+        spool.drop(entry)  # the queued domain is gone: nothing left to fix
+        print(f"{label}: no such domain any more; queued fix dropped", file=opts.out)
+        return "vanished"
+    outcome = apply_domain(conn, dom, host, opts, res)
+    if opts.changes_nothing:
+        return outcome
+    if outcome in ("changed", "unchanged"):
+        spool.drop(entry)
+    else:
+        later = spool.postpone(entry, outcome, now)
+        print(f"{shown(dom.name())}: queued fix kept ({outcome}); next try in {spool.delay(later.attempts):.0f}s "
+              f"(attempt {later.attempts})", file=opts.out)
+    return outcome
+
+
 def apply_domain(conn, dom, host: HostFacts, opts: ApplyOptions, res: ApplyResult) -> str:
     """Fix one domain's persistent definition. Returns its outcome: changed, unchanged, would-change,
     transient, not confirmed, changed meanwhile, vanished, define failed."""
     libvirt = libvirt_module()
     flags = libvirt.VIR_DOMAIN_XML_INACTIVE | libvirt.VIR_DOMAIN_XML_SECURE
-    name, uuid = dom.name(), dom.UUIDString()  # held by the handle: no round trip, cannot fail
+    name, uuid = shown(dom.name()), dom.UUIDString()  # held by the handle: no round trip, cannot fail
     try:
         if not dom.isPersistent():
             print(f"{name}: skipped: transient domain (no persistent definition to fix)", file=opts.out)
@@ -193,21 +211,34 @@ def apply_domain(conn, dom, host: HostFacts, opts: ApplyOptions, res: ApplyResul
             print(f"{name}: skipped: not confirmed", file=opts.out)
             res.skipped += 1
             return "not confirmed"
+    text = o.output.decode()
     try:
+        # The window that remains: from libvirtd answering this compare to it handling defineXML, about one
+        # round trip on the open connection (README); libvirt has no compare-and-define.
         if dom.XMLDesc(flags).encode() != xml:
-            _say(opts.err, f"{name}: skipped: its definition changed while we worked; run again")
-            res.skipped += 1
-            return "changed meanwhile"
-        new = conn.defineXML(o.output.decode())
+            return _changed_meanwhile(opts, res, name, "its definition changed while we worked; skipped")
+        new = conn.defineXML(text)
+        after = new.XMLDesc(flags).encode()
     except libvirt.libvirtError as e:
         return _failed(opts, res, name, f"define failed, definition unchanged: {e.get_error_message()}",
                        "define failed")
     if new.UUIDString() != uuid:
         return _failed(opts, res, name, f"libvirt defined a different domain ({new.UUIDString()})", "define failed")
+    if after != o.output:  # libvirt gives back exactly what was defined: someone defined it after us
+        fixed = not process(after, name, host, opts.cfg, opts.policy, opts.style, render=False).changed
+        return _changed_meanwhile(opts, res, name, "defined, but it was defined again right after by someone "
+                                  "else; their definition stands (" + ("it has kvm-pv-unhalt" if fixed else
+                                                                       "without kvm-pv-unhalt") + "); run again")
     when = "at its next cold boot (the running guest is untouched)" if dom.isActive() else "at its next start"
     print(f"{name}: added kvm-pv-unhalt; takes effect {when}", file=opts.out)
     res.changed += 1
     return "changed"
+
+
+def _changed_meanwhile(opts: ApplyOptions, res: ApplyResult, name: str, why: str) -> str:
+    _say(opts.err, f"{name}: changed meanwhile: {why}")
+    res.skipped += 1
+    return "changed meanwhile"
 
 
 def _failed(opts: ApplyOptions, res: ApplyResult, name: str, why: str, outcome: str) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import NamedTuple
 
 from . import domain, engine, policy, rewrite
@@ -25,13 +26,14 @@ class Outcome(NamedTuple):
         return self.decision.action == "inject" if self.output is None else self.output != self.source
 
 
-def process(data: bytes, label: str, host: HostFacts, config: Config,
+def process(data: bytes, label: str, host: HostFacts | Callable[[domain.DomainFacts], HostFacts], config: Config,
             cli_policy: str | None = None, cli_style: str | None = None, render: bool = True) -> Outcome:
     """`render=False` decides without producing the rewritten bytes (explain, --check, audit, the hook), from
-    a lean parse that drops what no decision reads."""
+    a lean parse that drops what no decision reads. `host` may be a function of the domain's facts (the
+    hook learns the QEMU build from the domain's own devices/emulator, read from this one parse)."""
     tree = parse_domain(data, label) if render else None
     facts = domain.extract(tree.getroot() if tree is not None else parse_domain_lean(data, label))
-    resolution = engine.resolve(facts, host)
+    resolution = engine.resolve(facts, host(facts) if callable(host) else host)
     chosen, source = policy.effective_policy(cli_policy, config.policy, facts.override_policy)
     style = cli_style or config.style
     if facts.override_policy is not None and facts.override_policy not in policy.POLICIES:

@@ -15,6 +15,7 @@ Pure except probe_machines(), which runs the emulator the user or the host named
 
 from __future__ import annotations
 
+import os
 import re
 from typing import NamedTuple, Sequence
 
@@ -99,12 +100,10 @@ def parse_machine_help(text: str) -> dict[str, str]:
 
 def probe_machines(binary: str) -> dict[str, str]:
     """Ask a QEMU binary for its machines' descriptions (one short process); empty when it cannot answer.
-    Only the CLI calls this, on the binary the user named or the one on PATH."""
-    import subprocess
+    Only the CLI calls this, on the binary the user named or the one on PATH, and only as
+    hostfacts.run_trusted runs a QEMU."""
+    from .hostfacts import run_trusted, which
 
-    try:
-        out = subprocess.run([binary, "-machine", "help"], capture_output=True, text=True, timeout=10,
-                             stdin=subprocess.DEVNULL).stdout
-    except (OSError, subprocess.SubprocessError):
-        return {}
-    return parse_machine_help(out)
+    path = binary if os.path.isabs(binary) else which(binary)
+    out = run_trusted(path, "-machine", "help") if path else None
+    return parse_machine_help(out) if out else {}

@@ -10,12 +10,12 @@ import json
 import os
 import re
 import shutil
-import stat
-import subprocess
 import time
 from typing import TYPE_CHECKING
 
 from . import __version__
+from .hostfacts import run_trusted
+from .safefs import check_trusted, create_temp, read_regular, remove_stale_temps
 
 if TYPE_CHECKING:
     from .verify import Outcome
@@ -46,37 +46,26 @@ def local_emulator() -> str | None:
 
 
 def local_build() -> tuple[str, str, str] | None:
-    """(emulator, version, package) of the local QEMU, from its --version (no KVM needed)."""
+    """(emulator, version, package) of the local QEMU, from its --version (no KVM needed), run only as
+    hostfacts.run_trusted runs a QEMU."""
     path = local_emulator()
-    if path is None:
-        return None
-    try:
-        out = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=10,
-                             stdin=subprocess.DEVNULL).stdout
-    except (OSError, subprocess.SubprocessError):
-        return None
-    parsed = parse_version_line(out.splitlines()[0] if out.strip() else "")
+    out = run_trusted(path, "--version") if path else None
+    parsed = parse_version_line(out.splitlines()[0] if out and out.strip() else "")
     return (path, *parsed) if parsed else None
 
 
 def read_record(path: str = DEFAULT_RECORD) -> dict:
     """Verified builds; empty unless the file is a root-owned regular file nobody else may write, in a
-    root-owned directory, small, and of the expected shape."""
+    root-owned directory nobody else may write, small, and of the expected shape."""
     try:
-        dst = os.stat(os.path.dirname(path) or ".")
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
-    except OSError:
-        return {}
-    try:
-        st = os.fstat(fd)
-        if (not stat.S_ISREG(st.st_mode) or st.st_uid != 0 or st.st_mode & 0o022 or dst.st_uid != 0
-                or dst.st_mode & 0o022 or st.st_size > MAX_RECORD_BYTES):
+        if check_trusted(os.stat(os.path.dirname(path) or ".")) is not None:
             return {}
-        data = json.loads(os.read(fd, MAX_RECORD_BYTES + 1))
+        raw, st = read_regular(path, MAX_RECORD_BYTES)
+        if check_trusted(st) is not None:
+            return {}
+        data = json.loads(raw)
     except (OSError, ValueError):
         return {}
-    finally:
-        os.close(fd)
     verified = data.get("verified") if isinstance(data, dict) and data.get("format") == 1 else None
     if not isinstance(verified, dict):
         return {}
@@ -94,14 +83,21 @@ def write_record(o: Outcome, path: str = DEFAULT_RECORD) -> str:
     if len(data) > MAX_RECORD_BYTES:  # keep the newest entries
         verified = {o.build.key: verified[o.build.key]}
         data = json.dumps({"format": 1, "verified": verified}, indent=1, sort_keys=True).encode()
+    directory = os.path.dirname(path) or "."
+    tmp = None
     try:
-        os.makedirs(os.path.dirname(path), mode=0o755, exist_ok=True)
-        tmp = f"{path}.{os.getpid()}.tmp"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+        os.makedirs(directory, mode=0o755, exist_ok=True)
+        remove_stale_temps(directory)
+        fd, tmp = create_temp(directory, 0o644)
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
         os.replace(tmp, path)
     except OSError as e:
+        if tmp:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
         return f"not recorded in {path}: {e.strerror}"
     return f"recorded in {path}"
 

@@ -16,7 +16,7 @@ import time
 from dataclasses import replace
 
 from .errors import EnvironmentProblem, VirtxmlCpuError
-from .hook import Log
+from .logline import Log
 from .hostfacts import HostFacts
 from .libvirt_conn import DEFAULT_URI, connection_host_facts, ensure_event_loop, libvirt_module, open_connection
 from .live import ApplyOptions, ApplyResult, Selection, apply_domain, apply_on

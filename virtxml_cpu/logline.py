@@ -1,0 +1,48 @@
+"""Log lines that no value can forge: every field is quoted when it is not a plain token, and every line
+has its control characters escaped before it is sent, so a domain name with a newline stays one line."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+import sys
+
+from .errors import shown
+
+SYSLOG_SOCKET = "/dev/log"
+SEND_TIMEOUT = 2.0  # seconds
+_PLAIN = re.compile(r"[A-Za-z0-9_.:/@+,-]{1,256}\Z")
+
+
+def field(value) -> str:
+    """One log field value: plain tokens as they are, anything else JSON-quoted (spaces, quotes, `=`,
+    control or non-ASCII characters escaped)."""
+    if not isinstance(value, str):
+        return str(value)
+    return value if _PLAIN.match(value) else json.dumps(value)
+
+
+def kv(**fields) -> str:
+    return " ".join(f"{k}={field(v)}" for k, v in fields.items())
+
+
+class Log:
+    """One line per event to syslog/journald through a datagram socket, else to stderr."""
+
+    def __init__(self, path: str = SYSLOG_SOCKET):
+        self.path = path
+
+    def __call__(self, message: str, warning: bool = False, fallback: bool = True) -> None:
+        message = shown(message)  # whatever a caller put in, it is one line
+        pri = 8 + (4 if warning else 6)  # facility user, severity warning/info
+        line = f"<{pri}>virtxml-cpu[{os.getpid()}]: {message}"
+        try:
+            with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as s:
+                s.settimeout(SEND_TIMEOUT)  # a syslog that stopped reading never holds a guest start
+                s.connect(self.path)
+                s.send(line.encode("utf-8", "replace"))
+        except OSError:
+            if fallback:
+                sys.stderr.write(f"virtxml-cpu: {message}\n")

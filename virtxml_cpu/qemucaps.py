@@ -1,0 +1,186 @@
+"""What libvirt already knows about a QEMU binary: its capabilities cache.
+
+libvirtd probes every emulator once and keeps the answer as root-owned XML in
+/var/cache/libvirt/qemu/capabilities/<sha256 of the emulator path>.xml: `<emulator>`, `<version>` (7002022
+is 7.2.22), `<package>` (the build: "Debian 1:7.2+dfsg-7+deb12u18+b3", Ubuntu's says "ubuntu") and every
+`<machine name alias default>`. The hook learns the QEMU build from here instead of running anything a
+domain definition names. The parser is pure; the reader trusts only root-owned files nobody else can write.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from typing import NamedTuple
+
+from .hostfacts import HostFacts, flavour_of_package, probe_local_qemu, which
+from .safefs import (Untrusted, check_private_dir, check_trusted, create_temp, make_private_dir, read_regular,
+                     remove_stale_temps)
+from .xmlio import parse_xml
+
+try:  # the builtin SHA-256: hashlib would load OpenSSL, ~7 ms on the hook's prepare path
+    from _sha256 import sha256
+except ImportError:  # Python 3.12+
+    try:
+        from _sha2 import sha256
+    except ImportError:
+        from hashlib import sha256
+
+CACHE_DIR = "/var/cache/libvirt/qemu/capabilities"
+MAX_CACHE_BYTES = 8 * 1024 * 1024  # about 220 KiB today (every CPU model); a runaway file is refused
+DIGEST_BYTES = 256 * 1024
+DIGEST_FORMAT = 1
+
+
+class Machine(NamedTuple):
+    name: str
+    alias: str | None
+    default: bool
+
+
+class QemuCaps(NamedTuple):
+    emulator: str
+    version: tuple[int, int, int] | None
+    package: str
+    machines: tuple[Machine, ...]
+
+    def host_facts(self, what: str) -> HostFacts:
+        """The machine list and aliases, the release, and the build its package string names."""
+        aliases = {m.alias: m.name for m in self.machines if m.alias}
+        default = next((m.name for m in self.machines if m.default), None)
+        if default:
+            aliases[""] = default
+        names = frozenset(m.name for m in self.machines) | (frozenset(aliases) - {""})
+        flavour = flavour_of_package(self.package) if self.version else None
+        return HostFacts(aliases=aliases, machines=names, qemu_version=self.version, sources=(what,),
+                         qemu_flavour=flavour,
+                         flavour_source=f"{what}: package {self.package or '(none)'}" if flavour else "")
+
+
+def parse(data: bytes) -> QemuCaps:
+    """A capabilities cache file -> emulator, version, package, KVM machine types (BadInput or ValueError
+    when it is not one)."""
+    root = parse_xml(data, "QEMU capabilities cache").getroot()
+    if root.tag != "qemuCaps":
+        raise ValueError("not a libvirt QEMU capabilities cache (<qemuCaps>)")
+    raw = (root.findtext("version") or "").strip()
+    version = None
+    if raw.isascii() and raw.isdigit() and len(raw) <= 9:
+        n = int(raw)
+        version = (n // 1000000, n // 1000 % 1000, n % 1000)
+    machines = [m for m in root.iterfind("machine") if m.get("type", "kvm") == "kvm"] or list(root.iterfind("machine"))
+    return QemuCaps(
+        emulator=(root.findtext("emulator") or "").strip(),
+        version=version,
+        package=(root.findtext("package") or "").strip(),
+        machines=tuple(Machine(m.get("name", ""), m.get("alias"), m.get("default") == "yes")
+                       for m in machines if m.get("name")),
+    )
+
+
+def cache_file(emulator: str, directory: str = CACHE_DIR) -> str:
+    """libvirt names each cache file by the SHA-256 of the emulator path (virFileCacheGetFileName)."""
+    return os.path.join(directory, sha256(emulator.encode()).hexdigest() + ".xml")
+
+
+def lookup(emulator: str | None, directory: str = CACHE_DIR, digest_dir: str | None = None) -> tuple[HostFacts, str]:
+    """The facts libvirt cached for `emulator` (the domain's devices/emulator), and why they are missing
+    when they are: (HostFacts(), reason). Only a root-owned directory and file nobody else can write count,
+    and the file must say it describes exactly this emulator.
+
+    With `digest_dir`, what was parsed is kept there (a few KiB of JSON per emulator, keyed by the cache
+    file's device, inode, size and mtime), so a guest start does not parse ~220 KiB of XML each time."""
+    if not emulator or not os.path.isabs(emulator) or "\0" in emulator:
+        return HostFacts(), "the domain names no absolute emulator path"
+    path = cache_file(emulator, directory)
+    try:
+        why = check_trusted(os.stat(directory))
+        if why:
+            return HostFacts(), f"{directory} {why}"
+        st = os.lstat(path)
+        if not stat.S_ISREG(st.st_mode):
+            return HostFacts(), f"{path} is not a regular file"
+        why = check_trusted(st)
+        if why:
+            return HostFacts(), f"{path} {why}"
+        key = [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns]
+        caps = _load_digest(digest_dir, path, key) if digest_dir else None
+        if caps is None:
+            data, st = read_regular(path, MAX_CACHE_BYTES)
+            why = check_trusted(st)
+            if why:
+                return HostFacts(), f"{path} {why}"
+            caps = parse(data)
+            if digest_dir and key == [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns]:
+                _save_digest(digest_dir, path, key, caps)
+    except FileNotFoundError:
+        return HostFacts(), f"libvirt has no capabilities cached for {emulator}"
+    except (OSError, Untrusted) as e:
+        return HostFacts(), f"{path}: {e.strerror or e}"
+    except Exception as e:  # noqa: BLE001 - a malformed cache file is only a missing fact
+        return HostFacts(), f"{path}: {e}"
+    if caps.emulator != emulator:
+        return HostFacts(), f"{path} describes {caps.emulator}, not {emulator}"
+    return caps.host_facts(f"libvirt's capabilities cache for {emulator}"), ""
+
+
+def _digest_path(digest_dir: str, path: str) -> str:
+    return os.path.join(digest_dir, os.path.basename(path)[:-4] + ".json")
+
+
+def _load_digest(digest_dir: str, path: str, key: list[int]) -> QemuCaps | None:
+    """The digest kept for `path` when it was made from exactly this file (same key), in a directory and
+    file only the effective user can write; None for anything else (then the cache file is parsed)."""
+    import json
+
+    try:
+        if check_private_dir(digest_dir):
+            return None
+        raw, st = read_regular(_digest_path(digest_dir, path), DIGEST_BYTES)
+        if st.st_uid != os.geteuid() or check_trusted(st, (os.geteuid(),)):
+            return None
+        d = json.loads(raw)
+        if d.get("key") != key or d.get("format") != DIGEST_FORMAT:
+            return None
+        version = tuple(d["version"]) if d["version"] is not None else None
+        caps = QemuCaps(d["emulator"], version, d["package"],
+                        tuple(Machine(n, a, dflt) for n, a, dflt in d["machines"]))
+        ok = (isinstance(caps.emulator, str) and isinstance(caps.package, str)
+              and (version is None or (len(version) == 3 and all(type(v) is int for v in version)))
+              and all(isinstance(m.name, str) and isinstance(m.alias, (str, type(None))) and type(m.default) is bool
+                      for m in caps.machines))
+        return caps if ok else None
+    except (OSError, ValueError, TypeError, KeyError, AttributeError, RecursionError):
+        return None
+
+
+def _save_digest(digest_dir: str, path: str, key: list[int], caps: QemuCaps) -> None:
+    """Best effort: a private directory (0700, refused when it is a link or others can write it), an
+    O_EXCL|O_NOFOLLOW temporary file renamed into place."""
+    import json
+
+    try:
+        if make_private_dir(digest_dir):
+            return
+        remove_stale_temps(digest_dir)
+        fd, tmp = create_temp(digest_dir)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                json.dump({"format": DIGEST_FORMAT, "key": key, "emulator": caps.emulator, "version": caps.version,
+                           "package": caps.package, "machines": caps.machines}, fh)
+            os.replace(tmp, _digest_path(digest_dir, path))
+        except BaseException:
+            os.unlink(tmp)
+            raise
+    except OSError:
+        pass
+
+
+def local_qemu(binary: str = "qemu-system-x86_64") -> HostFacts:
+    """The local QEMU's build for the CLI: what libvirt cached for it when readable, else its --version
+    (run only when trusted, and unprivileged: hostfacts.probe_local_qemu)."""
+    path = binary if os.path.isabs(binary) else which(binary)
+    if not path:
+        return HostFacts()
+    cached, _why = lookup(path)
+    return cached if cached.qemu_flavour else probe_local_qemu(path)
