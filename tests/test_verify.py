@@ -120,7 +120,7 @@ def test_not_a_greeting_and_no_socket(tmp_path):
     assert time.monotonic() - t < 3
 
 
-# A stand-in for qemu-system-x86_64: serves QMP on the -qmp unix socket with the answers in $FAKE_QEMU
+# A stand-in for qemu-system-x86_64: serves QMP on the -chardev socket,fd=N it is handed with the answers in $FAKE_QEMU
 # ({"machines": [...], "compat": bool, "props": {"MACHINE/CPU": {prop: bool | null}}, "hang", "fail"}).
 FAKE_QEMU = r'''
 import json, os, socket, sys, time
@@ -128,15 +128,12 @@ spec = json.loads(os.environ["FAKE_QEMU"])
 args = sys.argv[1:]
 machine = args[args.index("-machine") + 1].split(",")[0]
 cpu = args[args.index("-cpu") + 1].split(",")[0] if "-cpu" in args else "-"
-sock = args[args.index("-qmp") + 1][len("unix:"):].split(",")[0]
+chardev = dict(kv.split("=", 1) for kv in args[args.index("-chardev") + 1].split(",")[1:])
 if spec.get("fail"):
     print("qemu-system-x86_64: warning: host doesn't support requested feature", file=sys.stderr)
     print(f"qemu-system-x86_64: {spec['fail']}", file=sys.stderr)
     sys.exit(1)
-srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-srv.bind(sock)
-srv.listen(1)
-conn, _ = srv.accept()
+conn = socket.socket(fileno=int(chardev["fd"]))  # the monitor verify handed over
 f = conn.makefile("rwb")
 def send(msg):
     f.write(json.dumps(msg).encode() + b"\n"); f.flush()
@@ -186,9 +183,7 @@ def fake(tmp_path, monkeypatch):
 
     def runner(**spec):
         monkeypatch.setenv("FAKE_QEMU", json.dumps({"machines": MACHINES, **spec}))
-        work = tmp_path / "work"
-        work.mkdir(exist_ok=True)
-        return qemu_runner.Runner(str(script), qemu_runner.Identity("test"), str(work), spec.get("timeout", 5))
+        return qemu_runner.Runner(str(script), qemu_runner.Identity("test"), spec.get("timeout", 5))
     return runner
 
 

@@ -9,17 +9,17 @@ from __future__ import annotations
 
 import os
 import pwd
-import shutil
 import signal
+import socket
 import subprocess
 import tempfile
 import threading
 import time
-from contextlib import contextmanager
-from typing import Callable, Iterator, NamedTuple
+from typing import Callable, NamedTuple
 
 from . import rules
 from .errors import BadInput, EnvironmentProblem, shown
+from .hostfacts import trusted_executable
 from .qmp import QMP, QMPClosed, QMPError
 from .verified import local_emulator
 from .verify import Build, CpuMode, Run, VerifyOptions
@@ -42,17 +42,24 @@ class Identity(NamedTuple):
 
 
 def find_emulator(opts: VerifyOptions) -> str:
+    """The QEMU to check: --emulator (any executable, a wrapper script too), libvirt's, or the local one.
+    As root only one that root owns and nobody else may change (nor its directory) is started, even though
+    it then runs unprivileged: root hands it the kvm group."""
     if opts.emulator:
         path = os.path.abspath(opts.emulator)
         if not (os.path.isfile(path) and os.access(path, os.X_OK)):
             raise BadInput(f"--emulator {shown(opts.emulator)}: not an executable file")
-        return path
-    if opts.connect:
-        return libvirt_emulator(opts.connect)[0]
-    path = local_emulator()
-    if path:
-        return path
-    raise EnvironmentProblem("QEMU is not available: no qemu-system-x86_64 on PATH (name one with --emulator PATH)")
+    elif opts.connect:
+        path = libvirt_emulator(opts.connect)[0]
+    else:
+        path = local_emulator()
+        if not path:
+            raise EnvironmentProblem("QEMU is not available: no qemu-system-x86_64 on PATH "
+                                     "(name one with --emulator PATH)")
+    if os.geteuid() == 0 and not trusted_executable(path):
+        raise BadInput(f"{shown(path)}: as root, verify starts only an emulator root owns that nobody else may "
+                       "write, in a directory nobody else may write")
+    return path
 
 
 def libvirt_emulator(uri: str) -> tuple[str, str]:
@@ -114,11 +121,15 @@ def qemu_identity(device: str = "/dev/kvm") -> Identity:
 
 
 class Runner:
-    """Starts one QEMU per call in a private directory; each is killed after `timeout` seconds."""
+    """Starts one QEMU per call; each is killed after `timeout` seconds.
 
-    def __init__(self, emulator: str, identity: Identity, directory: str, timeout: float):
-        self.emulator, self.identity, self.dir, self.timeout = emulator, identity, directory, timeout
-        self._n = 0
+    Nothing QEMU's user can reach by name: its monitor is one end of a socketpair handed over as an open
+    descriptor (`-chardev socket,fd=N`, as libvirt hands QEMU its monitor socket) and its output goes to
+    an unnamed file of ours. So no other process of that user can plant a link, a FIFO or a monitor of
+    its own where root opens, reads or connects."""
+
+    def __init__(self, emulator: str, identity: Identity, timeout: float):
+        self.emulator, self.identity, self.timeout = emulator, identity, timeout
         self._lock = threading.Lock()
         self.killed = 0  # QEMUs the watchdog had to kill
 
@@ -130,22 +141,25 @@ class Runner:
     def session(self, machine_opt: str, cpu: str | None, work: Callable[[QMP], object]) -> object:
         """Start QEMU paused, run `work` on its monitor, stop it. Raises QMPClosed with QEMU's own message
         when it does not start or answer."""
-        with self._lock:
-            self._n += 1
-            tag = str(self._n)
-        sock, err = os.path.join(self.dir, f"{tag}.qmp"), os.path.join(self.dir, f"{tag}.err")
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        fd = theirs.fileno()
         argv = [self.emulator, "-S", "-nodefaults", "-nographic", "-machine", machine_opt,
-                "-qmp", f"unix:{sock},server=on,wait=off"] + (["-cpu", cpu] if cpu else [])
+                "-chardev", f"socket,id=qmp,fd={fd}", "-mon", "chardev=qmp,mode=control"] + (
+                    ["-cpu", cpu] if cpu else [])
+        log = tempfile.TemporaryFile()  # unnamed (O_TMPFILE): QEMU writes to it, nobody can open it
         try:
-            with open(err, "wb") as errf:
-                proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=errf, stderr=errf, cwd=self.dir,
-                                        start_new_session=True, close_fds=True, **self.identity.popen())
+            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log, cwd="/",
+                                    pass_fds=(fd,), start_new_session=True, **self.identity.popen())
         except OSError as e:
+            ours.close()
+            log.close()
             raise QMPClosed(f"cannot run {self.emulator} as {self.identity.name}: {e.strerror}") from None
+        finally:
+            theirs.close()
         watchdog = threading.Timer(self.timeout, self._expire, (proc,))
         watchdog.start()
         try:
-            with QMP.connect_unix(sock, self.timeout, alive=lambda: proc.poll() is None) as mon:
+            with QMP(ours, self.timeout) as mon:
                 mon.handshake()
                 result = work(mon)
                 try:
@@ -155,7 +169,7 @@ class Runner:
             return result
         except QMPClosed as e:
             _kill(proc)
-            raise QMPClosed(_last_line(err) or str(e)) from None
+            raise QMPClosed(_last_line(log) or str(e)) from None
         except QMPError as e:
             raise QMPClosed(str(e)) from None
         except (KeyError, IndexError, TypeError, AttributeError) as e:
@@ -166,23 +180,7 @@ class Runner:
                 proc.wait(2)
             except subprocess.TimeoutExpired:
                 _kill(proc)
-            for path in (sock, err):
-                try:
-                    os.unlink(path)
-                except OSError:
-                    pass
-
-
-@contextmanager
-def private_runner(emulator: str, identity: Identity, timeout: float) -> Iterator[Runner]:
-    """A Runner in a fresh directory owned by QEMU's user (its sockets and logs), removed afterwards."""
-    directory = tempfile.mkdtemp(prefix="virtxml-cpu-verify-")
-    try:
-        if identity.uid is not None:
-            os.chown(directory, identity.uid, identity.gid)
-        yield Runner(emulator, identity, directory, timeout)
-    finally:
-        shutil.rmtree(directory, ignore_errors=True)
+            log.close()
 
 
 def _kill(proc: subprocess.Popen) -> None:
@@ -195,11 +193,11 @@ def _kill(proc: subprocess.Popen) -> None:
         proc.wait()
 
 
-def _last_line(path: str) -> str:
+def _last_line(log) -> str:
+    """QEMU's last message that is not a warning: why it did not start."""
     try:
-        with open(path, "rb") as fh:
-            fh.seek(max(0, os.fstat(fh.fileno()).st_size - 4096))
-            text = fh.read().decode(errors="replace")
+        log.seek(max(0, os.fstat(log.fileno()).st_size - 4096))
+        text = log.read().decode(errors="replace")
     except OSError:
         return ""
     found = [ln.strip() for ln in text.splitlines() if ln.strip() and "warning:" not in ln]

@@ -312,27 +312,27 @@ def run(opts: VerifyOptions) -> Outcome:
     emulator, libvirt_version = qr.libvirt_emulator(opts.connect) if opts.connect else (qr.find_emulator(opts), None)
     qr.check_kvm()
     identity = qr.qemu_identity()
-    with qr.private_runner(emulator, identity, opts.timeout) as runner:
-        try:
-            build = qr.probe(runner)
-        except QMPClosed as e:
-            raise EnvironmentProblem(f"QEMU or KVM is not usable: {emulator} (as {identity.name}): {e}") from None
-        if libvirt_version and libvirt_version != build.version:  # a libvirtd in a chroot or container
-            raise EnvironmentProblem(f"{opts.connect} runs QEMU {libvirt_version}, but {emulator} here is "
-                                     f"{build.version}: libvirt's emulator lives in another filesystem; "
-                                     "name it with --emulator")
-        host = tool_host(build, probe_kvm(), opts.qemu_flavour, opts.flavour_source)
-        machines = x86_machines(build.machines, opts.machines)
-        modes = cpu_modes(build.models, opts.modes)
-        if not machines:
-            raise BadInput(f"{emulator} lists no x86 PC machine type"
-                           + (" matching --machine" if opts.machines else ""))
-        if opts.progress:
-            opts.progress(f"{len(machines)} machine types x {len(modes)} CPU models on {emulator}, "
-                          f"{opts.workers} at a time")
-        jobs = [(m, mode) for m in machines for mode in modes]
-        with ThreadPoolExecutor(max_workers=max(1, opts.workers)) as pool:
-            runs = list(pool.map(lambda job: qr.read_vcpu(runner, *job), jobs))
+    runner = qr.Runner(emulator, identity, opts.timeout)
+    try:
+        build = qr.probe(runner)
+    except QMPClosed as e:
+        raise EnvironmentProblem(f"QEMU or KVM is not usable: {emulator} (as {identity.name}): {e}") from None
+    if libvirt_version and libvirt_version != build.version:  # a libvirtd in a chroot or container
+        raise EnvironmentProblem(f"{opts.connect} runs QEMU {libvirt_version}, but {emulator} here is "
+                                 f"{build.version}: libvirt's emulator lives in another filesystem; "
+                                 "name it with --emulator")
+    host = tool_host(build, probe_kvm(), opts.qemu_flavour, opts.flavour_source)
+    machines = x86_machines(build.machines, opts.machines)
+    modes = cpu_modes(build.models, opts.modes)
+    if not machines:
+        raise BadInput(f"{emulator} lists no x86 PC machine type"
+                       + (" matching --machine" if opts.machines else ""))
+    if opts.progress:
+        opts.progress(f"{len(machines)} machine types x {len(modes)} CPU models on {emulator}, "
+                      f"{opts.workers} at a time")
+    jobs = [(m, mode) for m in machines for mode in modes]
+    with ThreadPoolExecutor(max_workers=max(1, opts.workers)) as pool:
+        runs = list(pool.map(lambda job: qr.read_vcpu(runner, *job), jobs))
     tool = {(r.machine, r.mode.key): tool_answer(r.machine, r.mode, host) for r in runs if r.qemu is not None}
     found = [d for r in runs if r.qemu is not None for d in disagreements(r, tool[r.machine, r.mode.key])]
     compat_checked = None
