@@ -416,3 +416,81 @@ def _dead_pid() -> int:
     p = subprocess.Popen(["true"])
     p.wait()
     return p.pid
+
+
+# --- attacks on the root-run CLI by other users (found after the hardening above) -----------------------
+
+KVM_AND_QEMU = pytest.mark.skipif(
+    os.geteuid() != 0 or not os.path.exists("/dev/kvm") or not shutil.which("qemu-system-x86_64"),
+    reason="needs root, /dev/kvm and qemu-system-x86_64 (verify starts a QEMU)")
+
+
+@KVM_AND_QEMU
+def test_a_process_of_the_qemu_user_cannot_make_root_open_a_file_through_verifys_private_directory(shared):
+    """verify's private directory belongs to the user QEMU runs as (libvirt-qemu), and root opens each
+    QEMU's log there by name. Any process of that user (here: the emulator itself, a wrapper that plants
+    links for the next QEMUs' logs, then runs the real QEMU) must not make root truncate and write a file
+    only root may touch."""
+    victim_dir = shared / "root-only"
+    victim_dir.mkdir(mode=0o700)
+    victim = victim_dir / "secret"
+    victim.write_bytes(b"root's data\n")
+    victim.chmod(0o600)
+    wrapper = Path("/opt") / f"vxc-sec-qemu-{os.getpid()}"  # root-owned path, as a trusted wrapper would be
+    wrapper.write_text("#!/bin/sh\n"
+                       f"for n in 2 3 4 5 6 7 8 9; do ln -s {victim} $n.err 2>/dev/null; done\n"
+                       f"exec {shutil.which('qemu-system-x86_64')} \"$@\"\n")
+    wrapper.chmod(0o755)
+    try:
+        subprocess.run([sys.executable, "-m", "virtxml_cpu", "verify", "--emulator", str(wrapper),
+                        "--machine", "pc-q35-*", "--cpu", "default", "--workers", "1", "-q",
+                        "--record", str(shared / "verified.json")], capture_output=True, cwd=ROOT, timeout=120)
+    finally:
+        wrapper.unlink()
+    assert victim.read_bytes() == b"root's data\n"
+
+
+@ROOT_ONLY
+def test_rewrite_in_place_cannot_be_redirected_into_a_protected_directory_by_swapping_a_parent(shared):
+    """Root rewrites a file in a directory another user owns. The user holds the file's lock, lets go,
+    and while root computes the rewrite swaps the file's directory for a link to a root-only directory.
+    Root must not replace a file there (let alone hand it to that user)."""
+    protected = shared / "protected"
+    protected.mkdir(mode=0o700)
+    victim = protected / "passwd"
+    victim.write_bytes(b"root:x:0:0:root:/root:/bin/sh\n")
+    victim.chmod(0o644)
+    att = shared / "att"
+    (att / "d").mkdir(parents=True)
+    target = att / "d" / "passwd"
+    filler = "<x:y xmlns:x='urn:x'>" + "<a b='c'/>" * 300000 + "</x:y>"  # a few seconds of work for root
+    target.write_bytes(NEEDS_FIX.replace(b"</name>", b"</name><metadata>" + filler.encode() + b"</metadata>", 1))
+    for p in (att, att / "d", target):
+        os.chown(p, NOBODY, NOBODY)
+    attacker = subprocess.Popen(
+        ["runuser", "-u", "nobody", "--", "/usr/bin/python3", "-c",
+         "import fcntl, os, sys, time\n"
+         "att = sys.argv[1]\n"
+         "fd = os.open(att + '/d/passwd', os.O_RDONLY)\n"
+         "fcntl.flock(fd, fcntl.LOCK_EX)\n"
+         "print('locked', flush=True)\n"
+         "sys.stdin.readline()\n"  # root is waiting for the lock now
+         "time.sleep(0.5)\n"
+         "os.close(fd)\n"
+         "time.sleep(0.7)\n"  # root has checked the file and is computing
+         "os.rename(att + '/d', att + '/d.old')\n"
+         "os.symlink(sys.argv[2], att + '/d')\n",
+         str(att), str(protected)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert attacker.stdout.readline() == "locked\n"
+        root = subprocess.Popen([sys.executable, "-m", "virtxml_cpu", "rewrite", "--no-host-probe", "--in-place",
+                                 str(target)], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        time.sleep(0.3)
+        attacker.stdin.write("go\n")
+        attacker.stdin.flush()
+        attacker.wait(30)
+        root.communicate(timeout=120)
+    finally:
+        attacker.kill()
+    st = victim.lstat()
+    assert (st.st_uid, victim.read_bytes()) == (0, b"root:x:0:0:root:/root:/bin/sh\n")
