@@ -494,3 +494,18 @@ def test_rewrite_in_place_cannot_be_redirected_into_a_protected_directory_by_swa
         attacker.kill()
     st = victim.lstat()
     assert (st.st_uid, victim.read_bytes()) == (0, b"root:x:0:0:root:/root:/bin/sh\n")
+
+
+@ROOT_ONLY
+def test_hook_refuses_a_spool_below_a_directory_another_user_can_change(shared):
+    """The spool itself is private, but its parent belongs to another user, who can swap the spool for a
+    link to any directory between the hook's check and its write (done in a loop, the hook then wrote
+    <uuid>.json, and left a temporary file, in a root-only directory). The hook must refuse such a spool."""
+    parent = shared / "theirs"
+    (parent / "spool").mkdir(parents=True, mode=0o700)
+    os.chown(parent, NOBODY, NOBODY)
+    log = Capture()
+    rc = hook.run(["scratch", "prepare", "begin", "-"], config_path=config(shared, "queue", parent / "spool"),
+                  stdin=io.BytesIO(with_uuid(NEEDS_FIX, UUID)), log=log)
+    assert rc == 0 and not (parent / "spool" / f"{UUID}.json").exists(), log.lines
+    assert any("fix not queued" in line for line in log.lines), log.lines
