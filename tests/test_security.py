@@ -509,3 +509,15 @@ def test_hook_refuses_a_spool_below_a_directory_another_user_can_change(shared):
                   stdin=io.BytesIO(with_uuid(NEEDS_FIX, UUID)), log=log)
     assert rc == 0 and not (parent / "spool" / f"{UUID}.json").exists(), log.lines
     assert any("fix not queued" in line for line in log.lines), log.lines
+
+
+@pytest.mark.parametrize("number", ["1" + "0" * 400, "-" + "9" * 400])
+def test_a_next_try_too_big_for_a_float_is_reported_and_skipped(tmp_path, number):
+    """JSON integers have no bound: math.isfinite() of a 401-digit integer raises OverflowError, which is
+    not a ValueError, so this one entry stopped the whole queue (apply --pending, watch)."""
+    d = tmp_path / "spool"
+    spool.write(str(d), "22222222-2222-2222-2222-222222222222", {"name": "after"})
+    (d / f"{UUID}.json").write_text(f'{{"uuid": "{UUID}", "next_try": {number}}}')
+    warned = []
+    assert [e.name for e in spool.entries(str(d), warn=warned.append)] == ["after"]
+    assert len(warned) == 1 and UUID in warned[0]
