@@ -521,3 +521,21 @@ def test_a_next_try_too_big_for_a_float_is_reported_and_skipped(tmp_path, number
     warned = []
     assert [e.name for e in spool.entries(str(d), warn=warned.append)] == ["after"]
     assert len(warned) == 1 and UUID in warned[0]
+
+
+@ROOT_ONLY
+def test_hook_install_refuses_code_another_user_can_change(shared):
+    """The installed hook runs as root at every guest start, importing virtxml_cpu from where `hook install`
+    ran. Installed from a tree another user owns (a checkout or venv in their home), that user can edit
+    virtxml_cpu/hook.py and run anything as root at the next guest start: install must refuse it."""
+    tree = shared / "checkout"
+    shutil.copytree(ROOT / "virtxml_cpu", tree / "virtxml_cpu", ignore=shutil.ignore_patterns("__pycache__"))
+    for p in [tree, *tree.rglob("*")]:
+        os.chown(p, NOBODY, NOBODY)
+    hooks = shared / "hooks"
+    r = subprocess.run([sys.executable, "-c", "import sys; from virtxml_cpu.cli import main; sys.exit(main())",
+                        "hook", "install", "--hooks-dir", str(hooks), "--legacy"],
+                       cwd=tree, capture_output=True, text=True, timeout=60,
+                       env=dict(os.environ, PYTHONPATH=str(tree)))
+    installed = hooks / "qemu"
+    assert not (installed.exists() and str(tree) in installed.read_text()), (r.returncode, r.stdout, r.stderr)
