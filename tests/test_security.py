@@ -474,10 +474,9 @@ def test_rewrite_in_place_cannot_be_redirected_into_a_protected_directory_by_swa
          "fd = os.open(att + '/d/passwd', os.O_RDONLY)\n"
          "fcntl.flock(fd, fcntl.LOCK_EX)\n"
          "print('locked', flush=True)\n"
-         "sys.stdin.readline()\n"  # root is waiting for the lock now
-         "time.sleep(0.5)\n"
+         "sys.stdin.readline()\n"  # root has the file open and waits for the lock
          "os.close(fd)\n"
-         "time.sleep(0.7)\n"  # root has checked the file and is computing
+         "time.sleep(0.4)\n"  # root has checked the file and is computing
          "os.rename(att + '/d', att + '/d.old')\n"
          "os.symlink(sys.argv[2], att + '/d')\n",
          str(att), str(protected)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
@@ -485,7 +484,9 @@ def test_rewrite_in_place_cannot_be_redirected_into_a_protected_directory_by_swa
         assert attacker.stdout.readline() == "locked\n"
         root = subprocess.Popen([sys.executable, "-m", "virtxml_cpu", "rewrite", "--no-host-probe", "--in-place",
                                  str(target)], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        time.sleep(0.3)
+        deadline = time.monotonic() + 60
+        while not _holds_open(root.pid, target) and root.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.02)
         attacker.stdin.write("go\n")
         attacker.stdin.flush()
         attacker.wait(30)
@@ -539,3 +540,10 @@ def test_hook_install_refuses_code_another_user_can_change(shared):
                        env=dict(os.environ, PYTHONPATH=str(tree)))
     installed = hooks / "qemu"
     assert not (installed.exists() and str(tree) in installed.read_text()), (r.returncode, r.stdout, r.stderr)
+
+
+def _holds_open(pid: int, path: Path) -> bool:
+    try:
+        return any(os.readlink(f"/proc/{pid}/fd/{fd}") == str(path) for fd in os.listdir(f"/proc/{pid}/fd"))
+    except OSError:
+        return False
