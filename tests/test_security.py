@@ -416,3 +416,134 @@ def _dead_pid() -> int:
     p = subprocess.Popen(["true"])
     p.wait()
     return p.pid
+
+
+# --- attacks on the root-run CLI by other users (found after the hardening above) -----------------------
+
+KVM_AND_QEMU = pytest.mark.skipif(
+    os.geteuid() != 0 or not os.path.exists("/dev/kvm") or not shutil.which("qemu-system-x86_64"),
+    reason="needs root, /dev/kvm and qemu-system-x86_64 (verify starts a QEMU)")
+
+
+@KVM_AND_QEMU
+def test_a_process_of_the_qemu_user_cannot_make_root_open_a_file_through_verifys_private_directory(shared):
+    """verify's private directory belongs to the user QEMU runs as (libvirt-qemu), and root opens each
+    QEMU's log there by name. Any process of that user (here: the emulator itself, a wrapper that plants
+    links for the next QEMUs' logs, then runs the real QEMU) must not make root truncate and write a file
+    only root may touch."""
+    victim_dir = shared / "root-only"
+    victim_dir.mkdir(mode=0o700)
+    victim = victim_dir / "secret"
+    victim.write_bytes(b"root's data\n")
+    victim.chmod(0o600)
+    wrapper = Path("/opt") / f"vxc-sec-qemu-{os.getpid()}"  # root-owned path, as a trusted wrapper would be
+    wrapper.write_text("#!/bin/sh\n"
+                       f"for n in 2 3 4 5 6 7 8 9; do ln -s {victim} $n.err 2>/dev/null; done\n"
+                       f"exec {shutil.which('qemu-system-x86_64')} \"$@\"\n")
+    wrapper.chmod(0o755)
+    try:
+        subprocess.run([sys.executable, "-m", "virtxml_cpu", "verify", "--emulator", str(wrapper),
+                        "--machine", "pc-q35-*", "--cpu", "default", "--workers", "1", "-q",
+                        "--record", str(shared / "verified.json")], capture_output=True, cwd=ROOT, timeout=120)
+    finally:
+        wrapper.unlink()
+    assert victim.read_bytes() == b"root's data\n"
+
+
+@ROOT_ONLY
+def test_rewrite_in_place_cannot_be_redirected_into_a_protected_directory_by_swapping_a_parent(shared):
+    """Root rewrites a file in a directory another user owns. The user holds the file's lock, lets go,
+    and while root computes the rewrite swaps the file's directory for a link to a root-only directory.
+    Root must not replace a file there (let alone hand it to that user)."""
+    protected = shared / "protected"
+    protected.mkdir(mode=0o700)
+    victim = protected / "passwd"
+    victim.write_bytes(b"root:x:0:0:root:/root:/bin/sh\n")
+    victim.chmod(0o644)
+    att = shared / "att"
+    (att / "d").mkdir(parents=True)
+    target = att / "d" / "passwd"
+    filler = "<x:y xmlns:x='urn:x'>" + "<a b='c'/>" * 300000 + "</x:y>"  # a few seconds of work for root
+    target.write_bytes(NEEDS_FIX.replace(b"</name>", b"</name><metadata>" + filler.encode() + b"</metadata>", 1))
+    for p in (att, att / "d", target):
+        os.chown(p, NOBODY, NOBODY)
+    attacker = subprocess.Popen(
+        ["runuser", "-u", "nobody", "--", "/usr/bin/python3", "-c",
+         "import fcntl, os, sys, time\n"
+         "att = sys.argv[1]\n"
+         "fd = os.open(att + '/d/passwd', os.O_RDONLY)\n"
+         "fcntl.flock(fd, fcntl.LOCK_EX)\n"
+         "print('locked', flush=True)\n"
+         "sys.stdin.readline()\n"  # root has the file open and waits for the lock
+         "os.close(fd)\n"
+         "time.sleep(0.4)\n"  # root has checked the file and is computing
+         "os.rename(att + '/d', att + '/d.old')\n"
+         "os.symlink(sys.argv[2], att + '/d')\n",
+         str(att), str(protected)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert attacker.stdout.readline() == "locked\n"
+        root = subprocess.Popen([sys.executable, "-m", "virtxml_cpu", "rewrite", "--no-host-probe", "--in-place",
+                                 str(target)], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        deadline = time.monotonic() + 60
+        while not _holds_open(root.pid, target) and root.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.02)
+        attacker.stdin.write("go\n")
+        attacker.stdin.flush()
+        attacker.wait(30)
+        root.communicate(timeout=120)
+    finally:
+        attacker.kill()
+    st = victim.lstat()
+    assert (st.st_uid, victim.read_bytes()) == (0, b"root:x:0:0:root:/root:/bin/sh\n")
+
+
+@ROOT_ONLY
+def test_hook_refuses_a_spool_below_a_directory_another_user_can_change(shared):
+    """The spool itself is private, but its parent belongs to another user, who can swap the spool for a
+    link to any directory between the hook's check and its write (done in a loop, the hook then wrote
+    <uuid>.json, and left a temporary file, in a root-only directory). The hook must refuse such a spool."""
+    parent = shared / "theirs"
+    (parent / "spool").mkdir(parents=True, mode=0o700)
+    os.chown(parent, NOBODY, NOBODY)
+    log = Capture()
+    rc = hook.run(["scratch", "prepare", "begin", "-"], config_path=config(shared, "queue", parent / "spool"),
+                  stdin=io.BytesIO(with_uuid(NEEDS_FIX, UUID)), log=log)
+    assert rc == 0 and not (parent / "spool" / f"{UUID}.json").exists(), log.lines
+    assert any("fix not queued" in line for line in log.lines), log.lines
+
+
+@pytest.mark.parametrize("number", ["1" + "0" * 400, "-" + "9" * 400])
+def test_a_next_try_too_big_for_a_float_is_reported_and_skipped(tmp_path, number):
+    """JSON integers have no bound: math.isfinite() of a 401-digit integer raises OverflowError, which is
+    not a ValueError, so this one entry stopped the whole queue (apply --pending, watch)."""
+    d = tmp_path / "spool"
+    spool.write(str(d), "22222222-2222-2222-2222-222222222222", {"name": "after"})
+    (d / f"{UUID}.json").write_text(f'{{"uuid": "{UUID}", "next_try": {number}}}')
+    warned = []
+    assert [e.name for e in spool.entries(str(d), warn=warned.append)] == ["after"]
+    assert len(warned) == 1 and UUID in warned[0]
+
+
+@ROOT_ONLY
+def test_hook_install_refuses_code_another_user_can_change(shared):
+    """The installed hook runs as root at every guest start, importing virtxml_cpu from where `hook install`
+    ran. Installed from a tree another user owns (a checkout or venv in their home), that user can edit
+    virtxml_cpu/hook.py and run anything as root at the next guest start: install must refuse it."""
+    tree = shared / "checkout"
+    shutil.copytree(ROOT / "virtxml_cpu", tree / "virtxml_cpu", ignore=shutil.ignore_patterns("__pycache__"))
+    for p in [tree, *tree.rglob("*")]:
+        os.chown(p, NOBODY, NOBODY)
+    hooks = shared / "hooks"
+    r = subprocess.run([sys.executable, "-c", "import sys; from virtxml_cpu.cli import main; sys.exit(main())",
+                        "hook", "install", "--hooks-dir", str(hooks), "--legacy"],
+                       cwd=tree, capture_output=True, text=True, timeout=60,
+                       env=dict(os.environ, PYTHONPATH=str(tree)))
+    installed = hooks / "qemu"
+    assert not (installed.exists() and str(tree) in installed.read_text()), (r.returncode, r.stdout, r.stderr)
+
+
+def _holds_open(pid: int, path: Path) -> bool:
+    try:
+        return any(os.readlink(f"/proc/{pid}/fd/{fd}") == str(path) for fd in os.listdir(f"/proc/{pid}/fd"))
+    except OSError:
+        return False
