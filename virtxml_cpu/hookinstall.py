@@ -15,6 +15,7 @@ from pathlib import Path
 from .errors import BadInput, EnvironmentProblem
 from .files import write_output
 from .hostfacts import run_trusted, which
+from .safefs import check_ancestors, check_trusted, check_tree
 
 DEFAULT_HOOKS_DIR = "/etc/libvirt/hooks"
 MARKER = "# managed by `virtxml-cpu hook install`; `virtxml-cpu hook uninstall` removes it"
@@ -66,7 +67,36 @@ def target(hooks_dir: str, legacy: bool | None = None) -> Path:
     return Path(hooks_dir) / "qemu" if legacy else Path(hooks_dir) / "qemu.d" / "virtxml-cpu"
 
 
+def untrusted_code() -> str | None:
+    """Why the code the installed hook would run is not ours alone, or None. libvirtd runs the hook as root
+    at every guest start: the interpreter, virtxml_cpu and lxml it imports, and every directory above
+    them, must be root's (or, for a hook installed by another user, that user's) and nobody else's to
+    change; a checkout or venv in someone's home would hand them root."""
+    import lxml
+
+    owners = tuple(sorted({0, os.geteuid()}))
+    python = os.path.realpath(sys.executable)
+    for what, why in (("the interpreter", check_ancestors(python, owners) or _file_problem(python, owners)),
+                      ("virtxml_cpu", check_tree(os.path.join(PACKAGE_PARENT, "virtxml_cpu"), owners)),
+                      ("lxml", check_tree(os.path.dirname(os.path.realpath(lxml.__file__)), owners))):
+        if why:
+            return f"{what}: {why}"
+    return None
+
+
+def _file_problem(path: str, owners: tuple[int, ...]) -> str | None:
+    try:
+        problem = check_trusted(os.stat(path), owners)
+    except OSError as e:
+        return f"{path}: {e.strerror}"
+    return f"{path} {problem}" if problem else None
+
+
 def install(hooks_dir: str, mode: str | None, config: str | None, legacy: bool | None = None) -> list[str]:
+    why = untrusted_code()
+    if why:
+        raise BadInput(f"not installing a hook libvirtd would run as root: {why}; install virtxml-cpu where only "
+                       "root can change it (the .deb, or a root-owned venv such as /opt/virtxml-cpu)")
     path = target(hooks_dir, legacy)
     if path.exists() and not is_ours(path):
         how = ("libvirt >= 6.5 runs every script in qemu.d/: upgrade and use that, or call "

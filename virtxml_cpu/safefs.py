@@ -63,7 +63,8 @@ def check_trusted(st: os.stat_result, owners: tuple[int, ...] = (0,)) -> str | N
 
 def check_private_dir(path: str, owner: int | None = None) -> str | None:
     """Why `path` is no directory only `owner` (default: the effective uid) can change: a symbolic link,
-    not a directory, another owner, writable by group or others. None when it is fine."""
+    not a directory, another owner, writable by group or others, or below a directory someone else could
+    change (who could then swap it for a link between our check and our write). None when it is fine."""
     owner = os.geteuid() if owner is None else owner
     try:
         st = os.lstat(path)
@@ -73,7 +74,61 @@ def check_private_dir(path: str, owner: int | None = None) -> str | None:
         return "is a symbolic link"
     if not stat.S_ISDIR(st.st_mode):
         return f"is not a directory ({_kind(st.st_mode)})"
-    return check_trusted(st, (owner,))
+    return check_trusted(st, (owner,)) or check_ancestors(path, (0, owner))
+
+
+def check_ancestors(path: str, owners: tuple[int, ...] = (0,)) -> str | None:
+    """Why a directory above `path` could be changed by someone not in `owners`, or None. Every directory
+    from / down must be owned by one of them and writable by no one else, except a root-owned sticky
+    directory (/tmp), where others cannot rename what is ours; a symbolic link on the way must be owned
+    by one of them too (and where it leads is checked the same way). As sshd's StrictModes."""
+    path = os.path.abspath(path)
+    for literal in _parents(path):
+        try:
+            st = os.lstat(literal)
+        except OSError as e:
+            return f"{literal}: {e.strerror or e}"
+        if stat.S_ISLNK(st.st_mode) and st.st_uid not in owners:
+            return f"{literal} is a symbolic link owned by uid {st.st_uid}"
+    for real in _parents(os.path.realpath(path)):
+        try:
+            st = os.stat(real)
+        except OSError as e:
+            return f"{real}: {e.strerror or e}"
+        if st.st_uid not in owners:
+            return f"{real} above it is owned by uid {st.st_uid}"
+        if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH) and not (st.st_mode & stat.S_ISVTX and st.st_uid == 0):
+            return f"{real} above it is writable by group or others"
+    return None
+
+
+def check_tree(top: str, owners: tuple[int, ...] = (0,)) -> str | None:
+    """Why code under `top` (and the directories above it) could be changed by someone not in `owners`,
+    or None: what root will import must be root's alone."""
+    why = check_ancestors(os.path.join(top, "x"), owners)
+    if why:
+        return why
+    for directory, dirs, files in os.walk(top):
+        for name in [directory] + [os.path.join(directory, f) for f in files]:
+            try:
+                st = os.lstat(name)
+            except OSError as e:
+                return f"{name}: {e.strerror or e}"
+            problem = check_trusted(st, owners)
+            if problem:
+                return f"{name} {problem}"
+    return None
+
+
+def _parents(path: str) -> list[str]:
+    """/a/b/c -> ["/", "/a", "/a/b"] (the directories above `path`, outermost first)."""
+    out, head = [], os.path.dirname(path)
+    while True:
+        out.append(head)
+        if head == os.path.dirname(head):
+            break
+        head = os.path.dirname(head)
+    return out[::-1]
 
 
 def make_private_dir(path: str) -> str | None:

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from .domain import canonical_uuid
 from .safefs import check_private_dir, create_temp, make_private_dir, read_regular, remove_stale_temps
 
+MAX_EPOCH = 1e11  # seconds: about the year 5138, far past any real retry time
 FIRST_DELAY = 60.0  # seconds before the first retry of a postponed entry
 MAX_DELAY = 6 * 3600.0
 MAX_ATTEMPTS = 10**6  # a counter past this is not ours
@@ -93,8 +94,9 @@ def parse_entry(path: str, raw: bytes) -> Entry:
     attempts, next_try = data.get("attempts", 0), data.get("next_try", 0.0)
     if isinstance(attempts, bool) or not isinstance(attempts, int) or not 0 <= attempts <= MAX_ATTEMPTS:
         raise Refused(f"attempts must be an integer from 0 to {MAX_ATTEMPTS}")
-    if isinstance(next_try, bool) or not isinstance(next_try, (int, float)) or not math.isfinite(next_try):
-        raise Refused("next_try must be a finite number")
+    # a comparison, not math.isfinite(): a 400-digit JSON integer overflows a float; NaN compares false
+    if isinstance(next_try, bool) or not isinstance(next_try, (int, float)) or not 0 <= next_try <= MAX_EPOCH:
+        raise Refused("next_try must be a number of seconds since 1970")
     name, last_error = data.get("name"), data.get("last_error")
     if not isinstance(name, (str, type(None))) or not isinstance(last_error, (str, type(None))):
         raise Refused("name and last_error must be strings")
