@@ -14,7 +14,6 @@ reported and skipped; it never stops the others.
 from __future__ import annotations
 
 import json
-import math
 import os
 import time
 from dataclasses import dataclass
