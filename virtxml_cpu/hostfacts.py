@@ -14,7 +14,7 @@ from typing import NamedTuple
 from .errors import BadInput
 from .flavours import FLAVOURS
 from .machines import classify, parse_version
-from .safefs import check_trusted
+from .safefs import check_ancestors, check_trusted
 from .xmlio import parse_xml
 
 KVM_GET_SUPPORTED_CPUID = 0xC008AE05  # _IOWR(KVMIO=0xAE, 0x05, struct kvm_cpuid2)
@@ -170,13 +170,14 @@ def run_trusted(path: str, *args: str, timeout: float = PROBE_TIMEOUT) -> str | 
     user with no supplementary groups (as libvirt runs QEMU), stdin closed, a bare environment, bounded in
     time. Every probe the CLI runs goes through here (verify's QEMUs through qemu_runner); the hook runs
     nothing."""
-    if not trusted_executable(path):
+    real = os.path.realpath(path)  # what was checked is what runs: no link to swap in between
+    if not trusted_executable(real):
         return None
     import subprocess  # only here: the hook never runs anything
 
     drop = _unprivileged() if os.geteuid() == 0 else {}
     try:
-        return subprocess.run([path, *args], capture_output=True, text=True, timeout=timeout,
+        return subprocess.run([real, *args], capture_output=True, text=True, timeout=timeout,
                               stdin=subprocess.DEVNULL, env={"PATH": "/usr/bin:/bin", "LC_ALL": "C"},
                               cwd="/", **drop).stdout
     except (OSError, subprocess.SubprocessError, ValueError):
@@ -184,15 +185,15 @@ def run_trusted(path: str, *args: str, timeout: float = PROBE_TIMEOUT) -> str | 
 
 
 def trusted_executable(path: str) -> bool:
-    """Whether `path` is a root-owned regular executable in a root-owned directory, neither writable by
-    group or others (what a root-run probe may execute)."""
+    """Whether `path` is a root-owned regular executable nobody else may write, below directories nobody
+    else may change (safefs.check_ancestors): what a root-run probe may execute."""
     try:
         real = os.path.realpath(path)
-        st, dst = os.stat(real), os.stat(os.path.dirname(real) or "/")
+        st = os.stat(real)
     except OSError:
         return False
     return (stat.S_ISREG(st.st_mode) and bool(st.st_mode & 0o111) and check_trusted(st) is None
-            and check_trusted(dst) is None)
+            and check_ancestors(real) is None)
 
 
 def _unprivileged() -> dict:
