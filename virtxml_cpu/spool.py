@@ -3,8 +3,8 @@
 The hook writes entries (queue mode); `apply --pending` and `watch` read them. An entry that cannot be
 applied now (a transient domain, an unconfirmed or refused define) is postponed with a growing delay and
 its outcome recorded (`last_outcome`: the ApplyOutcome's host, domain, kind and reason), instead of being
-retried at every pass. The domain's name is `domain`, as in every record; `name`, which the hook wrote
-before, is read too.
+retried at every pass. The domain's name is `domain`, as in every record (`name`, as the hook queues it,
+is read too).
 
 Root writes here, so nobody else may steer it: the spool is a 0700 directory of the effective user (a
 link, a non-directory or one others can write is refused), entries are written through
