@@ -2,8 +2,9 @@
 
 Reads each definition with INACTIVE|SECURE (secrets survive), rewrites it with the same pipeline as
 files, re-reads it just before defining (no lost updates) and defines it again with the same uuid. Every
-domain gets its own outcome: a failed define, an unknown name or a domain that vanished is reported for
-that domain and the others carry on.
+domain gets its own outcome (a records.ApplyOutcome, said through render.applylines and counted by kind):
+a failed define, an unknown name or a domain that vanished is that domain's outcome and the others carry
+on.
 """
 
 from __future__ import annotations
