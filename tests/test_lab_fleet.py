@@ -124,7 +124,7 @@ def test_a_definition_changed_meanwhile_is_not_overwritten(lab):
             return True
 
         res = live_apply(harness.URI, Selection((dom.name(),)), ApplyOptions(Config(), confirm=someone_else_edits))
-        assert res.skipped == 1 and res.changed == 0
+        assert res.tally == {"skipped": 1}
         xml = dom.XMLDesc(SECURE_INACTIVE)
         assert "<description>edited</description>" in xml and "pvspinlock" not in xml
     finally:
@@ -280,7 +280,9 @@ def test_watch_keeps_one_connection_and_backs_off_a_queued_fix_it_cannot_apply(l
             time.sleep(0.5)
         text = (tmp_path / "watch.log").read_text()
         data = json.loads(entry.read_text())
-        assert data["attempts"] == 1 and data["last_error"] == "transient" and data["next_try"] > time.time() + 30
+        assert data["attempts"] == 1 and data["next_try"] > time.time() + 30
+        assert data["last_outcome"] == {"host": "qemu:///system", "domain": name, "kind": "skipped",
+                                        "reason": "transient domain (no persistent definition to fix)"}
         assert text.count("queued fix kept") == 1, text  # not retried at the next passes
         assert len(seen) == 1, (seen, text)  # one connection all along (the old code opened one per pass)
         proc.send_signal(signal.SIGTERM)
@@ -345,7 +347,7 @@ def test_apply_never_writes_over_a_concurrent_redefinition(lab_up, tmp_path):
         assert r.returncode in (0, 1) and "Traceback" not in r.stderr, r.stderr
         older = {d.name(): (_memory(d), last[d.name()]) for d in raced if _memory(d) != last[d.name()]}
         assert not older, older  # nobody's change was written over
-        meanwhile = [line for line in r.stderr.splitlines() if "changed meanwhile" in line]
+        meanwhile = [line for line in r.stdout.splitlines() if ": skipped: changed meanwhile: " in line]
         for d in calm:
             assert f"{d.name()}: added kvm-pv-unhalt" in r.stdout and "pvspinlock" in d.XMLDesc(SECURE_INACTIVE)
         for d in raced:  # each raced domain was either fixed or reported, never silently lost

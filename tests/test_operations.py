@@ -12,7 +12,7 @@ from virtxml_cpu import hook, spool
 from virtxml_cpu.config import Config
 from virtxml_cpu.hostfacts import HostFacts
 from virtxml_cpu.pipeline import process
-from virtxml_cpu.records import TIMED_OUT, UNREACHABLE, AuditRow, HostResult, RowDecision
+from virtxml_cpu.records import TIMED_OUT, UNREACHABLE, ApplyOutcome, AuditRow, HostResult, RowDecision
 from virtxml_cpu.render import prometheus
 
 from .conftest import FIXTURES, ROOT
@@ -79,17 +79,23 @@ def test_unmanaged_domain_has_no_orchestrator():
     assert o.resolution.facts.orchestrator is None
 
 
-def test_spool_postpones_with_growing_delay_and_keeps_the_reason(tmp_path):
+TRANSIENT = ApplyOutcome("qemu:///system", "vm", "skipped", "transient domain (no persistent definition to fix)")
+
+
+def test_spool_postpones_with_growing_delay_and_keeps_the_outcome(tmp_path):
     d = str(tmp_path / "spool")
-    spool.write(d, "0B7E2D1C6A514F0E8D7B3C2F9E1A4B66", {"name": "vm", "rule": "policy-compat"})
+    spool.write(d, "0B7E2D1C6A514F0E8D7B3C2F9E1A4B66", {"name": "vm", "rule": "policy-compat"})  # as the hook writes
     (e,) = spool.entries(d)
-    assert (e.uuid, e.name, e.attempts) == ("0b7e2d1c-6a51-4f0e-8d7b-3c2f9e1a4b66", "vm", 0) and e.due(0)
-    e1 = spool.postpone(e, "transient", now=1000.0)
-    e2 = spool.postpone(e1, "transient", now=2000.0)
+    assert (e.uuid, e.domain, e.attempts) == ("0b7e2d1c-6a51-4f0e-8d7b-3c2f9e1a4b66", "vm", 0) and e.due(0)
+    e1 = spool.postpone(e, TRANSIENT, now=1000.0)
+    e2 = spool.postpone(e1, TRANSIENT, now=2000.0)
     assert (e1.next_try, e2.next_try) == (1060.0, 2120.0) and e2.attempts == 2
     (back,) = spool.entries(d)
-    assert back.attempts == 2 and back.last_error == "transient" and not back.due(2100.0) and back.due(2120.0)
-    assert json.loads(open(back.path).read())["rule"] == "policy-compat"
+    assert back.attempts == 2 and back.last_outcome == TRANSIENT and not back.due(2100.0) and back.due(2120.0)
+    data = json.loads(open(back.path).read())
+    assert data["rule"] == "policy-compat" and data["domain"] == "vm" and "name" not in data
+    assert data["last_outcome"] == {"host": "qemu:///system", "domain": "vm", "kind": "skipped",
+                                    "reason": "transient domain (no persistent definition to fix)"}
     assert spool.delay(30) == spool.MAX_DELAY
     spool.drop(back)
     assert spool.entries(d) == []
@@ -136,12 +142,12 @@ def test_apply_names_what_a_wedged_host_did_and_did_not_handle(monkeypatch):
     def fake_apply_into(uri, which, opts, res):
         res.todo = ["a", "b", "c"]
         res.done.append(res.todo.pop(0))
-        res.changed += 1
+        res.tally["changed"] += 1
         release.wait(30)  # wedged before b
 
     monkeypatch.setattr(live, "apply_into", fake_apply_into)
     res, problem = live.apply_with_deadline("qemu+tcp://wedged/system", live.Selection(all_domains=True),
                                             live.ApplyOptions(Config()), host_timeout=0.5)
     release.set()
-    assert res.changed == 1
+    assert res.tally == {"changed": 1}
     assert "timed out" in problem and "handled: a;" in problem and "not handled: b, c" in problem

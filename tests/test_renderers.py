@@ -9,15 +9,16 @@ from __future__ import annotations
 import json
 import re
 import time
+from collections import Counter
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from virtxml_cpu import audit, cli
-from virtxml_cpu.errors import EXIT_BAD_INPUT, EXIT_ENVIRONMENT, EXIT_WORK_FOUND
+from virtxml_cpu import audit, cli, spool
+from virtxml_cpu.errors import EXIT_BAD_INPUT, EXIT_ENVIRONMENT, EXIT_OK, EXIT_WORK_FOUND
 from virtxml_cpu.records import (SCHEMA_VERSION, TIMED_OUT, UNREACHABLE, ApplyOutcome, AuditRow, HostResult,
                                  RowDecision, summarize)
-from virtxml_cpu.render import RENDERERS, emit, jsonlines
+from virtxml_cpu.render import RENDERERS, applylines, emit, jsonlines
 from virtxml_cpu.render.table import summary_line
 
 from .conftest import ROOT
@@ -230,3 +231,105 @@ def test_every_format_the_cli_offers_has_a_renderer():
     sub = next(a for a in cli.build_parser()._actions if a.dest == "command").choices["audit"]
     (fmt,) = [a for a in sub._actions if a.dest == "format"]
     assert tuple(fmt.choices) == tuple(RENDERERS)
+
+
+# Apply outcomes: one renderer makes the lines apply prints and watch logs.
+
+def test_apply_lines_for_every_kind_and_the_summary():
+    lines = {kind: applylines.outcome(ApplyOutcome(A, "web\n1", kind, why, ("1 vCPU",)))
+             for kind, why in (("changed", "takes effect at its next start"), ("would-change", FIX.reason),
+                               ("unchanged", KEEP.reason), ("skipped", "not confirmed"),
+                               ("unknown", "Domain not found"), ("failed", "define failed, definition unchanged: x"))}
+    assert lines["changed"] == [("web\\n1: note: 1 vCPU", False),
+                                ("web\\n1: added kvm-pv-unhalt; takes effect at its next start", False)]
+    assert lines["would-change"][-1] == (f"web\\n1: would add kvm-pv-unhalt: {FIX.reason}", False)
+    assert lines["unchanged"][-1] == (f"web\\n1: unchanged: {KEEP.reason}", False)
+    assert lines["skipped"][-1] == ("web\\n1: skipped: not confirmed", False)
+    assert lines["unknown"][-1] == ("web\\n1: Domain not found", True)
+    assert lines["failed"][-1] == ("web\\n1: define failed, definition unchanged: x", True)
+    tally = Counter({"changed": 2, "failed": 1})
+    assert applylines.summary(tally, []) == "changed 2, would change 0, unchanged 0, skipped 0, unknown 0, failed 1"
+    assert applylines.summary(tally, [B]).endswith(f"failed 1; unreachable: {B}")
+
+
+APPLY = ["apply", "--connect", "test:///default", "--no-host-probe", "--qemu-flavour", "upstream"]
+
+
+def test_test_driver_apply_reports_each_outcome_and_exits_by_kind(test_driver, capsys):
+    names = ["vxc-render-fix", "vxc-render-has", "vxc-render-transient", "vxc-no-such-domain"]
+    assert cli.main(APPLY + ["--dry-run", *names]) == EXIT_BAD_INPUT  # an unknown name outranks work found
+    out, err = capsys.readouterr()
+    assert out.startswith("vxc-render-fix: note: 1 vCPU: ")  # the policy's notes come before the outcome
+    fix, has, transient = [x for x in out.splitlines() if ": note: " not in x]  # the unknown name: stderr
+    assert fix.startswith("vxc-render-fix: would add kvm-pv-unhalt: kvm-pv-unhalt is off")
+    assert has.startswith("vxc-render-has: unchanged: ")
+    assert transient == "vxc-render-transient: skipped: transient domain (no persistent definition to fix)"
+    assert "virtxml-cpu: vxc-no-such-domain: " in err
+    assert "changed 0, would change 1, unchanged 1, skipped 1, unknown 1, failed 0" in err
+    assert "pvspinlock" not in test_driver.lookupByName("vxc-render-fix").XMLDesc(0)  # a dry run changes nothing
+    assert cli.main(APPLY + ["--dry-run", "vxc-render-fix"]) == EXIT_WORK_FOUND
+    capsys.readouterr()
+    assert cli.main(APPLY + ["--yes", "vxc-render-fix", "vxc-render-run"]) == EXIT_OK
+    out, err = capsys.readouterr()
+    assert "vxc-render-fix: added kvm-pv-unhalt; takes effect at its next start\n" in out
+    assert "vxc-render-run: added kvm-pv-unhalt; takes effect at its next cold boot (the running guest is " \
+           "untouched)\n" in out
+    assert "changed 2, would change 0, unchanged 0, skipped 0, unknown 0, failed 0" in err
+    assert "pvspinlock" in test_driver.lookupByName("vxc-render-fix").XMLDesc(0)
+
+
+def test_test_driver_queue_keeps_the_outcome_and_drops_what_is_settled(test_driver, capsys, tmp_path):
+    spool_dir = tmp_path / "spool"
+    spool_dir.mkdir(mode=0o700)
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(f'[hook]\nspool = "{spool_dir}"\n')
+    fix, transient = (test_driver.lookupByName(n) for n in ("vxc-render-fix", "vxc-render-transient"))
+    for dom in (fix, transient):  # as the hook queues them
+        spool.write(str(spool_dir), dom.UUIDString(), {"name": dom.name(), "rule": "policy-compat"})
+    before = {p.name: p.read_bytes() for p in spool_dir.iterdir()}
+    assert cli.main(APPLY + ["--pending", "--dry-run", "--config", str(cfg)]) == EXIT_WORK_FOUND
+    assert {p.name: p.read_bytes() for p in spool_dir.iterdir()} == before  # a dry run changes nothing
+    capsys.readouterr()
+    assert cli.main(APPLY + ["--pending", "--yes", "--config", str(cfg)]) == EXIT_OK
+    out = capsys.readouterr().out
+    assert "vxc-render-fix: added kvm-pv-unhalt" in out
+    assert ("vxc-render-transient: skipped: transient domain (no persistent definition to fix)\n"
+            "vxc-render-transient: queued fix kept (skipped); next try in 60s (attempt 1)\n") in out
+    (kept,) = spool.entries(str(spool_dir))
+    assert kept.uuid == transient.UUIDString() and kept.domain == "vxc-render-transient" and kept.attempts == 1
+    assert kept.last_outcome == ApplyOutcome("test:///default", "vxc-render-transient", "skipped",
+                                             "transient domain (no persistent definition to fix)")
+
+
+def test_watch_logs_the_lines_apply_prints(test_driver, capsys):
+    """watch over the test driver: a domain defined while it runs is fixed, and the log line is the one
+    `apply` prints for the same outcome (problems would be warnings)."""
+    import threading
+
+    from virtxml_cpu.config import Config
+    from virtxml_cpu.live import ApplyOptions
+    from virtxml_cpu.watch import watch
+
+    logged, stop = [], threading.Event()
+    opts = ApplyOptions(Config(qemu_flavour="upstream"), probe=False)
+    t = threading.Thread(target=watch, args=("test:///default", opts, stop,
+                                             lambda m, warning=False: logged.append((m, warning))))
+    t.start()
+    try:
+        deadline = time.monotonic() + 10
+        while not any(m.startswith("watching") for m, _w in logged) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        dom = test_driver.defineXML(_xml("vxc-render-watched", "<cpu mode='host-model'/>"))
+        while "pvspinlock" not in dom.XMLDesc(0) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.5)  # its own redefinition comes back as an event: found unchanged
+    finally:
+        stop.set()
+        t.join(10)
+    try:
+        mine = [(m, w) for m, w in logged if m.startswith("vxc-render-watched") and ": note: " not in m]
+        assert mine[0] == ("vxc-render-watched: added kvm-pv-unhalt; takes effect at its next start", False), logged
+        assert mine[1:] and all(m.startswith("vxc-render-watched: unchanged: ") for m, _w in mine[1:]), logged
+        assert not any(w for _m, w in logged), logged
+    finally:
+        dom.undefine()

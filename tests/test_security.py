@@ -22,6 +22,7 @@ import pytest
 
 from virtxml_cpu import hook, spool
 from virtxml_cpu.domain import canonical_uuid
+from virtxml_cpu.records import ApplyOutcome
 from virtxml_cpu.safefs import remove_stale_temps
 
 from .conftest import FIXTURES, ROOT
@@ -230,7 +231,7 @@ def test_a_fifo_in_the_spool_is_skipped_and_the_other_entries_read(tmp_path):
     (d / "11111111-1111-1111-1111-111111111111.json").symlink_to(d / f"{UUID}.json")
     r = in_subprocess("from virtxml_cpu import spool; w = []\n"
                       f"e = spool.entries({str(d)!r}, warn=w.append)\n"
-                      "print([x.name for x in e]); print('\\n'.join(w))")
+                      "print([x.domain for x in e]); print('\\n'.join(w))")
     out = r.stdout.splitlines()
     assert r.returncode == 0 and out[0] == "['good']", r
     assert "FIFO" in out[1] and "symbolic link" in out[2]
@@ -285,6 +286,8 @@ def test_log_fields_are_plain_tokens_or_quoted():
 @pytest.mark.parametrize("entry", [
     {"uuid": UUID, "attempts": "1e400"}, {"uuid": UUID, "attempts": -1}, {"uuid": UUID, "attempts": True},
     {"uuid": UUID, "next_try": "nan"}, {"uuid": UUID, "next_try": "1e400"}, {"uuid": "../x"}, {"uuid": UUID, "name": 5},
+    {"uuid": UUID, "domain": 5}, {"uuid": UUID, "last_outcome": "transient"},
+    {"uuid": UUID, "last_outcome": {"host": "h", "domain": "d", "kind": "vanished", "reason": ""}},
     [1], "deep",
 ])
 def test_a_poisoned_entry_is_reported_and_skipped(tmp_path, entry):
@@ -294,7 +297,7 @@ def test_a_poisoned_entry_is_reported_and_skipped(tmp_path, entry):
     raw = "[" * 30000 + "]" * 30000 if entry == "deep" else raw  # within the size bound
     (d / f"{UUID}.json").write_text(raw)
     warned = []
-    assert [e.name for e in spool.entries(str(d), warn=warned.append)] == ["after"]
+    assert [e.domain for e in spool.entries(str(d), warn=warned.append)] == ["after"]
     assert len(warned) == 1 and UUID in warned[0] and "\n" not in warned[0]
 
 
@@ -303,10 +306,11 @@ def test_delay_never_overflows_and_2000_postponements_keep_the_entry(tmp_path):
     d = tmp_path / "spool"
     spool.write(str(d), UUID, {"name": "vm"})
     (e,) = spool.entries(str(d))
+    skipped = ApplyOutcome("qemu:///system", "vm", "skipped", "transient domain")
     for _ in range(2000):
-        e = spool.postpone(e, "transient", now=0.0)
+        e = spool.postpone(e, skipped, now=0.0)
     (back,) = spool.entries(str(d))
-    assert back.attempts == 2000 and back.next_try == spool.MAX_DELAY and back.last_error == "transient"
+    assert back.attempts == 2000 and back.next_try == spool.MAX_DELAY and back.last_outcome == skipped
 
 
 # --- killed runs: the file whole, no temp files, no second backup ------------------------------------------
@@ -520,7 +524,7 @@ def test_a_next_try_too_big_for_a_float_is_reported_and_skipped(tmp_path, number
     spool.write(str(d), "22222222-2222-2222-2222-222222222222", {"name": "after"})
     (d / f"{UUID}.json").write_text(f'{{"uuid": "{UUID}", "next_try": {number}}}')
     warned = []
-    assert [e.name for e in spool.entries(str(d), warn=warned.append)] == ["after"]
+    assert [e.domain for e in spool.entries(str(d), warn=warned.append)] == ["after"]
     assert len(warned) == 1 and UUID in warned[0]
 
 

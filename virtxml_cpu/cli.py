@@ -307,6 +307,8 @@ def _ask(prompt: str) -> bool:
 def _apply(args) -> int:
     from .libvirt_conn import deadlines
     from .live import ApplyOptions, ApplyResult, Selection, apply_with_deadline
+    from .records import FAILED, UNKNOWN, WOULD_CHANGE
+    from .render.applylines import summary
 
     if not (args.domains or args.all or args.pending):
         raise BadInput("name domains, or use --all or --pending")
@@ -325,15 +327,13 @@ def _apply(args) -> int:
         if problem:  # one unreachable or wedged host does not stop the others
             _err(problem)
             down.append(uri)
-    print(f"changed {total.changed}, would change {total.would_change}, unchanged {total.unchanged}, "
-          f"skipped {total.skipped}, unknown {total.unknown}, failed {total.failed}"
-          + (f"; unreachable: {', '.join(down)}" if down else ""), file=sys.stderr)
+    print(summary(total.tally, down), file=sys.stderr)
     _unverified_note(args.connect or [DEFAULT_URI])
-    if total.failed or down:
+    if total.tally[FAILED] or down:
         return EXIT_ENVIRONMENT
-    if total.unknown:
+    if total.tally[UNKNOWN]:
         return EXIT_BAD_INPUT
-    return EXIT_WORK_FOUND if total.would_change else EXIT_OK
+    return EXIT_WORK_FOUND if total.tally[WOULD_CHANGE] else EXIT_OK
 
 
 def _audit(args) -> int:

@@ -2,25 +2,36 @@
 
 Reads each definition with INACTIVE|SECURE (secrets survive), rewrites it with the same pipeline as
 files, re-reads it just before defining (no lost updates) and defines it again with the same uuid. Every
-domain gets its own outcome: a failed define, an unknown name or a domain that vanished is reported for
-that domain and the others carry on.
+domain gets its own outcome (a records.ApplyOutcome, said through render.applylines and counted by kind):
+a failed define, an unknown name or a domain that vanished is that domain's outcome and the others carry
+on.
 """
 
 from __future__ import annotations
 
 import sys
 import threading
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TextIO
 
 from . import spool
 from .config import Config
-from .errors import EnvironmentProblem, VirtxmlCpuError, shown
+from .errors import EnvironmentProblem, VirtxmlCpuError
 from .hostfacts import HostFacts
 from .libvirt_conn import DEFAULT_TIMEOUT, connection_host_facts, libvirt_module, open_connection, open_for_reading
 from .pipeline import process
+from .records import CHANGED, FAILED, SKIPPED, UNCHANGED, UNKNOWN, WOULD_CHANGE, ApplyOutcome
+from .render import applylines
 from .report import unified_diff
+
+
+def to_terminal(line: str, problem: bool) -> None:
+    """Where `apply` says things: problems on stderr, the rest on stdout."""
+    if problem:
+        print(f"virtxml-cpu: {line}", file=sys.stderr)
+    else:
+        print(line)
 
 
 @dataclass(frozen=True)
@@ -34,8 +45,7 @@ class ApplyOptions:
     diff: bool = False
     yes: bool = False
     probe: bool = True
-    out: TextIO = sys.stdout
-    err: TextIO = sys.stderr
+    say: Callable[[str, bool], None] = to_terminal  # one line, and whether it reports a problem
     confirm: Callable[[str], bool] | None = None
     timeout: float = DEFAULT_TIMEOUT  # connecting, and any one libvirt call (keepalive)
 
@@ -53,22 +63,34 @@ class Selection:
     pending: bool = False
 
 
+@dataclass(frozen=True)
+class Target:
+    """An open connection to one libvirt host: its URI (the `host` of every outcome) and its facts."""
+
+    conn: object
+    uri: str
+    facts: HostFacts
+
+
 @dataclass
 class ApplyResult:
-    changed: int = 0
-    would_change: int = 0
-    skipped: int = 0
-    unchanged: int = 0
-    unknown: int = 0  # names that are no domain there
-    failed: int = 0  # defines libvirt refused, domains that vanished mid-way
-    failures: list[str] = field(default_factory=list)
+    """Outcomes counted by kind, and how far a host got."""
+
+    tally: Counter = field(default_factory=Counter)
     done: list[str] = field(default_factory=list)  # domains handled so far, in order (whatever the outcome)
     todo: list[str] = field(default_factory=list)  # domains not reached yet
 
     def add(self, other: "ApplyResult") -> None:
-        for k in ("changed", "would_change", "skipped", "unchanged", "unknown", "failed"):
-            setattr(self, k, getattr(self, k) + getattr(other, k))
-        self.failures += other.failures
+        self.tally.update(other.tally)
+
+
+def report(opts: ApplyOptions, o: ApplyOutcome, res: ApplyResult | None = None) -> ApplyOutcome:
+    """Say the outcome (through the one renderer) and count it in `res`."""
+    for line in applylines.outcome(o):
+        opts.say(*line)
+    if res is not None:
+        res.tally[o.kind] += 1
+    return o
 
 
 def apply(uri: str, which: Selection, opts: ApplyOptions) -> ApplyResult:
@@ -117,136 +139,103 @@ def apply_into(uri: str, which: Selection, opts: ApplyOptions, res: ApplyResult)
     else:
         conn = open_connection(uri, read_only=False, timeout=opts.timeout)
     try:
-        host = connection_host_facts(conn, uri, opts.probe, opts.cfg)
-        apply_on(conn, host, which, opts, res)
+        apply_on(Target(conn, uri, connection_host_facts(conn, uri, opts.probe, opts.cfg)), which, opts, res)
     finally:
         conn.close()
 
 
-def apply_on(conn, host: HostFacts, which: Selection, opts: ApplyOptions, res: ApplyResult,
+def apply_on(target: Target, which: Selection, opts: ApplyOptions, res: ApplyResult,
              now: float | None = None) -> None:
-    """Apply over an open connection (watch keeps one); per-domain outcomes go into `res`."""
+    """Apply over an open connection (watch keeps one); per-domain outcomes are said and counted in `res`."""
     libvirt = libvirt_module()
     if which.pending:
-        for entry in spool.entries(opts.cfg.spool, warn=lambda m: _say(opts.err, m)):
+        for entry in spool.entries(opts.cfg.spool, warn=lambda m: opts.say(m, True)):
             if now is not None and not entry.due(now):
                 continue
             try:
-                apply_entry(conn, entry, host, opts, res, now)
+                apply_entry(target, entry, opts, res, now)
             except VirtxmlCpuError as e:  # one entry's problem never stops the queue
-                _say(opts.err, f"{shown(entry.name or entry.uuid)}: queued fix not applied: {e}")
+                opts.say(*applylines.queue_not_applied(entry.domain or entry.uuid, str(e)))
         return
     if which.all_domains:
-        doms = conn.listAllDomains()
+        doms = target.conn.listAllDomains()
     else:
         doms = []
         for name in which.names:
             try:
-                doms.append(conn.lookupByName(name))
+                doms.append(target.conn.lookupByName(name))
             except libvirt.libvirtError as e:
-                _say(opts.err, f"{name}: {e.get_error_message()}")
-                res.unknown += 1
+                report(opts, ApplyOutcome(target.uri, name, UNKNOWN, e.get_error_message()), res)
     res.todo = [d.name() for d in doms]
     for dom in doms:
-        apply_domain(conn, dom, host, opts, res)
+        report(opts, apply_domain(target, dom, opts), res)
         res.done.append(res.todo.pop(0))
 
 
-def apply_entry(conn, entry: spool.Entry, host: HostFacts, opts: ApplyOptions, res: ApplyResult,
-                now: float | None = None) -> str:
-    """One queued fix: applied and dropped, or kept for later with its reason. A dry run or --diff
+def apply_entry(target: Target, entry: spool.Entry, opts: ApplyOptions, res: ApplyResult,
+                now: float | None = None) -> None:
+    """One queued fix: applied and dropped, or kept for later with its outcome. A dry run or --diff
     changes nothing, the queue included."""
     libvirt = libvirt_module()
-    label = shown(entry.name or entry.uuid)
     try:
-        dom = conn.lookupByUUIDString(entry.uuid)
+        dom = target.conn.lookupByUUIDString(entry.uuid)
     except libvirt.libvirtError:
-        if opts.changes_nothing:
-            print(f"{label}: no such domain any more; queued fix would be dropped", file=opts.out)
-            return "vanished"
-        spool.drop(entry)  # the queued domain is gone: nothing left to fix
-        print(f"{label}: no such domain any more; queued fix dropped", file=opts.out)
-        return "vanished"
-    outcome = apply_domain(conn, dom, host, opts, res)
+        if not opts.changes_nothing:
+            spool.drop(entry)  # the queued domain is gone: nothing left to fix
+        opts.say(*applylines.queue_dropped(entry.domain or entry.uuid, opts.changes_nothing))
+        return
+    o = report(opts, apply_domain(target, dom, opts), res)
     if opts.changes_nothing:
-        return outcome
-    if outcome in ("changed", "unchanged"):
+        return
+    if o.kind in (CHANGED, UNCHANGED):
         spool.drop(entry)
     else:
-        later = spool.postpone(entry, outcome, now)
-        print(f"{shown(dom.name())}: queued fix kept ({outcome}); next try in {spool.delay(later.attempts):.0f}s "
-              f"(attempt {later.attempts})", file=opts.out)
-    return outcome
+        later = spool.postpone(entry, o, now)
+        opts.say(*applylines.queue_kept(o, later.attempts, spool.delay(later.attempts)))
 
 
-def apply_domain(conn, dom, host: HostFacts, opts: ApplyOptions, res: ApplyResult) -> str:
-    """Fix one domain's persistent definition. Returns its outcome: changed, unchanged, would-change,
-    transient, not confirmed, changed meanwhile, vanished, define failed."""
+def apply_domain(target: Target, dom, opts: ApplyOptions) -> ApplyOutcome:
+    """Fix one domain's persistent definition; what was done (or why not) is the outcome."""
     libvirt = libvirt_module()
     flags = libvirt.VIR_DOMAIN_XML_INACTIVE | libvirt.VIR_DOMAIN_XML_SECURE
-    name, uuid = shown(dom.name()), dom.UUIDString()  # held by the handle: no round trip, cannot fail
+    name, uuid = dom.name(), dom.UUIDString()  # held by the handle: no round trip, cannot fail
+
+    def outcome(kind: str, reason: str, notes: tuple[str, ...] = ()) -> ApplyOutcome:
+        return ApplyOutcome(target.uri, name, kind, reason, notes)
+
     try:
         if not dom.isPersistent():
-            print(f"{name}: skipped: transient domain (no persistent definition to fix)", file=opts.out)
-            res.skipped += 1
-            return "transient"
+            return outcome(SKIPPED, "transient domain (no persistent definition to fix)")
         xml = dom.XMLDesc(flags).encode()
     except libvirt.libvirtError as e:
-        return _failed(opts, res, name, f"vanished before it could be read: {e.get_error_message()}", "vanished")
-    o = process(xml, name, host, opts.cfg, opts.policy, opts.style)
-    for note in o.decision.notes:
-        print(f"{name}: note: {note}", file=opts.out)
+        return outcome(FAILED, f"vanished before it could be read: {e.get_error_message()}")
+    o = process(xml, name, target.facts, opts.cfg, opts.policy, opts.style)
+    notes = tuple(o.decision.notes)
     if not o.changed:
-        print(f"{name}: unchanged: {o.decision.reason}", file=opts.out)
-        res.unchanged += 1
-        return "unchanged"
+        return outcome(UNCHANGED, o.decision.reason, notes)
     if opts.diff:
-        opts.out.write(unified_diff(o))
+        opts.say(unified_diff(o).rstrip("\n"), False)
     if opts.changes_nothing:
-        print(f"{name}: would add kvm-pv-unhalt: {o.decision.reason}", file=opts.out)
-        res.would_change += 1
-        return "would-change"
+        return outcome(WOULD_CHANGE, o.decision.reason, notes)
     if not opts.yes:
         if opts.confirm is None or not opts.confirm(f"{unified_diff(o)}Define '{name}' with this change? [y/N] "):
-            print(f"{name}: skipped: not confirmed", file=opts.out)
-            res.skipped += 1
-            return "not confirmed"
+            return outcome(SKIPPED, "not confirmed", notes)
     text = o.output.decode()
     try:
         # The window that remains: from libvirtd answering this compare to it handling defineXML, about one
         # round trip on the open connection (README); libvirt has no compare-and-define.
         if dom.XMLDesc(flags).encode() != xml:
-            return _changed_meanwhile(opts, res, name, "its definition changed while we worked; skipped")
-        new = conn.defineXML(text)
+            return outcome(SKIPPED, "changed meanwhile: its definition changed while we worked", notes)
+        new = target.conn.defineXML(text)
         after = new.XMLDesc(flags).encode()
     except libvirt.libvirtError as e:
-        return _failed(opts, res, name, f"define failed, definition unchanged: {e.get_error_message()}",
-                       "define failed")
+        return outcome(FAILED, f"define failed, definition unchanged: {e.get_error_message()}", notes)
     if new.UUIDString() != uuid:
-        return _failed(opts, res, name, f"libvirt defined a different domain ({new.UUIDString()})", "define failed")
+        return outcome(FAILED, f"libvirt defined a different domain ({new.UUIDString()})", notes)
     if after != o.output:  # libvirt gives back exactly what was defined: someone defined it after us
-        fixed = not process(after, name, host, opts.cfg, opts.policy, opts.style, render=False).changed
-        return _changed_meanwhile(opts, res, name, "defined, but it was defined again right after by someone "
-                                  "else; their definition stands (" + ("it has kvm-pv-unhalt" if fixed else
-                                                                       "without kvm-pv-unhalt") + "); run again")
+        fixed = not process(after, name, target.facts, opts.cfg, opts.policy, opts.style, render=False).changed
+        return outcome(SKIPPED, "changed meanwhile: defined, but it was defined again right after by someone else; "
+                       "their definition stands (" + ("it has kvm-pv-unhalt" if fixed else "without kvm-pv-unhalt")
+                       + "); run again", notes)
     when = "at its next cold boot (the running guest is untouched)" if dom.isActive() else "at its next start"
-    print(f"{name}: added kvm-pv-unhalt; takes effect {when}", file=opts.out)
-    res.changed += 1
-    return "changed"
-
-
-def _changed_meanwhile(opts: ApplyOptions, res: ApplyResult, name: str, why: str) -> str:
-    _say(opts.err, f"{name}: changed meanwhile: {why}")
-    res.skipped += 1
-    return "changed meanwhile"
-
-
-def _failed(opts: ApplyOptions, res: ApplyResult, name: str, why: str, outcome: str) -> str:
-    _say(opts.err, f"{name}: {why}")
-    res.failed += 1
-    res.failures.append(f"{name}: {why}")
-    return outcome
-
-
-def _say(err: TextIO, message: str) -> None:
-    print(f"virtxml-cpu: {message}", file=err)
+    return outcome(CHANGED, f"takes effect {when}", notes)

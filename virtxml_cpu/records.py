@@ -1,6 +1,7 @@
 """The results of the live verbs as typed records, with one set of field names for every output format.
 
 `audit` makes an AuditRow per domain and a HostResult per host; `summarize` folds them into a Summary.
+`apply` and `watch` make an ApplyOutcome per domain (the hook's queue keeps the last one of each entry).
 The renderers (virtxml_cpu.render) read these and nothing else, so a field is spelled the same in the
 table, the JSON lines and the Prometheus metrics. SCHEMA_VERSION is the version of the JSON lines schema
 (README "Audit output"); it changes when a field is renamed, removed or changes meaning.
@@ -98,20 +99,29 @@ def summarize(hosts: Sequence[HostResult]) -> Summary:
     )
 
 
-APPLY_KINDS = ("changed", "unchanged", "would-change", "skipped", "unknown", "failed")
+CHANGED, WOULD_CHANGE, UNCHANGED, SKIPPED, UNKNOWN, FAILED = (
+    "changed", "would-change", "unchanged", "skipped", "unknown", "failed")
+APPLY_KINDS = (CHANGED, WOULD_CHANGE, UNCHANGED, SKIPPED, UNKNOWN, FAILED)  # in the order apply's summary counts
+PROBLEMS = (UNKNOWN, FAILED)  # kinds that are reported as errors (stderr, a warning in watch's log)
 
 
 @dataclass(frozen=True, slots=True)
 class ApplyOutcome:
     """What `apply` (or `watch`, or the hook's queue) did to one domain, and why: `kind` is one of
-    APPLY_KINDS; `reason` says why it was skipped or failed (transient domain, not confirmed, changed
-    meanwhile, vanished, define failed: ...) or, for the others, the policy's reason."""
+    APPLY_KINDS; `reason` says why it was skipped or failed (a transient domain, not confirmed, changed
+    meanwhile, vanished, define failed ...), when a change takes effect, or else the policy's reason; `notes`
+    are the policy's notes on the domain."""
 
     host: str
     domain: str
     kind: str
     reason: str = ""
+    notes: tuple[str, ...] = ()
 
     def __post_init__(self):
         if self.kind not in APPLY_KINDS:
             raise ValueError(f"apply outcome {self.kind!r} is none of {', '.join(APPLY_KINDS)}")
+
+    @property
+    def problem(self) -> bool:
+        return self.kind in PROBLEMS

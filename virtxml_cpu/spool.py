@@ -2,7 +2,9 @@
 
 The hook writes entries (queue mode); `apply --pending` and `watch` read them. An entry that cannot be
 applied now (a transient domain, an unconfirmed or refused define) is postponed with a growing delay and
-its reason recorded, instead of being retried at every pass.
+its outcome recorded (`last_outcome`: the ApplyOutcome's host, domain, kind and reason), instead of being
+retried at every pass. The domain's name is `domain`, as in every record (`name`, as the hook queues it,
+is read too).
 
 Root writes here, so nobody else may steer it: the spool is a 0700 directory of the effective user (a
 link, a non-directory or one others can write is refused), entries are written through
@@ -19,6 +21,7 @@ import time
 from dataclasses import dataclass
 
 from .domain import canonical_uuid
+from .records import ApplyOutcome
 from .safefs import check_private_dir, create_temp, make_private_dir, read_regular, remove_stale_temps
 
 MAX_EPOCH = 1e11  # seconds: about the year 5138, far past any real retry time
@@ -32,14 +35,19 @@ class Refused(Exception):
     """The spool or an entry is not safe or not valid; the message says why (one line)."""
 
 
-@dataclass(frozen=True)
+OUTCOME_FIELDS = ("host", "domain", "kind", "reason")  # what an entry keeps of its last ApplyOutcome
+
+
+@dataclass(frozen=True, slots=True)
 class Entry:
+    """One queued fix, as read (fields spelled as in virtxml_cpu.records)."""
+
     path: str
     uuid: str
-    name: str | None
+    domain: str | None
     attempts: int = 0
     next_try: float = 0.0  # epoch seconds
-    last_error: str | None = None
+    last_outcome: ApplyOutcome | None = None  # why the last try did not settle it
 
     def due(self, now: float) -> bool:
         return self.next_try <= now
@@ -83,7 +91,7 @@ def entries(spool: str, warn=None) -> list[Entry]:
 
 def parse_entry(path: str, raw: bytes) -> Entry:
     """One entry's fields, each checked: a uuid by libvirt's grammar matching the file name, attempts a
-    small non-negative integer, next_try a finite number, name and last_error strings."""
+    small non-negative integer, next_try a finite number, domain a string, last_outcome an outcome's fields."""
     data = json.loads(raw.decode("utf-8"))
     if not isinstance(data, dict):
         raise Refused("not a JSON object")
@@ -96,10 +104,18 @@ def parse_entry(path: str, raw: bytes) -> Entry:
     # a comparison, not math.isfinite(): a 400-digit JSON integer overflows a float; NaN compares false
     if isinstance(next_try, bool) or not isinstance(next_try, (int, float)) or not 0 <= next_try <= MAX_EPOCH:
         raise Refused("next_try must be a number of seconds since 1970")
-    name, last_error = data.get("name"), data.get("last_error")
-    if not isinstance(name, (str, type(None))) or not isinstance(last_error, (str, type(None))):
-        raise Refused("name and last_error must be strings")
-    return Entry(path, uuid, name, attempts, float(next_try), last_error)
+    domain = data.get("domain", data.get("name"))
+    if not isinstance(domain, (str, type(None))):
+        raise Refused("domain must be a string")
+    return Entry(path, uuid, domain, attempts, float(next_try), _outcome(data.get("last_outcome")))
+
+
+def _outcome(value) -> ApplyOutcome | None:
+    if value is None:
+        return None
+    if not isinstance(value, dict) or not all(isinstance(value.get(k), str) for k in OUTCOME_FIELDS):
+        raise Refused(f"last_outcome must be an object of strings {', '.join(OUTCOME_FIELDS)}")
+    return ApplyOutcome(*(value[k] for k in OUTCOME_FIELDS))  # an unknown kind is a ValueError
 
 
 def drop(entry: Entry | None) -> None:
@@ -110,8 +126,9 @@ def drop(entry: Entry | None) -> None:
             pass
 
 
-def postpone(entry: Entry, reason: str, now: float | None = None) -> Entry:
-    """Keep the entry, try again later: 1, 2, 4 ... minutes, at most six hours."""
+def postpone(entry: Entry, outcome: ApplyOutcome, now: float | None = None) -> Entry:
+    """Keep the entry with the outcome of this try, try again later: 1, 2, 4 ... minutes, at most six
+    hours."""
     now = time.time() if now is None else now
     attempts = min(entry.attempts + 1, MAX_ATTEMPTS)
     wait = delay(attempts)
@@ -120,12 +137,15 @@ def postpone(entry: Entry, reason: str, now: float | None = None) -> Entry:
         data = data if isinstance(data, dict) else {}
     except (OSError, ValueError, RecursionError):
         data = {}
-    data.update(uuid=entry.uuid, name=entry.name, attempts=attempts, next_try=now + wait, last_error=reason)
+    for older in ("name", "last_error"):  # spelled so before the records' names: replaced below
+        data.pop(older, None)
+    data.update(uuid=entry.uuid, domain=entry.domain, attempts=attempts, next_try=now + wait,
+                last_outcome={k: getattr(outcome, k) for k in OUTCOME_FIELDS})
     try:
         _write_json(os.path.dirname(entry.path), entry.path, data)
     except OSError:
         pass
-    return Entry(entry.path, entry.uuid, entry.name, attempts, now + wait, reason)
+    return Entry(entry.path, entry.uuid, entry.domain, attempts, now + wait, outcome)
 
 
 def delay(attempts: int) -> float:

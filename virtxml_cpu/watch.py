@@ -19,38 +19,21 @@ from .errors import EnvironmentProblem, VirtxmlCpuError
 from .logline import Log
 from .hostfacts import HostFacts
 from .libvirt_conn import DEFAULT_URI, connection_host_facts, ensure_event_loop, libvirt_module, open_connection
-from .live import ApplyOptions, ApplyResult, Selection, apply_domain, apply_on
+from .live import ApplyOptions, ApplyResult, Selection, Target, apply_domain, apply_on, report
+from .records import FAILED, ApplyOutcome
 
 SPOOL_EVERY = 10.0  # seconds between looks at the hook's queue (entries that failed wait longer: spool.py)
 MAX_BACKOFF = 30.0
 
 
-class _LogWriter:
-    """A file-like sink for apply's messages: one log line per line."""
-
-    def __init__(self, log: Log):
-        self.log, self.buf = log, ""
-
-    def write(self, text: str) -> None:
-        self.buf += text
-        while "\n" in self.buf:
-            line, self.buf = self.buf.split("\n", 1)
-            if line.strip():
-                self.log(line)
-
-    def flush(self) -> None:
-        pass
-
-
 def watch(uri: str | None, opts: ApplyOptions, stop: threading.Event | None = None, log: Log | None = None) -> int:
-    """Run until SIGTERM (or `stop`); `opts` says how to decide (its output goes to the log; it defines
-    without asking)."""
+    """Run until SIGTERM (or `stop`); `opts` says how to decide (it defines without asking). Each outcome
+    is logged as `apply` prints it, problems as warnings."""
     libvirt = libvirt_module()
     uri = uri or DEFAULT_URI
     cfg = opts.cfg
     log = log or Log(cfg.syslog_socket or "/dev/log")
-    out = _LogWriter(log)
-    opts = replace(opts, yes=True, confirm=None, out=out, err=out)
+    opts = replace(opts, yes=True, confirm=None, say=lambda line, problem: log(line, warning=problem))
     stop = stop or threading.Event()
     if threading.current_thread() is threading.main_thread():
         for sig in (signal.SIGTERM, signal.SIGINT):
@@ -82,14 +65,15 @@ def watch(uri: str | None, opts: ApplyOptions, stop: threading.Event | None = No
         except VirtxmlCpuError as e:
             log(f"host facts unavailable ({e}); continuing without them", warning=True)
             host = HostFacts()
+        target = Target(conn, uri, host)
         log(f"watching {uri} for defined domains (policy {opts.policy or cfg.policy or 'compat'}; keepalive "
             f"drops a silent libvirtd after about {opts.timeout:g}s)")
         try:
-            known = _sweep(conn, host, opts, log, known)
+            known = _sweep(target, opts, log, known)
         except libvirt.libvirtError as e:
             log(f"cannot list the domains ({e.get_error_message()}); reconnecting", warning=True)
             closed.set()
-        _apply_spool(conn, host, opts, log)
+        _apply_spool(target, opts, log)
         waited = 0.0
         while not stop.is_set() and not closed.is_set():
             try:
@@ -98,14 +82,11 @@ def watch(uri: str | None, opts: ApplyOptions, stop: threading.Event | None = No
                 waited += 0.5
                 if waited >= SPOOL_EVERY:
                     waited = 0.0
-                    _apply_spool(conn, host, opts, log)
+                    _apply_spool(target, opts, log)
                 continue
-            try:
-                dom = conn.lookupByUUIDString(uuid)
-                apply_domain(conn, dom, host, opts, ApplyResult())
-                known[uuid] = _digest(dom)
-            except (libvirt.libvirtError, VirtxmlCpuError) as e:
-                log(f"{uuid}: not fixed: {e}", warning=True)
+            digest = _fix(target, opts, uuid, lambda uuid=uuid: conn.lookupByUUIDString(uuid))
+            if digest is not None:
+                known[uuid] = digest
         if closed.is_set() and not stop.is_set():
             log(f"lost the connection to {uri}; reconnecting", warning=True)
         try:
@@ -123,13 +104,26 @@ def _digest(dom) -> str:
     return hashlib.sha256(xml.encode()).hexdigest()
 
 
-def _sweep(conn, host, opts: ApplyOptions, log, known: dict[str, str] | None) -> dict[str, str]:
+def _fix(target: Target, opts: ApplyOptions, label: str, find) -> str | None:
+    """Apply to the domain `find` gives; a domain that cannot be fixed is a failed outcome, logged like the
+    others. Returns the digest of its definition afterwards (None when it could not be read)."""
+    libvirt = libvirt_module()
+    try:
+        dom = find()
+        report(opts, apply_domain(target, dom, opts))
+        return _digest(dom)
+    except (libvirt.libvirtError, VirtxmlCpuError) as e:
+        report(opts, ApplyOutcome(target.uri, label, FAILED, f"not fixed: {e}"))
+        return None
+
+
+def _sweep(target: Target, opts: ApplyOptions, log, known: dict[str, str] | None) -> dict[str, str]:
     """What every persistent definition looks like now. After a reconnect, the ones defined or changed
     while no events could arrive (a restart, a stall) get the policy, as a DEFINED event would have had it.
     The first connection only takes the picture: domains defined before watch started are not its work."""
     libvirt = libvirt_module()
     now = {}
-    for dom in conn.listAllDomains(libvirt.VIR_CONNECT_LIST_DOMAINS_PERSISTENT):
+    for dom in target.conn.listAllDomains(libvirt.VIR_CONNECT_LIST_DOMAINS_PERSISTENT):
         try:
             now[dom.UUIDString()] = (dom, _digest(dom))
         except libvirt.libvirtError:
@@ -141,17 +135,15 @@ def _sweep(conn, host, opts: ApplyOptions, log, known: dict[str, str] | None) ->
         log(f"{len(missed)} domain(s) defined or changed while not connected: applying the policy")
     out = {uuid: digest for uuid, (_dom, digest) in now.items()}
     for dom in missed:
-        try:
-            apply_domain(conn, dom, host, opts, ApplyResult())
-            out[dom.UUIDString()] = _digest(dom)
-        except (libvirt.libvirtError, VirtxmlCpuError) as e:
-            log(f"{dom.name()}: not fixed: {e}", warning=True)
+        digest = _fix(target, opts, dom.name(), lambda dom=dom: dom)
+        if digest is not None:
+            out[dom.UUIDString()] = digest
     return out
 
 
-def _apply_spool(conn, host, opts: ApplyOptions, log) -> None:
+def _apply_spool(target: Target, opts: ApplyOptions, log) -> None:
     """The hook's queue, over the watch's own connection; entries not yet due are left for later."""
     try:
-        apply_on(conn, host, Selection(pending=True), opts, ApplyResult(), now=time.time())
+        apply_on(target, Selection(pending=True), opts, ApplyResult(), now=time.time())
     except (VirtxmlCpuError, libvirt_module().libvirtError) as e:
         log(f"queued fixes not applied: {e}", warning=True)
