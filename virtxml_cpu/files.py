@@ -166,8 +166,8 @@ def update_in_place(path: str, transform: Callable[[bytes], tuple[bytes | None, 
     """Lock `path`, read it, and replace it with `transform(data)[0]` unless that is None or unchanged.
 
     Returns (written, transform's second value, backup path). Through a symbolic link, the link's target
-    is updated and the link kept -- where fs.protected_symlinks would follow that link (a link another
-    user planted in /tmp is refused, even when the sysctl is off): `realpath` would follow any link."""
+    is updated and the link kept, where fs.protected_symlinks would follow that link: another user's link
+    in /tmp is refused even when the sysctl is off (resolving with `realpath` would follow any link)."""
     while True:
         place = locate(path)
         fd = None
