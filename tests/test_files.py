@@ -322,3 +322,127 @@ def test_deciding_on_a_10_mib_domain_takes_at_most_10x_its_size(tmp_path, verb):
     kib, code = r.stderr.decode().rsplit("MAXRSS ", 1)[1].split()
     assert code in ("0", "1", "None"), r.stderr[-500:]
     assert int(kib) <= 10 * big.stat().st_size // 1024, f"{kib} KiB for a {big.stat().st_size // 1024} KiB document"
+
+
+# --- the directory is opened once; links are followed as fs.protected_symlinks would ----------------------
+
+
+def test_a_link_is_followed_the_target_updated_the_link_kept_and_the_backup_beside_the_target(tmp_path):
+    (tmp_path / "real").mkdir()
+    (tmp_path / "links").mkdir()
+    target = tmp_path / "real" / "vm.xml"
+    shutil.copy(SRC, target)
+    (tmp_path / "links" / "hop").symlink_to("../real/vm.xml")  # relative to the link's own directory
+    (tmp_path / "links" / "vm.xml").symlink_to("hop")  # and a chain of two
+    r = run("rewrite", "--in-place", "--backup", ".orig", "--no-host-probe", str(tmp_path / "links" / "vm.xml"))
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "links" / "vm.xml").is_symlink() and PV in target.read_bytes()
+    assert (tmp_path / "real" / "vm.xml.orig").read_bytes() == SRC.read_bytes()
+    assert sorted(p.name for p in (tmp_path / "links").iterdir()) == ["hop", "vm.xml"]
+    assert b"real/vm.xml.orig" in r.stderr, r.stderr
+
+
+def test_a_linked_directory_in_the_path_is_followed(tmp_path):
+    (tmp_path / "real").mkdir()
+    (tmp_path / "alias").symlink_to("real")
+    shutil.copy(SRC, tmp_path / "real" / "vm.xml")
+    for args in (["--in-place"], ["-o", str(tmp_path / "alias" / "out.xml")]):
+        r = run("rewrite", *args, "--no-host-probe", str(tmp_path / "alias" / "vm.xml"))
+        assert r.returncode == 0, r.stderr
+    assert PV in (tmp_path / "real" / "vm.xml").read_bytes() and PV in (tmp_path / "real" / "out.xml").read_bytes()
+    assert sorted(p.name for p in (tmp_path / "real").iterdir()) == ["out.xml", "vm.xml"]
+
+
+def test_a_directory_swapped_while_the_file_is_locked_gets_nothing_and_the_run_says_so(tmp_path):
+    """The swap the in-place lock cannot stop: the path's directory becomes a link elsewhere while the new
+    content is computed. Refused in one line; neither directory is written."""
+    from virtxml_cpu.errors import EnvironmentProblem
+    from virtxml_cpu.files import update_in_place
+
+    (tmp_path / "d").mkdir()
+    protected = tmp_path / "protected"
+    protected.mkdir()
+    victim = protected / "vm.xml"
+    victim.write_bytes(b"not yours")
+    shutil.copy(SRC, tmp_path / "d" / "vm.xml")
+
+    def swap(data):
+        os.rename(tmp_path / "d", tmp_path / "d.old")
+        os.symlink(protected, tmp_path / "d")
+        return data + b"<!-- new -->", None
+
+    with pytest.raises(EnvironmentProblem, match="directory was moved or replaced .*nothing was written"):
+        update_in_place(str(tmp_path / "d" / "vm.xml"), swap, ".orig")
+    assert victim.read_bytes() == b"not yours" and [p.name for p in protected.iterdir()] == ["vm.xml"]
+    assert [p.name for p in (tmp_path / "d.old").iterdir()] == ["vm.xml"]
+    assert (tmp_path / "d.old" / "vm.xml").read_bytes() == SRC.read_bytes()
+
+
+def test_a_swap_after_the_last_check_still_writes_only_where_the_locked_file_is(tmp_path, monkeypatch):
+    """Past the last check, a swap can still happen; every write is relative to the directory fd, so the
+    locked file's own directory gets the change (and the backup), the link's target nothing."""
+    from virtxml_cpu import files
+
+    (tmp_path / "d").mkdir()
+    protected = tmp_path / "protected"
+    protected.mkdir()
+    (protected / "vm.xml").write_bytes(b"not yours")
+    shutil.copy(SRC, tmp_path / "d" / "vm.xml")
+    monkeypatch.setattr(files, "_still_named", lambda *a: None)  # the swap lands after it
+
+    def swap(data):
+        os.rename(tmp_path / "d", tmp_path / "d.old")
+        os.symlink(protected, tmp_path / "d")
+        return data + b"<!-- new -->", None
+
+    written, _, _ = files.update_in_place(str(tmp_path / "d" / "vm.xml"), swap, ".orig")
+    assert written and [p.name for p in protected.iterdir()] == ["vm.xml"]
+    assert (protected / "vm.xml").read_bytes() == b"not yours"
+    assert (tmp_path / "d.old" / "vm.xml").read_bytes() == SRC.read_bytes() + b"<!-- new -->"
+    assert (tmp_path / "d.old" / "vm.xml.orig").read_bytes() == SRC.read_bytes()
+
+
+def _planted(directory, mode, dir_owner, link_owner, target):
+    directory.mkdir()
+    os.chmod(directory, mode)
+    os.chown(directory, dir_owner, dir_owner)
+    link = directory / "vm.xml"
+    link.symlink_to(target)
+    os.lchown(link, link_owner, link_owner)
+    return link
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to make links owned by others")
+@pytest.mark.parametrize("mode,dir_owner,link_owner,followed", [
+    (0o1777, 0, 65534, False),  # another user's link in /tmp: what fs.protected_symlinks refuses
+    (0o1777, 0, 0, True),  # our own link there
+    (0o1777, 65534, 65534, True),  # the sticky directory's owner's link
+    (0o0777, 0, 65534, True),  # not sticky: the kernel follows it, and so do we
+    (0o0755, 65534, 65534, True),  # a link in another user's own directory
+])
+def test_a_final_link_is_followed_only_where_fs_protected_symlinks_would(open_dir, mode, dir_owner, link_owner,
+                                                                         followed):
+    target = open_dir / "victim.xml"
+    shutil.copy(SRC, target)
+    link = _planted(open_dir / "d", mode, dir_owner, link_owner, target)
+    r = run("rewrite", "--in-place", "--no-host-probe", str(link))
+    out = open_dir / "d" / "out.xml"
+    if followed:
+        assert r.returncode == 0 and PV in target.read_bytes(), r.stderr
+        return
+    one_line(r, 3)
+    assert b"not followed (as fs.protected_symlinks)" in r.stderr
+    assert target.read_bytes() == SRC.read_bytes() and link.is_symlink()
+    link.unlink()  # -o through such a link: refused the same way, nothing created through it
+    link.symlink_to(out.with_name("created.xml"))
+    os.lchown(link, link_owner, link_owner)
+    r = run("rewrite", "--no-host-probe", "-o", str(link), str(SRC))
+    one_line(r, 3)
+    assert sorted(p.name for p in (open_dir / "d").iterdir()) == ["vm.xml"]
+
+
+def test_in_place_on_a_directory_or_a_trailing_slash_is_refused(tmp_path, vm):
+    for path in (str(tmp_path), str(vm) + "/", str(tmp_path) + "/."):
+        r = run("rewrite", "--in-place", "--no-host-probe", path)
+        one_line(r, 2)
+    assert vm.read_bytes() == SRC.read_bytes() and sorted(p.name for p in tmp_path.iterdir()) == ["vm.xml"]

@@ -385,11 +385,16 @@ def test_sigkill_at_random_points_leaves_the_file_whole_and_the_next_run_complet
 
 
 def test_a_kill_between_backup_and_rename_does_not_make_a_second_backup(tmp_path):
-    from virtxml_cpu.files import write_backup
+    from virtxml_cpu.files import locate, write_backup
 
     vm = tmp_path / "vm.xml"
     vm.write_bytes(NEEDS_FIX)
-    write_backup(str(vm), ".orig", NEEDS_FIX, vm.stat())  # what the killed run got done
+    place, fd = locate(str(vm)), os.open(vm, os.O_RDONLY)
+    try:
+        write_backup(place, ".orig", NEEDS_FIX, fd)  # what the killed run got done
+    finally:
+        os.close(fd)
+        os.close(place.dfd)
     r = subprocess.run([sys.executable, "-m", "virtxml_cpu", "rewrite", "--in-place", "--backup", ".orig",
                         "--no-host-probe", str(vm)], capture_output=True, cwd=ROOT, timeout=60)
     assert r.returncode == 0 and sorted(p.name for p in tmp_path.iterdir()) == ["vm.xml", "vm.xml.orig"]

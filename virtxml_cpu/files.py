@@ -2,6 +2,14 @@
 
 - `--in-place` locks the file, reads it, and renames a complete new file over it; a run that waited for the
   lock sees the renamed file, so concurrent runs on one file make exactly one change.
+- The directory is opened once and every later step (temporary file, backup, rename, fsync) is relative to
+  that fd, after checking the directory holds the very file that was locked: whoever can change the path
+  (a user's directory that root works in) cannot steer a write into another directory by swapping a
+  parent for a link. When the path no longer names that directory at the end, nothing is written.
+- A symbolic link named as the file is followed (its target updated, the link kept) only where
+  fs.protected_symlinks would follow it, whatever that sysctl says: outside a world-writable sticky
+  directory (/tmp), or when the link belongs to this user or to the directory's owner. Links in the
+  directory part are the kernel's to follow; they cannot redirect a write, as the directory is checked.
 - Backups hold the bytes that were read, are written to a temporary file and linked into place (never
   through a symbolic link, never over an existing file: FILE.orig is taken, so FILE.orig.1 is used). A
   backup that already holds exactly the bytes read (a run killed between backup and rename) is reused.
@@ -20,7 +28,7 @@ import os
 import stat
 import sys
 from collections.abc import Callable
-from typing import TypeVar
+from typing import NamedTuple, TypeVar
 
 from .errors import BadInput, EnvironmentProblem, VirtxmlCpuError, shown
 from .safefs import create_temp, remove_stale_temps
@@ -28,11 +36,32 @@ from .xmlio import MAX_INPUT_BYTES
 
 T = TypeVar("T")
 MAX_BACKUP_NUMBER = 999
+MAX_LINKS = 40  # as the kernel's own limit on links in one lookup
+_READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
+_NOT_REGULAR = "is not a regular file (a directory, device, FIFO or socket)"
+
+
+class Place(NamedTuple):
+    """Where a file is: its directory, open (every step after locating is relative to this fd), and its
+    name there (no slash; not a link when located). `shown` is the path for messages."""
+
+    dfd: int
+    name: str
+    shown: str
 
 
 def _env_error(path: str, e: OSError, what: str = "") -> EnvironmentProblem:
     reason = "permission denied" if isinstance(e, PermissionError) else (e.strerror or str(e))
     return EnvironmentProblem(f"{shown(path)}: {reason}{what}")
+
+
+def _os_error(path: str, e: OSError, what: str = "") -> VirtxmlCpuError:
+    """A missing file or a path through a non-directory is bad input (exit 2), the rest environment (3)."""
+    if isinstance(e, FileNotFoundError):
+        return BadInput(f"{shown(path)}: no such file{what}")
+    if isinstance(e, NotADirectoryError):
+        return BadInput(f"{shown(path)}: a part of the path is not a directory{what}")
+    return _env_error(path, e, what)
 
 
 def read_input(path: str) -> bytes:
@@ -50,16 +79,86 @@ def read_input(path: str) -> bytes:
         raise _env_error(path, e) from None
 
 
-def _require_regular(path: str, what: str) -> os.stat_result:
+def locate(path: str) -> Place:
+    """Open the directory holding `path`'s file and name the file in it, following a final symbolic link
+    only by fs.protected_symlinks' rule (see the module docstring); the caller closes `dfd`. The file
+    itself may be missing."""
+    dfd, walk, where = None, path, path  # walk: relative to dfd (or absolute); where: for messages
     try:
-        st = os.stat(path)
-    except FileNotFoundError:
-        raise BadInput(f"{shown(path)}: no such file") from None
+        for _ in range(MAX_LINKS + 1):
+            parent, name = os.path.split(walk)
+            if name in ("", ".", ".."):
+                raise BadInput(f"{shown(path)} {_NOT_REGULAR}; nothing was written")
+            try:
+                new = os.open(parent or ".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=dfd)
+            except OSError as e:
+                raise _os_error(path, e, "; nothing was written") from None
+            if dfd is not None:
+                os.close(dfd)
+            dfd = new
+            try:
+                st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
+            except FileNotFoundError:
+                st = None
+            except OSError as e:
+                raise _os_error(path, e, "; nothing was written") from None
+            if st is None or not stat.S_ISLNK(st.st_mode):
+                place, dfd = Place(dfd, name, where), None
+                return place
+            walk = _follow(dfd, name, st, where, path)
+            where = os.path.join(os.path.dirname(where), walk)  # an absolute target replaces the rest
+        raise EnvironmentProblem(f"{shown(path)}: more than {MAX_LINKS} symbolic links; nothing was written")
+    finally:
+        if dfd is not None:
+            os.close(dfd)
+
+
+def _follow(dfd: int, name: str, link: os.stat_result, where: str, path: str) -> str:
+    """The target of the link `name` in `dfd` (relative to `dfd`, or absolute), when fs.protected_symlinks'
+    rule lets this user follow it: outside a world-writable sticky directory, or a link of this user or of
+    the directory's owner."""
+    directory = os.fstat(dfd)
+    sticky_open = directory.st_mode & (stat.S_ISVTX | stat.S_IWOTH) == stat.S_ISVTX | stat.S_IWOTH
+    if sticky_open and link.st_uid not in (os.geteuid(), directory.st_uid):
+        raise EnvironmentProblem(
+            f"{shown(where)}: a symbolic link of uid {link.st_uid} in a world-writable sticky directory is "
+            "not followed (as fs.protected_symlinks); nothing was written; name the target itself")
+    try:
+        target = os.readlink(name, dir_fd=dfd)
+        again = os.stat(name, dir_fd=dfd, follow_symlinks=False)
     except OSError as e:
-        raise _env_error(path, e) from None
-    if not stat.S_ISREG(st.st_mode):
-        raise BadInput(f"{shown(path)} is not a regular file (a directory, device, FIFO or socket); {what}")
-    return st
+        raise _os_error(path, e, "; nothing was written") from None
+    if (again.st_ino, again.st_uid) != (link.st_ino, link.st_uid):
+        raise EnvironmentProblem(f"{shown(where)}: the symbolic link changed while it was read; "
+                                 "nothing was written")
+    return target
+
+
+def _still_named(place: Place, path: str, locked: os.stat_result | None) -> None:
+    """Refuse unless `path` still names the directory we hold and (when `locked`) its name there is still
+    the file we locked: someone moved the directory, or replaced the file despite the lock."""
+    problem = None
+    try:
+        now = locate(path)
+    except VirtxmlCpuError:
+        problem = "its directory was moved or removed"
+    else:
+        try:
+            was, there = os.fstat(place.dfd), os.fstat(now.dfd)
+            if (was.st_dev, was.st_ino, place.name) != (there.st_dev, there.st_ino, now.name):
+                problem = "its directory was moved or replaced"
+        finally:
+            os.close(now.dfd)
+    if problem is None and locked is not None:
+        try:
+            st = os.stat(place.name, dir_fd=place.dfd, follow_symlinks=False)
+            same = (st.st_dev, st.st_ino) == (locked.st_dev, locked.st_ino)
+        except OSError:
+            same = False
+        if not same:
+            problem = "it was replaced by another program despite the lock"
+    if problem:
+        raise EnvironmentProblem(f"{shown(path)}: {problem} while it was being updated; nothing was written")
 
 
 def update_in_place(path: str, transform: Callable[[bytes], tuple[bytes | None, T]],
@@ -67,21 +166,30 @@ def update_in_place(path: str, transform: Callable[[bytes], tuple[bytes | None, 
     """Lock `path`, read it, and replace it with `transform(data)[0]` unless that is None or unchanged.
 
     Returns (written, transform's second value, backup path). Through a symbolic link, the link's target
-    is updated and the link kept."""
-    real = os.path.realpath(path)
-    _require_regular(real, "--in-place replaces regular files only; nothing was written")
+    is updated and the link kept, where fs.protected_symlinks would follow that link: another user's link
+    in /tmp is refused even when the sysctl is off (resolving with `realpath` would follow any link)."""
     while True:
+        place = locate(path)
+        fd = None
         try:
-            fd = os.open(real, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
-        except OSError as e:
-            raise _env_error(path, e) from None
-        try:
+            try:
+                st = os.stat(place.name, dir_fd=place.dfd, follow_symlinks=False)
+                if not stat.S_ISREG(st.st_mode):  # checked before opening: opening a device can act
+                    raise BadInput(f"{shown(path)} {_NOT_REGULAR}; --in-place replaces regular files only; "
+                                   "nothing was written")
+                fd = os.open(place.name, _READ, dir_fd=place.dfd)
+            except FileNotFoundError:
+                raise BadInput(f"{shown(path)}: no such file") from None
+            except OSError as e:
+                if e.errno == errno.ELOOP:
+                    continue  # became a link since it was located: locate it again
+                raise _env_error(path, e) from None
             st = os.fstat(fd)
             if not stat.S_ISREG(st.st_mode):
-                raise BadInput(f"{shown(path)} is not a regular file; nothing was written")
+                raise BadInput(f"{shown(path)} {_NOT_REGULAR}; nothing was written")
             fcntl.flock(fd, fcntl.LOCK_EX)
             try:
-                now = os.stat(real)
+                now = os.stat(place.name, dir_fd=place.dfd, follow_symlinks=False)
             except FileNotFoundError:
                 raise BadInput(f"{shown(path)} was removed while waiting to update it; nothing was written") from None
             if (now.st_dev, now.st_ino) != (st.st_dev, st.st_ino):
@@ -90,11 +198,14 @@ def update_in_place(path: str, transform: Callable[[bytes], tuple[bytes | None, 
             new, result = transform(data)
             if new is None or new == data:
                 return False, result, None
-            backup = write_backup(real, backup_suffix, data, st) if backup_suffix else None
-            _replace(real, new, st, path)
+            _still_named(place, path, st)
+            backup = write_backup(place, backup_suffix, data, fd) if backup_suffix else None
+            _replace(place, new, fd, path, st)
             return True, result, backup
         finally:
-            os.close(fd)  # releases the lock
+            if fd is not None:
+                os.close(fd)  # releases the lock
+            os.close(place.dfd)
 
 
 def _read_fd(fd: int, path: str) -> bytes:
@@ -115,76 +226,82 @@ def _read_fd(fd: int, path: str) -> bytes:
     return b"".join(chunks)
 
 
-def write_backup(real: str, suffix: str, data: bytes, st: os.stat_result) -> str:
-    """FILE+SUFFIX holding `data`, created without following links and without replacing anything; when
-    it exists, FILE+SUFFIX.1, .2, ... Returns the path written."""
-    directory = os.path.dirname(real) or "."
-    kept = _existing_backup(real, suffix, data, st)
+def write_backup(place: Place, suffix: str, data: bytes, src_fd: int) -> str:
+    """NAME+SUFFIX in the directory `place` holds, with `data` and the owner, mode and xattrs of the open
+    file `src_fd`; created without following links and without replacing anything: when it exists,
+    NAME+SUFFIX.1, .2, ... Returns the path written (for messages)."""
+    if "/" in suffix or not suffix:
+        raise BadInput(f"backup suffix {shown(suffix)} must be a non-empty file name suffix")
+    shown_as = place.shown + suffix
+    kept = _existing_backup(place, suffix, data, os.fstat(src_fd))
     if kept:
         return kept
-    fd, tmp = _mkstemp(directory, real)
+    fd, tmp = _mkstemp(place, shown_as)
     try:
         try:
             _write_all(fd, data, tmp)
-            _keep_attributes(fd, tmp, real, st)
+            _keep_attributes(fd, src_fd, place.shown)
             os.fsync(fd)
         except OSError as e:
-            raise _env_error(real + suffix, e, " (writing the backup); nothing was written") from None
+            raise _env_error(shown_as, e, " (writing the backup); nothing was written") from None
         for n in range(MAX_BACKUP_NUMBER + 1):
-            dest = real + suffix + (f".{n}" if n else "")
-            try:
-                os.link(tmp, dest)  # fails on anything already there, a dangling link included
-                return dest
+            tail = suffix + (f".{n}" if n else "")
+            try:  # fails on anything already there, a dangling link included
+                os.link(tmp, place.name + tail, src_dir_fd=place.dfd, dst_dir_fd=place.dfd, follow_symlinks=False)
+                return place.shown + tail
             except FileExistsError:
                 continue
             except OSError as e:
                 if e.errno not in (errno.EPERM, errno.EOPNOTSUPP, errno.EXDEV):
-                    raise _env_error(dest, e, "; nothing was written") from None
-                if _create_exclusive(dest, data, st):  # a filesystem without hard links
-                    return dest
-        raise EnvironmentProblem(f"{shown(real + suffix)}: {MAX_BACKUP_NUMBER} backups exist already; "
+                    raise _env_error(place.shown + tail, e, "; nothing was written") from None
+                if _create_exclusive(place, place.name + tail, data, os.fstat(src_fd)):  # no hard links here
+                    return place.shown + tail
+        raise EnvironmentProblem(f"{shown(shown_as)}: {MAX_BACKUP_NUMBER} backups exist already; "
                                  "nothing was written")
     finally:
         os.close(fd)
-        _unlink_quietly(tmp)
+        _unlink_quietly(place, tmp)
 
 
-def _existing_backup(real: str, suffix: str, data: bytes, st: os.stat_result) -> str | None:
+def _existing_backup(place: Place, suffix: str, data: bytes, st: os.stat_result) -> str | None:
     """The newest existing backup when it holds exactly `data` (a run killed after its backup and before
     its rename left it): reused, so the next run completes without a second backup. Only a regular file
     of ours, never through a link."""
     newest = None
     for n in range(MAX_BACKUP_NUMBER + 1):
-        dest = real + suffix + (f".{n}" if n else "")
-        if not os.path.lexists(dest):
+        tail = suffix + (f".{n}" if n else "")
+        try:
+            have = os.stat(place.name + tail, dir_fd=place.dfd, follow_symlinks=False)
+        except OSError:
             break
-        newest = dest
+        newest = tail
     if newest is None:
         return None
+    if not stat.S_ISREG(have.st_mode) or have.st_size != len(data) or have.st_uid != st.st_uid:
+        return None
     try:
-        have = os.lstat(newest)
-        if not stat.S_ISREG(have.st_mode) or have.st_size != len(data) or have.st_uid != st.st_uid:
-            return None
-        fd = os.open(newest, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        fd = os.open(place.name + newest, _READ, dir_fd=place.dfd)
     except OSError:
         return None
     try:
-        return newest if _read_fd(fd, newest) == data else None
+        return place.shown + newest if _read_fd(fd, place.shown + newest) == data else None
     except VirtxmlCpuError:
         return None
     finally:
         os.close(fd)
 
 
-def _create_exclusive(dest: str, data: bytes, st: os.stat_result) -> bool:
+def _create_exclusive(place: Place, name: str, data: bytes, st: os.stat_result) -> bool:
+    shown_as = os.path.join(os.path.dirname(place.shown), name)
     try:
-        fd = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, st.st_mode & 0o7777)
+        fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, st.st_mode & 0o7777,
+                     dir_fd=place.dfd)
     except FileExistsError:
         return False
     except OSError as e:
-        raise _env_error(dest, e, "; nothing was written") from None
+        raise _env_error(shown_as, e, "; nothing was written") from None
     try:
-        _write_all(fd, data, dest)
+        _write_all(fd, data, shown_as)
         os.fsync(fd)
     finally:
         os.close(fd)
@@ -193,86 +310,113 @@ def _create_exclusive(dest: str, data: bytes, st: os.stat_result) -> bool:
 
 def write_output(path: str, data: bytes, inputs: list[str]) -> None:
     """`-o FILE`: replace a regular file atomically (keeping its owner, mode, xattrs) or create it; refuse a
-    device or FIFO unless it is this process's own stdout, and refuse any input file under another name."""
+    device or FIFO unless it is this process's own stdout, and refuse any input file under another name.
+    A final symbolic link is followed as `update_in_place` does."""
     try:
-        st = os.stat(path)
+        st = os.stat(path)  # /dev/stdout and /dev/fd/1 are links the kernel resolves
     except FileNotFoundError:
         st = None
     except OSError as e:
-        raise _env_error(path, e) from None
-    if st is not None:
-        for name in inputs:
+        raise _os_error(path, e) from None
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        out = os.fstat(sys.stdout.fileno())
+        if (out.st_dev, out.st_ino) == (st.st_dev, st.st_ino):
+            sys.stdout.buffer.write(data)
+            sys.stdout.flush()
+            return
+    place = locate(path)
+    fd = None
+    try:
+        try:
+            st = os.stat(place.name, dir_fd=place.dfd, follow_symlinks=False)
+        except FileNotFoundError:
+            st = None
+        except OSError as e:
+            raise _env_error(path, e) from None
+        if st is not None:
+            if not stat.S_ISREG(st.st_mode):
+                raise BadInput(f"-o {shown(path)} is not a regular file (a device, FIFO or socket); "
+                               "nothing was written")
             try:
-                if name != "-" and os.path.samefile(name, path):
+                fd = os.open(place.name, _READ, dir_fd=place.dfd)
+            except OSError as e:
+                raise _env_error(path, e, "; nothing was written") from None
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                raise BadInput(f"-o {shown(path)} is not a regular file; nothing was written")
+            for name in inputs:
+                try:
+                    other = os.stat(name) if name != "-" else None
+                except OSError:
+                    continue
+                if other is not None and (other.st_dev, other.st_ino) == (st.st_dev, st.st_ino):
                     raise BadInput(f"-o {shown(path)} is the input file {shown(name)}; use --in-place")
-            except OSError:
-                continue
-        if not stat.S_ISREG(st.st_mode):
-            out = os.fstat(sys.stdout.fileno())
-            if (out.st_dev, out.st_ino) == (st.st_dev, st.st_ino):
-                sys.stdout.buffer.write(data)
-                sys.stdout.flush()
-                return
-            raise BadInput(f"-o {shown(path)} is not a regular file (a device, FIFO or socket); nothing was written")
-    _replace(os.path.realpath(path), data, st, path)
+        _replace(place, data, fd, path, None)
+    finally:
+        if fd is not None:
+            os.close(fd)
+        os.close(place.dfd)
 
 
-def _replace(real: str, data: bytes, st: os.stat_result | None, shown_as: str) -> None:
-    """Temp file in the same directory, attributes copied, fsync, rename, fsync the directory."""
-    directory = os.path.dirname(real) or "."
-    fd, tmp = _mkstemp(directory, shown_as)
+def _replace(place: Place, data: bytes, src_fd: int | None, shown_as: str, locked: os.stat_result | None) -> None:
+    """Temp file in the directory `place` holds, attributes copied from `src_fd` (or a new file's defaults),
+    fsync, checks that the path still names that directory (and file), rename, fsync the directory."""
+    fd, tmp = _mkstemp(place, shown_as)
     try:
         _write_all(fd, data, shown_as)
-        if st is None:
+        if src_fd is None:
             umask = os.umask(0)
             os.umask(umask)
             os.fchmod(fd, 0o666 & ~umask)
         else:
-            _keep_attributes(fd, tmp, real, st)
+            _keep_attributes(fd, src_fd, shown_as)
         os.fsync(fd)
-        os.replace(tmp, real)
+        _still_named(place, shown_as, locked)
+        os.replace(tmp, place.name, src_dir_fd=place.dfd, dst_dir_fd=place.dfd)
     except OSError as e:
-        _unlink_quietly(tmp)
+        _unlink_quietly(place, tmp)
         raise _env_error(shown_as, e, "; the original is unchanged") from None
     except BaseException:
-        _unlink_quietly(tmp)
+        _unlink_quietly(place, tmp)
         raise
     finally:
         os.close(fd)
-    _fsync_dir(directory)
+    try:
+        os.fsync(place.dfd)
+    except OSError:
+        pass
 
 
-def _keep_attributes(fd: int, tmp: str, real: str, st: os.stat_result) -> None:
-    """Owner, group, mode, then extended attributes (ACLs included) of `real` onto the new file; refuse
-    with a clear message when they cannot all be kept."""
+def _keep_attributes(fd: int, src_fd: int, shown_as: str) -> None:
+    """Owner, group, mode, then extended attributes (ACLs included) of the open file `src_fd` onto the new
+    file `fd`; refuse with a clear message when they cannot all be kept (the caller removes the new file)."""
+    st = os.fstat(src_fd)
     if (st.st_uid, st.st_gid) != (os.geteuid(), os.getegid()):
         try:
             os.fchown(fd, st.st_uid if st.st_uid != os.geteuid() else -1, st.st_gid)
         except PermissionError:
-            _unlink_quietly(tmp)
             raise EnvironmentProblem(
-                f"{shown(real)}: cannot keep its owner/group {st.st_uid}:{st.st_gid} (only root or the owner "
-                "may); nothing was written; run as that user or as root") from None
+                f"{shown(shown_as)}: cannot keep its owner/group {st.st_uid}:{st.st_gid} (only root or the "
+                "owner may); nothing was written; run as that user or as root") from None
     os.fchmod(fd, stat.S_IMODE(st.st_mode))
     try:
-        names = os.listxattr(real)
+        names = os.listxattr(src_fd)
     except OSError as e:
         if e.errno in (errno.ENOTSUP, errno.EOPNOTSUPP):
             return
         raise
     for name in names:
         try:
-            os.setxattr(fd, name, os.getxattr(real, name))
+            os.setxattr(fd, name, os.getxattr(src_fd, name))
         except OSError as e:
-            _unlink_quietly(tmp)
-            raise EnvironmentProblem(f"{shown(real)}: cannot keep its extended attribute {name} "
+            raise EnvironmentProblem(f"{shown(shown_as)}: cannot keep its extended attribute {name} "
                                      f"({e.strerror}); nothing was written") from None
 
 
-def _mkstemp(directory: str, shown_as: str) -> tuple[int, str]:
-    remove_stale_temps(directory)  # what killed runs left here
+def _mkstemp(place: Place, shown_as: str) -> tuple[int, str]:
+    remove_stale_temps(place.dfd)  # what killed runs left here
     try:
-        return create_temp(directory)
+        return create_temp(place.dfd)
     except OSError as e:
         raise _env_error(shown_as, e, "; nothing was written") from None
 
@@ -284,21 +428,8 @@ def _write_all(fd: int, data: bytes, shown_as: str) -> None:
         view = view[n:]
 
 
-def _fsync_dir(directory: str) -> None:
+def _unlink_quietly(place: Place, name: str) -> None:
     try:
-        dfd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
-    except OSError:
-        return
-    try:
-        os.fsync(dfd)
-    except OSError:
-        pass
-    finally:
-        os.close(dfd)
-
-
-def _unlink_quietly(path: str) -> None:
-    try:
-        os.unlink(path)
+        os.unlink(name, dir_fd=place.dfd)
     except OSError:
         pass

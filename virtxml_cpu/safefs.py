@@ -148,21 +148,26 @@ def temp_name(directory: str) -> str:
     return os.path.join(directory, f"{TEMP_PREFIX}{os.getpid()}.{os.urandom(4).hex()}.tmp")
 
 
-def create_temp(directory: str, mode: int = 0o600) -> tuple[int, str]:
-    """A new temporary file, O_CREAT|O_EXCL|O_NOFOLLOW: never an existing file, never through a link."""
+def create_temp(directory: str | int, mode: int = 0o600) -> tuple[int, str]:
+    """A new temporary file, O_CREAT|O_EXCL|O_NOFOLLOW: never an existing file, never through a link.
+    `directory` is a path, or an open directory's fd (then the name returned is relative to it, so the
+    file lands in that directory whatever its path names by now)."""
+    at = directory if isinstance(directory, int) else None
     for _ in range(100):
-        path = temp_name(directory)
+        path = temp_name("" if at is not None else directory)
         try:
-            return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW, mode), path
+            return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW, mode, dir_fd=at), path
         except FileExistsError:
             continue
-    raise FileExistsError(errno.EEXIST, "no free temporary file name", directory)
+    raise FileExistsError(errno.EEXIST, "no free temporary file name", str(directory))
 
 
-def remove_stale_temps(directory: str) -> list[str]:
-    """Remove temporary files a killed run of ours left in `directory`: only names of our own pattern,
-    regular files owned by the effective uid, whose creating process is gone. Returns the names removed."""
+def remove_stale_temps(directory: str | int) -> list[str]:
+    """Remove temporary files a killed run of ours left in `directory` (a path or an open directory's fd):
+    only names of our own pattern, regular files owned by the effective uid, whose creating process is
+    gone. Returns the names removed."""
     removed = []
+    at = directory if isinstance(directory, int) else None
     try:
         names = [n for n in os.listdir(directory) if n.startswith(TEMP_PREFIX)]
     except OSError:
@@ -171,11 +176,11 @@ def remove_stale_temps(directory: str) -> list[str]:
         m = TEMP_NAME.match(name)
         if not m or _alive(int(m.group(1))):
             continue
-        path = os.path.join(directory, name)
+        path = name if at is not None else os.path.join(directory, name)
         try:
-            st = os.lstat(path)
+            st = os.lstat(path, dir_fd=at)
             if stat.S_ISREG(st.st_mode) and st.st_uid == os.geteuid():
-                os.unlink(path)
+                os.unlink(path, dir_fd=at)
                 removed.append(name)
         except OSError:
             continue
