@@ -58,6 +58,7 @@ def main() -> None:
             for name, (cmd, stdin) in cases.items():
                 samples[name].append(timed(cmd, stdin))
     med = {k: statistics.median(v) * 1000 for k, v in samples.items()}
+    print(f"interpreter {sys.executable} (the floor with site counts every .pth file of its environment)")
     for k, v in med.items():
         print(f"{k:<40} {v:7.1f} ms (median of {args.runs})")
     fast = med["hook fast path (started begin)"] / med["floor: python3 -S -c pass"]
