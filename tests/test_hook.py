@@ -138,3 +138,36 @@ def test_installed_copy_runs_standalone(tmp_path):
     r = subprocess.run([str(installed), "scratch", "started", "begin", "-"], input=NEEDS_FIX, capture_output=True,
                        env=env, timeout=60)
     assert r.returncode == 0 and r.stdout == r.stderr == b""
+
+
+def _rendered(tmp_path, lib, config=None):
+    path = tmp_path / "virtxml-cpu"
+    path.write_text(hookinstall.render(hookinstall.template(), sys.executable, hookinstall.PACKAGE_PARENT,
+                                       "enforce", config, lib))
+    env = {"LC_ALL": "C", "PATH": "/usr/bin:/bin", "HOME": "/root"}
+    r = subprocess.run([sys.executable, "-S", "-X", "importtime", str(path), "scratch", "prepare", "begin", "-"],
+                       input=NEEDS_FIX, capture_output=True, env=env, timeout=60)
+    modules = {line.rsplit("|", 1)[-1].strip() for line in r.stderr.decode().splitlines() if "|" in line}
+    return r, modules
+
+
+def test_prepare_path_imports_from_the_rendered_directories_without_site(tmp_path):
+    r, modules = _rendered(tmp_path, hookinstall.lib_dirs())
+    assert r.returncode == 1 and b"refusing to start 'scratch'" in r.stderr  # the full evaluation ran
+    assert "lxml.etree" in modules and not {"site", "socket", "json", "pathlib"} & modules, sorted(modules)
+    if not os.path.exists("/etc/virtxml-cpu/config.toml"):  # no config file: no TOML parser either
+        assert "tomllib" not in modules
+
+
+def test_prepare_path_falls_back_to_site_when_lxml_is_not_where_rendered(tmp_path):
+    r, modules = _rendered(tmp_path, (str(tmp_path / "gone"),), cfg(tmp_path, "enforce"))
+    assert r.returncode == 1 and b"refusing to start 'scratch'" in r.stderr
+    assert {"site", "tomllib"} <= modules
+
+
+def test_lib_dirs_name_where_lxml_is_unless_beside_the_package():
+    import lxml
+
+    where = os.path.dirname(os.path.dirname(os.path.realpath(lxml.__file__)))
+    assert hookinstall.lib_dirs() == (() if where == os.path.realpath(hookinstall.PACKAGE_PARENT) else (where,))
+    assert hookinstall.lib_dirs(where) == ()

@@ -13,7 +13,6 @@
 from __future__ import annotations
 
 import os
-import tomllib
 from typing import NamedTuple
 
 from .errors import BadInput, EnvironmentProblem, shown
@@ -47,6 +46,8 @@ HOOK_KEYS = {"mode": str, "spool": str, "syslog_socket": str}
 
 
 def parse(text: str, path: str = "<config>") -> Config:
+    import tomllib  # here, not at the top: a host without a config file (the hook's usual case) never pays for it
+
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:

@@ -6,6 +6,7 @@ libvirt, into DIR/qemu when that is free. Never overwrites a script it did not w
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 import sys
@@ -42,12 +43,24 @@ def template() -> str:
     return resources.files("virtxml_cpu").joinpath("data", "qemu-hook").read_text(encoding="utf-8")
 
 
-def render(template: str, python: str, package_dir: str, mode: str | None, config: str | None) -> str:
+def lib_dirs(package_dir: str = PACKAGE_PARENT) -> tuple[str, ...]:
+    """Where this interpreter finds lxml, when not beside the package (a venv with an editable install):
+    the hook imports from there without processing every .pth file of the environment."""
+    spec = importlib.util.find_spec("lxml")
+    if spec is None or not spec.origin:
+        return ()
+    where = os.path.dirname(os.path.dirname(os.path.realpath(spec.origin)))
+    return () if where == os.path.realpath(package_dir) else (where,)
+
+
+def render(template: str, python: str, package_dir: str, mode: str | None, config: str | None,
+           lib: tuple[str, ...] = ()) -> str:
     """The installed script: our interpreter with -S, the package location and settings filled in."""
     lines = template.splitlines()
     lines[0] = f"#!{python} -S"
     out = "\n".join(lines) + "\n"
-    for name, value in (("PACKAGE_DIR", package_dir), ("MODE", mode), ("CONFIG", config)):
+    for name, value in (("PACKAGE_DIR", package_dir), ("LIB_DIRS", tuple(lib) or None), ("MODE", mode),
+                        ("CONFIG", config)):
         out = re.sub(rf"^{name} = None(.*)$", lambda m, n=name, v=value: f"{n} = {v!r}{m.group(1)}", out,
                      count=1, flags=re.M)
     return out.replace('"""\nimport sys', f'"""\n{MARKER}\nimport sys', 1)
@@ -104,7 +117,7 @@ def install(hooks_dir: str, mode: str | None, config: str | None, legacy: bool |
         raise BadInput(f"{path} exists and was not written by virtxml-cpu; not touching it ({how})")
     if config and not os.path.isabs(config):
         config = os.path.abspath(config)
-    text = render(template(), sys.executable, PACKAGE_PARENT, mode, config)
+    text = render(template(), sys.executable, PACKAGE_PARENT, mode, config, lib_dirs())
     what = f"mode {mode or 'from config, else audit'}, interpreter {sys.executable}"
     try:
         if path.read_text() == text and os.access(path, os.X_OK):

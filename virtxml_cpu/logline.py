@@ -3,13 +3,18 @@ has its control characters escaped before it is sent, so a domain name with a ne
 
 from __future__ import annotations
 
-import json
 import os
 import re
-import socket
 import sys
 
+import _socket  # socket's C core: the hook does not pay for enum/selectors to send one datagram
+
 from .errors import shown
+
+try:  # what json.dumps does to a str, without importing the json package
+    from _json import encode_basestring_ascii as _quoted
+except ImportError:  # pragma: no cover - an interpreter without the C accelerator
+    from json.encoder import py_encode_basestring_ascii as _quoted
 
 SYSLOG_SOCKET = "/dev/log"
 SEND_TIMEOUT = 2.0  # seconds
@@ -21,7 +26,7 @@ def field(value) -> str:
     control or non-ASCII characters escaped)."""
     if not isinstance(value, str):
         return str(value)
-    return value if _PLAIN.match(value) else json.dumps(value)
+    return value if _PLAIN.match(value) else _quoted(value)
 
 
 def kv(**fields) -> str:
@@ -39,10 +44,13 @@ class Log:
         pri = 8 + (4 if warning else 6)  # facility user, severity warning/info
         line = f"<{pri}>virtxml-cpu[{os.getpid()}]: {message}"
         try:
-            with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as s:
+            s = _socket.socket(_socket.AF_UNIX, _socket.SOCK_DGRAM)
+            try:
                 s.settimeout(SEND_TIMEOUT)  # a syslog that stopped reading never holds a guest start
                 s.connect(self.path)
                 s.send(line.encode("utf-8", "replace"))
+            finally:
+                s.close()
         except OSError:
             if fallback:
                 sys.stderr.write(f"virtxml-cpu: {message}\n")
