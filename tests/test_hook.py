@@ -59,7 +59,7 @@ def test_queue_writes_a_spool_entry(tmp_path):
     xml = NEEDS_FIX.replace(b"<name>scratch</name>", b"<name>scratch</name><uuid>0b7e2d1c-6a51-4f0e-8d7b-3c2f9e1a4b66</uuid>")
     rc, _ = run_hook(tmp_path, "queue", xml)
     entry = json.loads((tmp_path / "spool" / "0b7e2d1c-6a51-4f0e-8d7b-3c2f9e1a4b66.json").read_text())
-    assert rc == 0 and entry["name"] == "scratch" and entry["rule"] == "policy-compat" and entry["time"]
+    assert rc == 0 and entry["domain"] == "scratch" and entry["rule"] == "policy-compat" and entry["time"]
 
 
 @pytest.mark.parametrize("op", ["migrate", "restore"])
@@ -157,6 +157,15 @@ def test_prepare_path_imports_from_the_rendered_directories_without_site(tmp_pat
     assert "lxml.etree" in modules and not {"site", "socket", "json", "pathlib"} & modules, sorted(modules)
     if not os.path.exists("/etc/virtxml-cpu/config.toml"):  # no config file: no TOML parser either
         assert "tomllib" not in modules
+
+
+def test_a_comments_only_config_costs_no_toml_parser(tmp_path):
+    """The Debian package ships its config as comments only: the hook must not pay for tomllib there."""
+    conf = tmp_path / "config.toml"
+    conf.write_text((ROOT / "contrib" / "config.toml").read_text())
+    r, modules = _rendered(tmp_path, hookinstall.lib_dirs(), str(conf))
+    assert r.returncode == 1 and b"refusing to start 'scratch'" in r.stderr
+    assert "tomllib" not in modules
 
 
 def test_prepare_path_falls_back_to_site_when_lxml_is_not_where_rendered(tmp_path):

@@ -84,7 +84,7 @@ TRANSIENT = ApplyOutcome("qemu:///system", "vm", "skipped", "transient domain (n
 
 def test_spool_postpones_with_growing_delay_and_keeps_the_outcome(tmp_path):
     d = str(tmp_path / "spool")
-    spool.write(d, "0B7E2D1C6A514F0E8D7B3C2F9E1A4B66", {"name": "vm", "rule": "policy-compat"})  # as the hook writes
+    spool.write(d, "0B7E2D1C6A514F0E8D7B3C2F9E1A4B66", {"name": "vm", "rule": "policy-compat"})  # as queued before "domain"
     (e,) = spool.entries(d)
     assert (e.uuid, e.domain, e.attempts) == ("0b7e2d1c-6a51-4f0e-8d7b-3c2f9e1a4b66", "vm", 0) and e.due(0)
     e1 = spool.postpone(e, TRANSIENT, now=1000.0)

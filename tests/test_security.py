@@ -254,6 +254,21 @@ def test_a_control_character_in_a_name_stays_one_log_line(tmp_path, name):
     assert msg.count(" decision=") == 1
 
 
+def test_an_enforce_refusal_with_a_huge_name_still_reaches_syslog(tmp_path):
+    """A 5 MB name made the line too long for one datagram: the refusal was lost (enforce logs it with no
+    stderr fallback). Each field is cut, so the line fits and still says what happened."""
+    name = "vm" + "x" * 5_000_000
+    xml = NEEDS_FIX.replace(b"<name>scratch</name>", f"<name>{name}</name>".encode())
+    sock_path = tmp_path / "log.sock"
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as s:
+        s.bind(str(sock_path))
+        s.settimeout(5)
+        rc = hook.run([name, "prepare", "begin", "-"], stdin=io.BytesIO(xml),
+                      config_path=config(tmp_path, "enforce", tmp_path / "spool", f'syslog_socket = "{sock_path}"\n'))
+        msg = s.recv(65536).decode()
+    assert rc == 1 and "result=refused" in msg and len(msg) < 4096, len(msg)
+
+
 def test_a_syslog_that_stopped_reading_does_not_hold_the_guest_start(tmp_path):
     sock_path = tmp_path / "log.sock"
     with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as s:

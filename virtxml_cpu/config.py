@@ -46,7 +46,9 @@ HOOK_KEYS = {"mode": str, "spool": str, "syslog_socket": str}
 
 
 def parse(text: str, path: str = "<config>") -> Config:
-    import tomllib  # here, not at the top: a host without a config file (the hook's usual case) never pays for it
+    if all(not line.strip() or line.lstrip().startswith("#") for line in text.splitlines()):
+        return Config(path=path)  # comments only (the packaged config): nothing to parse
+    import tomllib  # here, not at the top: a host without settings (the hook's usual case) never pays for it
 
     try:
         data = tomllib.loads(text)

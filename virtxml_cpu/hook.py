@@ -15,7 +15,7 @@ from . import qemucaps
 from .domain import OWN_NS, DomainFacts, canonical_uuid
 from .errors import shown
 from .hostfacts import HostFacts, probe_kvm
-from .logline import SYSLOG_SOCKET, Log, kv
+from .logline import SYSLOG_SOCKET, Log, field, kv
 from .pipeline import process
 from .xmlio import MAX_INPUT_BYTES
 
@@ -95,8 +95,8 @@ def run(argv: list[str], mode: str | None = None, config_path: str | None = None
 
         try:
             if uuid is None:
-                raise spool.Refused(f"the domain's uuid {r.facts.uuid!r} is not a uuid")
-            spool.write(cfg.spool, uuid, {"name": r.facts.name, "rule": d.rule, "reason": d.reason,
+                raise spool.Refused(f"the domain's uuid {field(r.facts.uuid or '')} is not a uuid")
+            spool.write(cfg.spool, uuid, {"domain": r.facts.name, "rule": d.rule, "reason": d.reason,
                                           "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
             fields["queued"] = cfg.spool
         except (OSError, spool.Refused) as e:

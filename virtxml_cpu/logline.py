@@ -18,14 +18,18 @@ except ImportError:  # pragma: no cover - an interpreter without the C accelerat
 
 SYSLOG_SOCKET = "/dev/log"
 SEND_TIMEOUT = 2.0  # seconds
+MAX_FIELD = 512  # characters of one field value
 _PLAIN = re.compile(r"[A-Za-z0-9_.:/@+,-]{1,256}\Z")
 
 
 def field(value) -> str:
     """One log field value: plain tokens as they are, anything else JSON-quoted (spaces, quotes, `=`,
-    control or non-ASCII characters escaped)."""
+    control or non-ASCII characters escaped); cut at MAX_FIELD characters, so that no value can push a
+    line past what syslog takes in one datagram (an enforce refusal is then lost, not just long)."""
     if not isinstance(value, str):
         return str(value)
+    if len(value) > MAX_FIELD:
+        value = value[:MAX_FIELD] + "..."
     return value if _PLAIN.match(value) else _quoted(value)
 
 
