@@ -70,6 +70,17 @@ def regen(request) -> bool:
     return request.config.getoption("--regen") or os.environ.get("VIRTXML_CPU_REGEN") == "1"
 
 
+class Capture:
+    """A stand-in for the hook's log (logline.Log): keeps the lines it is given."""
+
+    def __init__(self):
+        self.lines = []
+        self.path = "/nonexistent"
+
+    def __call__(self, message, warning=False, fallback=True):
+        self.lines.append(message)
+
+
 def recorded_host() -> HostFacts:
     """Host facts recorded from the lab host, so golden output does not depend on this machine."""
     data = json.loads((FIXTURES / "host" / "kvm-supported-cpuid.json").read_text())

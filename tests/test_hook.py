@@ -13,20 +13,11 @@ import pytest
 
 from virtxml_cpu import hook, hookinstall
 
-from .conftest import FIXTURES, ROOT
+from .conftest import FIXTURES, ROOT, Capture
 
 HOOK = ROOT / "hooks" / "qemu"
 NEEDS_FIX = (FIXTURES / "handwritten-no-cpu.xml").read_bytes()
 FINE = (FIXTURES / "pvspinlock-off.xml").read_bytes()
-
-
-class Capture:
-    def __init__(self):
-        self.lines = []
-        self.path = "/nonexistent"
-
-    def __call__(self, message, warning=False, fallback=True):
-        self.lines.append(message)
 
 
 def cfg(tmp_path, mode, extra=""):

@@ -25,21 +25,12 @@ from virtxml_cpu.domain import canonical_uuid
 from virtxml_cpu.records import ApplyOutcome
 from virtxml_cpu.safefs import remove_stale_temps
 
-from .conftest import FIXTURES, ROOT
+from .conftest import FIXTURES, ROOT, Capture
 
 ROOT_ONLY = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (other users, root-owned files)")
 NEEDS_FIX = (FIXTURES / "handwritten-no-cpu.xml").read_bytes()
 UUID = "0b7e2d1c-6a51-4f0e-8d7b-3c2f9e1a4b66"
 NOBODY = 65534
-
-
-class Capture:
-    def __init__(self):
-        self.lines = []
-        self.path = "/nonexistent"
-
-    def __call__(self, message, warning=False, fallback=True):
-        self.lines.append(message)
 
 
 @pytest.fixture
