@@ -41,16 +41,18 @@ class Identity(NamedTuple):
         return {} if self.uid is None else {"user": self.uid, "group": self.gid, "extra_groups": list(self.groups)}
 
 
-def find_emulator(opts: VerifyOptions) -> str:
-    """The QEMU to check: --emulator (any executable, a wrapper script too), libvirt's, or the local one.
-    As root only one that root owns and nobody else may change (nor its directory) is started, even though
-    it then runs unprivileged: root hands it the kvm group."""
+def find_emulator(opts: VerifyOptions) -> tuple[str, str | None]:
+    """The QEMU to check, and the version libvirt reports for it when it came from --connect: --emulator
+    (any executable, a wrapper script too), libvirt's, or the local one. As root only one that root owns
+    and nobody else may change (nor a directory above it) is started, whichever source named it, even
+    though it then runs unprivileged: root hands it the kvm group."""
+    libvirt_version = None
     if opts.emulator:
         path = os.path.abspath(opts.emulator)
         if not (os.path.isfile(path) and os.access(path, os.X_OK)):
             raise BadInput(f"--emulator {shown(opts.emulator)}: not an executable file")
     elif opts.connect:
-        path = libvirt_emulator(opts.connect)[0]
+        path, libvirt_version = libvirt_emulator(opts.connect)
     else:
         path = local_emulator()
         if not path:
@@ -59,7 +61,7 @@ def find_emulator(opts: VerifyOptions) -> str:
     if os.geteuid() == 0 and not trusted_executable(path):
         raise BadInput(f"{shown(path)}: as root, verify starts only an emulator root owns that nobody else may "
                        "write, in a directory nobody else may write")
-    return path
+    return path, libvirt_version
 
 
 def libvirt_emulator(uri: str) -> tuple[str, str]:

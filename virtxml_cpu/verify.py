@@ -309,7 +309,7 @@ def run(opts: VerifyOptions) -> Outcome:
     from . import qemu_runner as qr  # here: it builds on this module's types; the comparison needs none of it
 
     start = time.monotonic()
-    emulator, libvirt_version = qr.libvirt_emulator(opts.connect) if opts.connect else (qr.find_emulator(opts), None)
+    emulator, libvirt_version = qr.find_emulator(opts)
     qr.check_kvm()
     identity = qr.qemu_identity()
     runner = qr.Runner(emulator, identity, opts.timeout)
