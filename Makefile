@@ -2,8 +2,9 @@
 # `make test`: set everything up and run the whole suite. As root on a KVM host this installs Debian's
 # QEMU + libvirt, starts libvirtd, builds the Debian package and runs the real-QEMU tests; elsewhere
 # those tests skip, loudly.
-# `make deb`: build virtxml-cpu_VERSION_all.deb here with Debian's tools (debhelper, dh-python), in a
-# copy of the tree under /tmp, and check it with lintian; as root, installs what is missing for that.
+# `make deb`: build virtxml-cpu_VERSION_all.deb and cockpit-virtxml-cpu_VERSION_all.deb (the Cockpit page)
+# here with Debian's tools (debhelper, dh-python), in a copy of the tree under /tmp, and check them with
+# lintian; as root, installs what is missing for that.
 
 PYTHON ?= python3
 VENV ?= .venv
@@ -13,6 +14,7 @@ EXAMPLES := $(wildcard examples/*.xml)
 
 DEB_VERSION := $(shell sed -n '1s/^[^(]*(\([^)]*\)).*/\1/p' debian/changelog)
 DEB := virtxml-cpu_$(DEB_VERSION)_all.deb
+COCKPIT_DEB := cockpit-virtxml-cpu_$(DEB_VERSION)_all.deb
 DEB_BUILD_DEPS := build-essential dpkg-dev debhelper dh-python pybuild-plugin-pyproject python3-all python3-setuptools \
 	python3-lxml python3-argparse-manpage lintian
 
@@ -66,8 +68,8 @@ deb:
 	  tar --null -T - -cf - | tar -xf - -C "$$tmp/virtxml-cpu-$(DEB_VERSION)" && \
 	(cd "$$tmp/virtxml-cpu-$(DEB_VERSION)" && env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME="$$tmp" \
 	  LC_ALL=C.UTF-8 dpkg-buildpackage -us -uc -b) && \
-	cp "$$tmp/$(DEB)" . && echo "built $(DEB)"
-	lintian --fail-on error $(DEB)
+	cp "$$tmp/$(DEB)" "$$tmp/$(COCKPIT_DEB)" . && echo "built $(DEB) $(COCKPIT_DEB)"
+	lintian --fail-on error $(DEB) $(COCKPIT_DEB)
 
 bench: $(STAMP)
 	$(PY) bench/hook_latency.py
@@ -76,4 +78,4 @@ bench: $(STAMP)
 	$(PY) bench/fleet_faults.py
 
 clean:
-	rm -rf $(VENV) build demo-out .pytest_cache virtxml-cpu_*_all.deb
+	rm -rf $(VENV) build demo-out .pytest_cache virtxml-cpu_*_all.deb cockpit-virtxml-cpu_*_all.deb

@@ -10,7 +10,8 @@ import sys
 from . import __version__, config as configmod, qemu_build, report
 from .config import HOOK_MODES
 from .flavours import NAMES as FLAVOUR_NAMES
-from .errors import EXIT_BAD_INPUT, EXIT_ENVIRONMENT, EXIT_OK, EXIT_WORK_FOUND, BadInput, VirtxmlCpuError
+from .errors import (EXIT_BAD_INPUT, EXIT_ENVIRONMENT, EXIT_OK, EXIT_WORK_FOUND, BadInput, EnvironmentProblem,
+                     VirtxmlCpuError)
 from .hookinstall import DEFAULT_HOOKS_DIR
 from .libvirt_conn import DEFAULT_URI
 from .errors import shown
@@ -90,6 +91,11 @@ def build_parser() -> argparse.ArgumentParser:
     ex = sub.add_parser("explain", help="show effective CPU features and the decision", epilog=EPILOG)
     _common(ex)
     ex.add_argument("--format", choices=("table", "json"), default="table")
+    named = ex.add_mutually_exclusive_group()
+    named.add_argument("--domain", action="append", default=[], metavar="NAME",
+                       help="explain this domain's persistent definition, read from --connect (default "
+                            f"{DEFAULT_URI}) with its host facts as audit reads them (repeatable)")
+    named.add_argument("--all-domains", action="store_true", help="every domain on --connect")
     rw = sub.add_parser("rewrite", help="add kvm-pv-unhalt where the policy says so", epilog=EPILOG)
     _common(rw)
     out = rw.add_mutually_exclusive_group()
@@ -150,7 +156,8 @@ def build_parser() -> argparse.ArgumentParser:
                     help="how long one QEMU may take before it is killed (default 20)")
     ve.add_argument("--workers", type=int, default=2, choices=range(1, 9), metavar="N",
                     help="QEMUs at a time (default 2)")
-    ve.add_argument("--json", metavar="FILE", help="write a report to attach to a bug report")
+    ve.add_argument("--json", metavar="FILE", help="write a report to attach to a bug report; - prints it on "
+                    "stdout as one line, after the result lines, which then go to stderr")
     ve.add_argument("--record", metavar="FILE",
                     help="where a pass is noted (default /var/lib/virtxml-cpu/verified.json)")
     ve.add_argument("-q", "--quiet", action="store_true", help="print disagreements and the summary only")
@@ -161,6 +168,8 @@ def build_parser() -> argparse.ArgumentParser:
     hk.add_argument("--mode", choices=HOOK_MODES, help="audit (log), enforce (refuse the start), queue "
                                                       "(log and queue the fix for `apply --pending`)")
     hk.add_argument("--config", help="config file the hook reads (default /etc/virtxml-cpu/config.toml)")
+    hk.add_argument("--format", choices=("table", "json"), default="table",
+                    help="status: json gives the hook, libvirt and the local QEMU build with its last verify pass")
     place = hk.add_mutually_exclusive_group()
     place.add_argument("--legacy", action="store_true", default=None,
                        help="install as DIR/qemu (libvirt < 6.5); default: decided from libvirtd --version")
@@ -209,6 +218,14 @@ def _err(msg: str) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.command == "explain" and (args.domain or args.all_domains):
+        try:
+            if args.files != ["-"]:
+                raise BadInput("explain takes files or --domain/--all-domains, not both")
+            return _explain_domains(args)
+        except VirtxmlCpuError as e:
+            _err(str(e))
+            return e.exit_code
     if args.command in ("apply", "hook", "audit", "watch", "verify"):
         try:
             if args.command not in ("hook", "verify"):  # no binding: one line for the run, not one per host
@@ -248,6 +265,42 @@ def main(argv: list[str] | None = None) -> int:
         except VirtxmlCpuError as e:
             _err(str(e))
             status = max(status, e.exit_code)
+    return status
+
+
+def _explain_domains(args) -> int:
+    """explain for libvirt domains: each persistent definition (read INACTIVE) with the host facts audit
+    uses for that connection, so both say the same; an unknown name is one line and exit 2."""
+    from .libvirt_conn import connection_host_facts, deadlines, libvirt_module, open_for_reading
+
+    libvirt = libvirt_module()
+    cfg = _live_config(args)
+    uri = args.connect or DEFAULT_URI
+    conn = open_for_reading(uri, deadlines(None, cfg)[0])
+    status = EXIT_OK
+    try:
+        host = connection_host_facts(conn, uri, not args.no_host_probe, cfg)
+        doms = []
+        for name in args.domain:
+            try:
+                doms.append(conn.lookupByName(name))
+            except libvirt.libvirtError as e:
+                _err(f"{shown(name)}: {e.get_error_message()}")
+                status = EXIT_BAD_INPUT
+        for dom in doms if args.domain else conn.listAllDomains():
+            try:
+                flags = libvirt.VIR_DOMAIN_XML_INACTIVE if dom.isPersistent() else 0
+                xml = dom.XMLDesc(flags).encode()
+            except libvirt.libvirtError as e:  # vanished between the listing and the read
+                _err(f"{shown(dom.name())}: {e.get_error_message()}")
+                status = EXIT_BAD_INPUT
+                continue
+            status = max(status, _emit(args, dom.name(), process(xml, dom.name(), host, cfg, args.policy,
+                                                                   args.style, render=False)))
+    except libvirt.libvirtError as e:
+        raise EnvironmentProblem(f"{uri}: {e.get_error_message()}") from None
+    finally:
+        conn.close()
     return status
 
 
@@ -397,6 +450,16 @@ def _hook(args) -> int:
         _unverified_note([DEFAULT_URI])
     elif args.action == "uninstall":
         lines = hookinstall.uninstall(args.hooks_dir)
+    elif args.format == "json":
+        from .verified import local_build, read_record, record_key
+
+        rec = hookinstall.status_record(args.hooks_dir)
+        build = local_build()
+        rec["qemu"] = None if build is None else {
+            "emulator": build[0], "version": build[1], "package": build[2],
+            "verified": read_record().get(record_key(*build))}
+        print(json.dumps(rec))
+        return EXIT_OK if rec["installed"] else EXIT_WORK_FOUND
     else:
         installed, lines = hookinstall.status(args.hooks_dir)
         print("\n".join(lines))
@@ -426,10 +489,13 @@ def _verify(args) -> int:
                                 args.record or verified.DEFAULT_RECORD,
                                 None if args.quiet else lambda msg: print(msg, file=sys.stderr, flush=True))
     outcome = verify.run(opts)
+    to_stdout = args.json == "-"
     for line in verify.lines(outcome):
         if not args.quiet or line.startswith(("DISAGREE", "not started", "verify:")):
-            print(line)
-    if args.json:
+            print(line, file=sys.stderr if to_stdout else sys.stdout, flush=True)
+    if to_stdout:
+        print(json.dumps(verify.report(outcome)), flush=True)
+    elif args.json:
         write_output(args.json, (json.dumps(verify.report(outcome), indent=1) + "\n").encode(), [])
     if outcome.exit_code == EXIT_OK and not outcome.failed:
         note = verified.write_record(outcome, opts.record)

@@ -148,25 +148,37 @@ def uninstall(hooks_dir: str) -> list[str]:
     return msgs
 
 
-def status(hooks_dir: str) -> tuple[bool, list[str]]:
+def status_record(hooks_dir: str) -> dict:
+    """What `hook status` finds, as data (`--format json` prints it; the text lines are made from it)."""
     v = libvirt_version()
-    lines = [f"libvirt {'.'.join(map(str, v)) if v else 'not found'}; hooks directory {hooks_dir}"]
-    installed = False
+    hooks = []
     for path in (Path(hooks_dir) / "qemu.d" / "virtxml-cpu", Path(hooks_dir) / "qemu"):
         if not path.exists():
             continue
         text = path.read_text(errors="replace")
         if MARKER not in text:
-            lines.append(f"{path}: present, not ours")
+            hooks.append({"path": str(path), "ours": False, "mode": None, "config": None, "interpreter": None,
+                          "interpreter_ok": None})
             continue
-        installed = True
         python = text.splitlines()[0][2:].split()[0]
         settings = dict(re.findall(r"^(MODE|CONFIG|PACKAGE_DIR) = (.*?)\s+#", text, flags=re.M))
-        ok = os.access(python, os.X_OK) and os.access(path, os.X_OK)
         mode = settings.get("MODE", "None")
-        mode = "from config, else audit" if mode == "None" else mode.strip("'")
-        lines.append(f"{path}: installed, mode {mode}, config {settings.get('CONFIG')}, "
-                     f"interpreter {python} {'ok' if ok else 'MISSING or not executable'}")
-    if not installed:
+        hooks.append({"path": str(path), "ours": True, "mode": None if mode == "None" else mode.strip("'"),
+                      "config": settings.get("CONFIG"), "interpreter": python,
+                      "interpreter_ok": os.access(python, os.X_OK) and os.access(path, os.X_OK)})
+    return {"libvirt": ".".join(map(str, v)) if v else None, "hooks_dir": hooks_dir,
+            "installed": any(h["ours"] for h in hooks), "hooks": hooks}
+
+
+def status(hooks_dir: str) -> tuple[bool, list[str]]:
+    rec = status_record(hooks_dir)
+    lines = [f"libvirt {rec['libvirt'] or 'not found'}; hooks directory {hooks_dir}"]
+    for h in rec["hooks"]:
+        if not h["ours"]:
+            lines.append(f"{h['path']}: present, not ours")
+            continue
+        lines.append(f"{h['path']}: installed, mode {h['mode'] or 'from config, else audit'}, config {h['config']}, "
+                     f"interpreter {h['interpreter']} {'ok' if h['interpreter_ok'] else 'MISSING or not executable'}")
+    if not rec["installed"]:
         lines.append("virtxml-cpu hook: not installed")
-    return installed, lines
+    return rec["installed"], lines
