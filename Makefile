@@ -35,12 +35,15 @@ demo: $(STAMP)
 
 # The real libvirtd + QEMU/KVM labs (root only): Debian 12's QEMU 7.2 + libvirt 9.0 on the host, and
 # QEMU 10.0.2 + libvirt 11.3 from bookworm-backports in a chroot with its own daemons; libvirt-python in
-# the venv.
+# the venv. For the Cockpit page's test: cockpit-ws, cockpit-bridge, chromium and its driver, and selenium
+# in the venv.
 lab: $(STAMP)
 	bash tests/lab/up.sh
 	bash tests/lab/up-bpo.sh
 	command -v systemd-analyze >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends systemd
 	$(PY) -c 'import libvirt' 2>/dev/null || $(PY) -m pip install -q 'libvirt-python>=9.0'
+	bash tests/lab/up-cockpit.sh
+	$(PY) -c 'import selenium' 2>/dev/null || $(PY) -m pip install -q 'selenium>=4.10'
 
 test: $(STAMP)
 	@if [ "$$(id -u)" = 0 ] && [ -e /dev/kvm ]; then \

@@ -1,0 +1,361 @@
+"""The Cockpit page (cockpit-virtxml-cpu) in Debian's Cockpit, driven through headless Chromium, against
+the host lab's libvirt.
+
+Both packages built by `make deb` are installed on the host, Debian's cockpit-ws serves them on
+127.0.0.1, a local user in the `libvirt` group (libvirtd's read-write socket opened to that group for
+the run) logs in through Cockpit's login page, and the page is checked against what `audit` says as
+root: every domain with its needs_fix, a fix through the page read back from libvirt, no fix button for
+an orchestrator's domain, verify, the one-line error with libvirt stopped, and 200 domains listed
+within 3 s. Everything the test changed on the host (packages, user, group, libvirtd.conf) is put back.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from contextlib import suppress
+from pathlib import Path
+
+import pytest
+
+from tests.lab import harness
+from virtxml_cpu import __version__
+
+from .conftest import ROOT, require_lab
+
+libvirt = require_lab()
+pytestmark = pytest.mark.lab
+
+USER = "vxc-cockpit"
+LIBVIRTD_CONF = Path("/etc/libvirt/libvirtd.conf")
+GROUP_SOCKET = '\n# virtxml-cpu Cockpit test: the libvirt group may use the read-write socket\n' \
+               'unix_sock_group = "libvirt"\nunix_sock_rw_perms = "0770"\nauth_unix_rw = "none"\n'
+SCREENSHOT = Path(os.environ.get("VIRTXML_CPU_SCREENSHOT", "/tmp/virtxml-cpu-cockpit.png"))
+MANY = 200
+PAGE_BUDGET = 3.0  # seconds from opening the page to every row listed
+NOVA = ("<metadata><nova:instance xmlns:nova='http://openstack.org/xmlns/libvirt/nova/1.1'>"
+        "<nova:name>web-7</nova:name></nova:instance></metadata>")
+
+
+def sh(*argv: str, check: bool = True, timeout: float = 600) -> subprocess.CompletedProcess:
+    env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL": "C", "DEBIAN_FRONTEND": "noninteractive",
+           "HOME": "/root"}
+    r = subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout, env=env)
+    if check:
+        assert r.returncode == 0, f"{' '.join(argv)}: exit {r.returncode}\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
+    return r
+
+
+def installed_packages() -> set[str]:
+    out = sh("dpkg-query", "-W", "-f", "${db:Status-Abbrev} ${Package}\n").stdout
+    return {line.split()[1] for line in out.splitlines() if line.startswith("ii")}
+
+
+def debs() -> tuple[Path, Path]:
+    """The two packages `make test` built (VIRTXML_CPU_DEB names the first; the page's is beside it),
+    else built now by `make deb`."""
+    given = os.environ.get("VIRTXML_CPU_DEB")
+    main = Path(given) if given else ROOT / f"virtxml-cpu_{__version__}_all.deb"
+    page = main.with_name(f"cockpit-virtxml-cpu_{__version__}_all.deb")
+    if not (given and main.is_file() and page.is_file()):
+        r = subprocess.run(["make", "-C", str(ROOT), "--no-print-directory", "deb"], capture_output=True, text=True,
+                           timeout=900)
+        assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+        main, page = (ROOT / f"virtxml-cpu_{__version__}_all.deb", ROOT / f"cockpit-virtxml-cpu_{__version__}_all.deb")
+    assert main.is_file() and page.is_file()
+    return main, page
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def domain_xml(name: str, machine: str = "pc-q35-7.2", cpu: str = "<cpu mode='host-model'/>", features: str = "",
+               metadata: str = "") -> str:
+    """A definition without disks: enough for libvirt to keep it and for the tool to decide."""
+    return (f"<domain type='kvm'><name>{name}</name>{metadata}<memory unit='MiB'>32</memory><vcpu>2</vcpu>"
+            f"<os><type arch='x86_64' machine='{machine}'>hvm</type></os>"
+            f"{f'<features>{features}</features>' if features else ''}{cpu}"
+            "<devices><emulator>/usr/bin/qemu-system-x86_64</emulator></devices></domain>")
+
+
+def root_audit() -> dict[str, dict]:
+    """What `audit --format json` says as root, by domain."""
+    r = sh(sys.executable, "-m", "virtxml_cpu", "audit", "--format", "json", check=False)
+    assert r.returncode in (0, 1), r.stderr
+    return {rec["domain"]: rec for rec in map(json.loads, r.stdout.splitlines()) if rec["record"] == "domain"}
+
+
+@pytest.fixture(scope="module")
+def host(tmp_path_factory):
+    """The packages installed, the user, libvirtd's socket open to the libvirt group, cockpit-ws running."""
+    harness.bring_up()
+    subprocess.run(["bash", str(ROOT / "tests" / "lab" / "up-cockpit.sh")], check=True)
+    try:
+        import selenium  # noqa: F401
+    except ImportError:
+        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "selenium>=4.10"], check=True)
+    main, page = debs()
+    before = installed_packages()
+    for name in ("cockpit-virtxml-cpu", "virtxml-cpu"):  # an interrupted earlier run
+        if name in before:
+            sh("apt-get", "-y", "-q", "purge", name)
+    before = installed_packages()
+    work = tmp_path_factory.mktemp("cockpit")
+    for deb in (main, page):
+        shutil.copy(deb, work / deb.name)
+    os.chmod(work, 0o755)
+    conf = LIBVIRTD_CONF.read_bytes()
+    made_group = subprocess.run(["getent", "group", "libvirt"], capture_output=True).returncode != 0
+    password = secrets.token_hex(12)
+    ws = None
+    try:
+        t0 = time.monotonic()
+        sh("apt-get", "-y", "-q", "-o", "Dpkg::Use-Pty=0", "--no-install-recommends", "install",
+           f"{work}/{main.name}", f"{work}/{page.name}", "python3-libvirt")
+        print(f"\ninstall of both packages: {time.monotonic() - t0:.1f} s")
+        assert Path("/usr/share/cockpit/virtxml-cpu/manifest.json").is_file()
+        if made_group:
+            sh("groupadd", "-r", "libvirt")
+        with suppress(AssertionError):
+            sh("userdel", "-r", USER)
+        sh("useradd", "-m", "-s", "/bin/bash", "-G", "libvirt,kvm", USER)
+        subprocess.run(["chpasswd"], input=f"{USER}:{password}\n", text=True, check=True)
+        LIBVIRTD_CONF.write_bytes(conf + GROUP_SOCKET.encode())
+        harness.restart_libvirtd()
+        port = free_port()
+        ws = subprocess.Popen(["/usr/lib/cockpit/cockpit-ws", "--no-tls", "--address", "127.0.0.1", "--port", str(port)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=2).close()
+                break
+            except OSError:
+                assert time.monotonic() < deadline, "cockpit-ws did not answer"
+                time.sleep(0.2)
+        yield {"url": f"http://127.0.0.1:{port}", "password": password}
+    finally:
+        if ws is not None:
+            ws.terminate()
+            try:
+                ws.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                ws.kill()
+                ws.wait()
+        for pid in subprocess.run(["ps", "-o", "pid=", "-u", USER], capture_output=True, text=True).stdout.split():
+            with suppress(ProcessLookupError):
+                os.kill(int(pid), 15)  # the session this test's login started (cockpit-bridge)
+        time.sleep(0.5)
+        subprocess.run(["userdel", "-r", USER], capture_output=True)
+        if made_group:
+            subprocess.run(["groupdel", "libvirt"], capture_output=True)
+        LIBVIRTD_CONF.write_bytes(conf)
+        if os.path.exists("/run/libvirtd.pid") and subprocess.run(["virsh", "-c", harness.URI, "version"],
+                                                                 capture_output=True).returncode == 0:
+            harness.restart_libvirtd()
+        else:
+            harness.bring_up()
+        added = sorted(installed_packages() - before)
+        if added:
+            sh("apt-get", "-y", "-q", "purge", *added)
+        assert not Path("/etc/libvirt/hooks/qemu.d/virtxml-cpu").exists()
+
+
+@pytest.fixture(scope="module")
+def domains(host):
+    """The lab's domains for the page: MANY in all; most need the fix, some keep theirs, one belongs to
+    Nova, one runs (paused)."""
+    conn = harness.connect()
+    harness.cleanup(conn)
+    names = {"nova": harness.unique_name("ck-nova"), "running": harness.unique_name("ck-running"),
+             "has": harness.unique_name("ck-has"), "passthrough": harness.unique_name("ck-passthrough")}
+    conn.defineXML(domain_xml(names["nova"], metadata=NOVA))
+    conn.defineXML(domain_xml(names["has"], features="<pvspinlock state='on'/>"))
+    conn.defineXML(domain_xml(names["passthrough"], cpu="<cpu mode='host-passthrough'/>"))
+    running = conn.defineXML(harness.startable(domain_xml(names["running"]).encode()).decode())
+    running.createWithFlags(libvirt.VIR_DOMAIN_START_PAUSED)
+    stems = [f"ck-{i:03d}" for i in range(MANY - len(names))]
+    for i, stem in enumerate(stems):
+        machine = ("pc-q35-7.2", "pc-i440fx-7.2", "pc-q35-2.8")[i % 3]
+        conn.defineXML(domain_xml(harness.unique_name(stem), machine=machine,
+                                  cpu="<cpu mode='host-model'/>" if i % 4 else "<cpu mode='custom'><model>Skylake-Client</model></cpu>"))
+    yield names
+    harness.cleanup(harness.connect())
+    conn.close()
+
+
+@pytest.fixture(scope="module")
+def browser(host):
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = "/usr/bin/chromium"
+    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",
+                "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                "--window-size=1500,1000"):
+        opts.add_argument(arg)
+    driver = webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=opts)
+    try:
+        driver.get(host["url"] + "/")
+        wait(driver, lambda d: d.find_elements("css selector", "#login-user-input"), 20, "the login page")
+        driver.find_element("css selector", "#login-user-input").send_keys(USER)
+        driver.find_element("css selector", "#login-password-input").send_keys(host["password"])
+        driver.find_element("css selector", "#login-button").click()
+        wait(driver, lambda d: d.get_cookie("cockpit"), 30, "the login to succeed")
+        yield driver
+    finally:
+        driver.quit()
+
+
+def wait(driver, cond, timeout: float, what: str):
+    deadline = time.monotonic() + timeout
+    while True:
+        with suppress(Exception):
+            got = cond(driver)
+            if got:
+                return got
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:g} s waiting for {what}; page text:\n"
+                                 + driver.find_element("tag name", "body").text[:2000])
+        time.sleep(0.05)
+
+
+def open_page(driver, host) -> float:
+    """Open the page alone (as the shell's frame loads it); seconds until it has read the host."""
+    t0 = time.monotonic()
+    driver.get(host["url"] + "/cockpit/@localhost/virtxml-cpu/index.html")
+    wait(driver, lambda d: d.find_element("tag name", "body").get_attribute("data-loaded") == "true", 60,
+         "the page to load")
+    return time.monotonic() - t0
+
+
+def rows(driver) -> dict[str, dict]:
+    return driver.execute_script("""
+        var out = {};
+        document.querySelectorAll('tr[data-domain]').forEach(function (tr) {
+            out[tr.getAttribute('data-domain')] = {needs_fix: tr.getAttribute('data-needs-fix'),
+                fix: tr.querySelectorAll('[data-action=fix]').length, text: tr.innerText};
+        });
+        return out;""")
+
+
+def show_all(driver) -> None:
+    driver.find_element("css selector", "[data-filter=all]").click()
+
+
+def test_a_every_domain_audit_reports_is_listed_with_its_needs_fix_within_3_s(browser, host, domains):
+    seconds = open_page(browser, host)
+    error = browser.find_element("id", "vxc-error")
+    assert not error.is_displayed(), error.text
+    t0 = time.monotonic()
+    show_all(browser)
+    audit = root_audit()
+    listed = wait(browser, lambda d: (lambda r: r if len(r) == len(audit) else None)(rows(d)), 10, "every row")
+    seconds += time.monotonic() - t0
+    print(f"\n{len(listed)} domains listed {seconds:.2f} s after opening the page (budget {PAGE_BUDGET} s)")
+    assert len(audit) >= MANY
+    assert {n: r["needs_fix"] for n, r in listed.items()} == {n: str(a["needs_fix"]).lower() for n, a in audit.items()}
+    assert seconds < PAGE_BUDGET
+    for n, a in audit.items():
+        assert a["domain"] in listed[n]["text"] and a["state"] in listed[n]["text"]
+    # The filter: only the ones that need the fix.
+    browser.find_element("css selector", "[data-filter=needs-fix]").click()
+    needing = rows(browser)
+    assert set(needing) == {n for n, a in audit.items() if a["needs_fix"]}
+    assert browser.find_element("id", "vxc-guests").text == str(len(audit))
+    assert browser.find_element("id", "vxc-need").text.split()[0] == str(sum(a["needs_fix"] for a in audit.values()))
+    hook = browser.find_element("id", "vxc-hook").text
+    assert "qemu.d/virtxml-cpu" in hook and "mode audit" in hook, hook  # what the package installed
+    assert "QEMU 7.2" in browser.find_element("id", "vxc-qemu").text or "7.2" in browser.find_element("id", "vxc-qemu").text
+
+
+def test_b_an_orchestrators_domain_has_no_fix_button(browser, host, domains):
+    open_page(browser, host)
+    show_all(browser)
+    row = rows(browser)[domains["nova"]]
+    assert row["fix"] == 0 and "OpenStack Nova" in row["text"], row
+    assert rows(browser)[domains["has"]]["fix"] == 0  # kept: nothing to fix
+    assert root_audit()[domains["nova"]]["managed_by"] == "OpenStack Nova"
+
+
+def test_c_a_fix_through_the_page_changes_the_persistent_definition_and_the_row(browser, host, domains):
+    name = domains["running"]
+    conn = harness.connect()
+    dom = conn.lookupByName(name)
+    assert "pvspinlock" not in dom.XMLDesc(libvirt.VIR_DOMAIN_XML_INACTIVE)
+    open_page(browser, host)
+    row = browser.find_element("css selector", f'tr[data-domain="{name}"]')
+    assert row.get_attribute("data-needs-fix") == "true" and "paused" in row.text
+    row.find_element("css selector", "[data-action=fix]").click()
+    dialog = browser.find_element("id", "vxc-dialog")
+    wait(browser, lambda d: "pvspinlock" in d.find_element("id", "vxc-dialog-diff").text, 30, "the diff")
+    assert "next cold boot" in dialog.text
+    confirm = dialog.find_element("css selector", "[data-action=confirm]")
+    wait(browser, lambda d: confirm.is_enabled(), 10, "the confirm button")
+    confirm.click()
+    wait(browser, lambda d: not d.find_element("id", "vxc-dialog").is_displayed(), 60, "the fix")
+    show_all(browser)
+    wait(browser, lambda d: rows(d).get(name, {}).get("needs_fix") == "false", 30, "the row to refresh")
+    assert rows(browser)[name]["fix"] == 0
+    persistent = conn.lookupByName(name).XMLDesc(libvirt.VIR_DOMAIN_XML_INACTIVE)
+    assert "<pvspinlock state='on'/>" in persistent or '<pvspinlock state="on"/>' in persistent, persistent
+    assert "pvspinlock" not in conn.lookupByName(name).XMLDesc(0)  # the running guest is not touched
+    assert root_audit()[name]["needs_fix"] is False
+    conn.close()
+
+    # The screenshot: the page inside Cockpit's shell, every guest, one row open.
+    browser.get(host["url"] + "/virtxml-cpu")
+    frame = wait(browser, lambda d: d.find_element("css selector", "iframe[name$='virtxml-cpu']"), 30, "the frame")
+    browser.switch_to.frame(frame)
+    wait(browser, lambda d: d.find_element("tag name", "body").get_attribute("data-loaded") == "true", 60, "the page")
+    show_all(browser)
+    browser.find_element("css selector", f'tr[data-domain="{domains["nova"]}"] [data-action=expand]').click()
+    wait(browser, lambda d: d.find_elements("css selector", "tr.vxc-detail [data-property]"), 10, "the detail")
+    browser.switch_to.default_content()
+    browser.save_screenshot(str(SCREENSHOT))
+    print(f"\nscreenshot: {SCREENSHOT}")
+
+
+def test_d_verify_runs_from_the_page(browser, host, domains):
+    open_page(browser, host)
+    browser.find_element("css selector", "[data-action=verify]").click()
+    box = browser.find_element("id", "vxc-verify-box")
+    wait(browser, lambda d: box.get_attribute("data-state") == "running", 10, "verify to start")
+    t0 = time.monotonic()
+    wait(browser, lambda d: box.get_attribute("data-state") != "running", 600, "verify to finish")
+    result = browser.find_element("id", "vxc-verify-result").text
+    print(f"\nverify from the page: {time.monotonic() - t0:.0f} s: {result}")
+    assert box.get_attribute("data-state") in ("pass", "disagree"), result
+    assert result.startswith("verify: ") and "checks" in result and "disagreements" in result, result
+    shown = browser.find_elements("css selector", "#vxc-verify-disagreements li")
+    assert (box.get_attribute("data-state") == "disagree") == bool(shown)
+
+
+def test_e_libvirt_stopped_gives_the_one_line_error(browser, host, domains):
+    pid = harness.libvirtd_pid()
+    os.kill(pid, 15)
+    deadline = time.monotonic() + 30
+    while os.path.exists(f"/proc/{pid}") and time.monotonic() < deadline:
+        time.sleep(0.1)
+    try:
+        open_page(browser, host)
+        error = browser.find_element("id", "vxc-error")
+        assert error.is_displayed()
+        text = error.text
+        assert "\n" not in text and text.startswith("libvirt is unreachable: "), text
+        assert "Traceback" not in browser.find_element("tag name", "body").text
+        assert not browser.find_element("id", "vxc-table").is_displayed()
+    finally:
+        subprocess.run(["libvirtd", "-d", "--listen"], check=True)
+        harness.wait_for_libvirtd()
