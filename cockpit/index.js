@@ -79,7 +79,9 @@
         if (r.status === 2 && /usage:|invalid choice|unrecognized arguments|expected one argument/.test(r.err))
             return "virtxml-cpu on this host is too old for this page (" + line +
                 "): install the virtxml-cpu package of the same version as cockpit-virtxml-cpu.";
-        if (/[Pp]ermission denied|authentication|not authorized|access denied/.test(line))
+        /* libvirt refusing this user: the socket's permissions, or its polkit check (which fails outright
+         * where polkit cannot be reached on the system bus) */
+        if (/[Pp]ermission denied|authentication|not authorized|access denied|polkit|system bus connection/.test(line))
             return "Permission denied talking to libvirt (" + line +
                 "): turn on administrative access (the “Limited access” button at the top of the page), or add your user to the libvirt group.";
         if (/cannot connect|Failed to connect|libvirt/.test(line) && r.status === 3)
@@ -119,7 +121,8 @@
             } else if (explain.status !== 2 || !/Domain not found|vanished/.test(explain.err)) {
                 throw new Error(problemLine(explain, "explain"));
             }
-            state.rows = records.filter(function (r) { return r.record === "domain" && !r.error; });
+            state.rows = records.filter(function (r) { return r.record === "domain" && !r.error; })
+                .sort(function (a, b) { return a.domain.localeCompare(b.domain, undefined, { numeric: true }); });
             state.explained = explained;
         });
     }
@@ -180,7 +183,7 @@
         var parts = [head, el("span", { className: "vxc-reason", text: d.reason || "" })];
         if (row.managed_by)
             parts.push(el("div", { className: "vxc-note vxc-note-strong",
-                                   text: "Managed by " + row.managed_by + ": no fix here (its orchestrator writes the definition again)" }));
+                                   text: "No fix here: " + row.managed_by + " owns this definition" }));
         (d.notes || []).forEach(function (n) { parts.push(el("div", { className: "vxc-note", text: n })); });
         var os = guestOs(row.guest_os);
         if (os)
@@ -212,7 +215,8 @@
             el("td", { className: "vxc-name", "data-label": "Name", text: row.domain }),
             el("td", { "data-label": "State", text: row.state || "" }),
             el("td", { "data-label": "Machine" }, [el("span", { text: machine }), " ", machineStatus(row, x)]),
-            el("td", { "data-label": "CPU mode", text: x ? x.cpu_mode + (x.cpu_model ? " (" + x.cpu_model + ")" : "") : "?" }),
+            el("td", { "data-label": "CPU mode",
+                       text: x ? x.cpu_mode + (x.cpu_mode === "custom" && x.cpu_model ? " (" + x.cpu_model + ")" : "") : "?" }),
             el("td", { "data-label": "kvm-pv-unhalt" }, [el("span", { className: "vxc-pv vxc-pv-" + pv, text: pv }),
                 row.live_pv_unhalt && row.live_pv_unhalt !== row.pv_unhalt
                     ? el("span", { className: "vxc-note", text: " (running: " + row.live_pv_unhalt + ")" }) : null]),
@@ -283,7 +287,7 @@
         $("vxc-qemu").textContent = h.problem ? h.problem
             : q ? q.emulator + " " + q.version + (q.package ? " (" + q.package + ")" : "") : "no local QEMU found";
         var any = state.rows.map(function (r) { return state.explained[r.domain]; }).filter(Boolean)[0];
-        $("vxc-build").textContent = any ? any.qemu_flavour + " — " + any.qemu_flavour_basis + "; " + any.qemu_release
+        $("vxc-build").textContent = any ? any.qemu_flavour_basis + "; " + any.qemu_release
             : "no guest to read it for";
         var ours = (h.hooks || []).filter(function (k) { return k.ours; })[0];
         $("vxc-hook").textContent = h.problem ? "?" : ours
@@ -369,9 +373,11 @@
         function done(status, ex) {
             var lines = text.split("\n").map(function (l) { return l.trim(); }).filter(Boolean);
             var report = null;
-            if (lines.length && lines[lines.length - 1].charAt(0) === "{") {
-                try { report = JSON.parse(lines.pop()); } catch (e) { report = null; }
+            var json = lines.filter(function (l) { return l.charAt(0) === "{"; }).pop();
+            if (json) {
+                try { report = JSON.parse(json); } catch (e) { report = null; }
             }
+            lines = lines.filter(function (l) { return l.charAt(0) !== "{"; });
             var summary = lines.filter(function (l) { return /^verify: /.test(l); }).pop();
             var box = $("vxc-verify-box");
             $("vxc-verify-progress").textContent = "";

@@ -33,7 +33,8 @@ from .conftest import ROOT, require_lab
 libvirt = require_lab()
 pytestmark = pytest.mark.lab
 
-USER = "vxc-cockpit"
+USER = "vxc-cockpit"  # in the libvirt and kvm groups
+OUTSIDER = "vxc-cockpit-ro"  # in neither: libvirt's read-only socket only
 LIBVIRTD_CONF = Path("/etc/libvirt/libvirtd.conf")
 GROUP_SOCKET = '\n# virtxml-cpu Cockpit test: the libvirt group may use the read-write socket\n' \
                'unix_sock_group = "libvirt"\nunix_sock_rw_perms = "0770"\nauth_unix_rw = "none"\n'
@@ -126,10 +127,11 @@ def host(tmp_path_factory):
         assert Path("/usr/share/cockpit/virtxml-cpu/manifest.json").is_file()
         if made_group:
             sh("groupadd", "-r", "libvirt")
-        with suppress(AssertionError):
-            sh("userdel", "-r", USER)
-        sh("useradd", "-m", "-s", "/bin/bash", "-G", "libvirt,kvm", USER)
-        subprocess.run(["chpasswd"], input=f"{USER}:{password}\n", text=True, check=True)
+        for user, groups in ((USER, ["-G", "libvirt,kvm"]), (OUTSIDER, [])):
+            with suppress(AssertionError):
+                sh("userdel", "-r", user)
+            sh("useradd", "-m", "-s", "/bin/bash", *groups, user)
+            subprocess.run(["chpasswd"], input=f"{user}:{password}\n", text=True, check=True)
         LIBVIRTD_CONF.write_bytes(conf + GROUP_SOCKET.encode())
         harness.restart_libvirtd()
         port = free_port()
@@ -152,11 +154,13 @@ def host(tmp_path_factory):
             except subprocess.TimeoutExpired:
                 ws.kill()
                 ws.wait()
-        for pid in subprocess.run(["ps", "-o", "pid=", "-u", USER], capture_output=True, text=True).stdout.split():
-            with suppress(ProcessLookupError):
-                os.kill(int(pid), 15)  # the session this test's login started (cockpit-bridge)
+        for user in (USER, OUTSIDER):
+            for pid in subprocess.run(["ps", "-o", "pid=", "-u", user], capture_output=True, text=True).stdout.split():
+                with suppress(ProcessLookupError):
+                    os.kill(int(pid), 15)  # the sessions this test's logins started (cockpit-bridge)
         time.sleep(0.5)
-        subprocess.run(["userdel", "-r", USER], capture_output=True)
+        for user in (USER, OUTSIDER):
+            subprocess.run(["userdel", "-r", user], capture_output=True)
         if made_group:
             subprocess.run(["groupdel", "libvirt"], capture_output=True)
         LIBVIRTD_CONF.write_bytes(conf)
@@ -194,8 +198,8 @@ def domains(host):
     conn.close()
 
 
-@pytest.fixture(scope="module")
-def browser(host):
+def chromium():
+    """Headless Chromium with a profile of its own, through Debian's chromedriver."""
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 
@@ -205,17 +209,28 @@ def browser(host):
                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
                 "--window-size=1500,1000"):
         opts.add_argument(arg)
-    driver = webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=opts)
+    return webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=opts)
+
+
+@pytest.fixture(scope="module")
+def browser(host):
+    driver = chromium()
     try:
-        driver.get(host["url"] + "/")
-        wait(driver, lambda d: d.find_elements("css selector", "#login-user-input"), 20, "the login page")
-        driver.find_element("css selector", "#login-user-input").send_keys(USER)
-        driver.find_element("css selector", "#login-password-input").send_keys(host["password"])
-        driver.find_element("css selector", "#login-button").click()
-        wait(driver, lambda d: d.get_cookie("cockpit"), 30, "the login to succeed")
+        login(driver, host, USER)
         yield driver
     finally:
         driver.quit()
+
+
+def login(driver, host, user: str) -> None:
+    """Through Cockpit's own login page."""
+    driver.get(host["url"] + "/")
+    wait(driver, lambda d: d.find_elements("css selector", "#login-user-input"), 20, "the login page")
+    driver.find_element("css selector", "#login-user-input").send_keys(user)
+    driver.find_element("css selector", "#login-password-input").send_keys(host["password"])
+    driver.find_element("css selector", "#login-button").click()
+    wait(driver, lambda d: (d.get_cookie("cockpit") or {}).get("value", "deleted") != "deleted"
+         and d.find_elements("css selector", "iframe"), 30, "the shell after the login")
 
 
 def wait(driver, cond, timeout: float, what: str):
@@ -314,18 +329,6 @@ def test_c_a_fix_through_the_page_changes_the_persistent_definition_and_the_row(
     assert root_audit()[name]["needs_fix"] is False
     conn.close()
 
-    # The screenshot: the page inside Cockpit's shell, every guest, one row open.
-    browser.get(host["url"] + "/virtxml-cpu")
-    frame = wait(browser, lambda d: d.find_element("css selector", "iframe[name$='virtxml-cpu']"), 30, "the frame")
-    browser.switch_to.frame(frame)
-    wait(browser, lambda d: d.find_element("tag name", "body").get_attribute("data-loaded") == "true", 60, "the page")
-    show_all(browser)
-    browser.find_element("css selector", f'tr[data-domain="{domains["nova"]}"] [data-action=expand]').click()
-    wait(browser, lambda d: d.find_elements("css selector", "tr.vxc-detail [data-property]"), 10, "the detail")
-    browser.switch_to.default_content()
-    browser.save_screenshot(str(SCREENSHOT))
-    print(f"\nscreenshot: {SCREENSHOT}")
-
 
 def test_d_verify_runs_from_the_page(browser, host, domains):
     open_page(browser, host)
@@ -359,3 +362,59 @@ def test_e_libvirt_stopped_gives_the_one_line_error(browser, host, domains):
     finally:
         subprocess.run(["libvirtd", "-d", "--listen"], check=True)
         harness.wait_for_libvirtd()
+
+
+def test_f_screenshot_of_the_page_in_cockpits_shell(browser, host, domains):
+    """A few guests (the named ones and three of the bulk), every one shown, the Nova one opened."""
+    conn = harness.connect()
+    bulk = sorted(d.name() for d in conn.listAllDomains() if d.name().startswith(harness.PREFIX + "ck-")
+                  and d.name()[len(harness.PREFIX) + 3:][:3].isdigit())
+    for name in bulk[3:]:
+        conn.lookupByName(name).undefine()
+    conn.close()
+    browser.set_window_size(1500, 1250)
+    browser.get(host["url"] + "/virtxml-cpu")
+    frame = wait(browser, lambda d: d.find_element("css selector", "iframe[name$='virtxml-cpu']"), 30, "the frame")
+    browser.switch_to.frame(frame)
+    wait(browser, lambda d: d.find_element("tag name", "body").get_attribute("data-loaded") == "true", 60, "the page")
+    show_all(browser)
+    assert len(rows(browser)) == len(domains) + 3
+    browser.find_element("css selector", f'tr[data-domain="{domains["nova"]}"] [data-action=expand]').click()
+    wait(browser, lambda d: d.find_elements("css selector", "tr.vxc-detail [data-property]"), 10, "the detail")
+    browser.execute_script("window.scrollTo(0, 0)")
+    browser.switch_to.default_content()
+    browser.save_screenshot(str(SCREENSHOT))
+    print(f"\nscreenshot: {SCREENSHOT}")
+
+
+def test_g_a_user_libvirt_does_not_let_in_is_told_to_turn_on_administrative_access(browser, host, domains):
+    """Not in the libvirt group. Where libvirt's read-only socket lets anyone read, the rows are listed
+    and the fix is refused; where it asks polkit (no D-Bus here), nothing is read: either way one line
+    names the permission problem and the way out, and no definition changes."""
+    other = chromium()
+    conn = harness.connect()
+    try:
+        login(other, host, OUTSIDER)
+        open_page(other, host)
+        error = other.find_element("id", "vxc-error")
+        if error.is_displayed():
+            line, where = error.text, "on opening the page"
+            assert not other.find_element("id", "vxc-table").is_displayed()
+        else:
+            show_all(other)
+            listed = rows(other)
+            assert set(listed) == set(root_audit())
+            name = next(n for n, r in listed.items() if r["fix"])
+            other.find_element("css selector", f'tr[data-domain="{name}"] [data-action=fix]').click()
+            error = other.find_element("id", "vxc-dialog-error")
+            wait(other, lambda d: error.is_displayed(), 30, "the dialog's error")
+            line, where = error.text, "on asking for the fix"
+            assert not other.find_element("css selector", "#vxc-dialog [data-action=confirm]").is_enabled()
+        print(f"\n{OUTSIDER} {where}: {line}")
+        assert line.startswith("Permission denied talking to libvirt") and "administrative access" in line, line
+        assert "\n" not in line and "Traceback" not in other.find_element("tag name", "body").text
+        assert all("pvspinlock" not in d.XMLDesc(libvirt.VIR_DOMAIN_XML_INACTIVE) for d in conn.listAllDomains()
+                   if d.name() not in (domains["running"], domains["has"]))
+    finally:
+        other.quit()
+        conn.close()

@@ -493,14 +493,14 @@ def _verify(args) -> int:
     for line in verify.lines(outcome):
         if not args.quiet or line.startswith(("DISAGREE", "not started", "verify:")):
             print(line, file=sys.stderr if to_stdout else sys.stdout, flush=True)
-    if to_stdout:
-        print(json.dumps(verify.report(outcome)), flush=True)
-    elif args.json:
+    if args.json and not to_stdout:
         write_output(args.json, (json.dumps(verify.report(outcome), indent=1) + "\n").encode(), [])
     if outcome.exit_code == EXIT_OK and not outcome.failed:
         note = verified.write_record(outcome, opts.record)
         if not args.quiet:
-            print(note, file=sys.stderr)
+            print(note, file=sys.stderr, flush=True)
+    if to_stdout:  # last, so a reader of both streams finds it as the final line
+        print(json.dumps(verify.report(outcome)), flush=True)
     return outcome.exit_code
 
 

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# What the Cockpit page's test needs (run as root): Debian's cockpit-ws and cockpit-bridge, and headless
-# Chromium with its driver. Idempotent: installs only what is missing (about a minute the first time).
+# What the Cockpit page's test needs (run as root): Debian's cockpit-ws, cockpit-bridge and cockpit-system
+# (the shell around the page), and headless Chromium with its driver. Idempotent: installs only what is missing (about a minute the first time).
 set -euo pipefail
 
-need_pkgs=(cockpit-ws cockpit-bridge chromium chromium-driver)
+need_pkgs=(cockpit-ws cockpit-bridge cockpit-system chromium chromium-driver)
 missing=()
 for p in "${need_pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
