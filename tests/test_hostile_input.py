@@ -1,0 +1,174 @@
+"""Definitions written to hurt: a parser that opens nothing and takes linear time, one bad domain that stays
+one bad domain on a fleet verb, and names that cannot forge a table row, a log field or a metric. Each test
+guards against hanging (a subprocess with a timeout)."""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import os
+import re
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+from lxml import etree
+
+from virtxml_cpu import cli, hook, hookinstall, xmlio
+from virtxml_cpu.errors import EXIT_BAD_INPUT, EXIT_ENVIRONMENT, BadInput
+
+from .conftest import FIXTURES, ROOT, Capture
+
+NEEDS_FIX = (FIXTURES / "handwritten-no-cpu.xml").read_bytes()
+NO_COMMENTS = re.sub(rb"<!--.*?-->", b"", NEEDS_FIX)  # no "-->" after the metadata to end a comment opener
+MiB = 1024 * 1024
+ENV = {"LC_ALL": "C", "PATH": "/usr/bin:/bin", "HOME": "/root"}  # what libvirt gives a hook
+
+
+def cli_run(*args: str, stdin: bytes = b"", timeout: float = 20) -> subprocess.CompletedProcess:
+    """The CLI in a child; a hang is a failure (TimeoutExpired), never a stuck test run."""
+    return subprocess.run([sys.executable, "-m", "virtxml_cpu", *args], input=stdin, capture_output=True,
+                          cwd=ROOT, timeout=timeout)
+
+
+def with_metadata(xml: bytes, inner: bytes) -> bytes:
+    return xml.replace(b"<name>scratch</name>",
+                       b"<name>scratch</name><metadata><m:x xmlns:m='urn:x'>" + inner + b"</m:x></metadata>")
+
+
+def crafted(size: int) -> bytes:
+    """A definition libvirt keeps verbatim: a CDATA section in namespaced metadata that starts like a DOCTYPE
+    and holds nothing but comment openers (the old comment stripper was quadratic on it)."""
+    pad = size - len(NO_COMMENTS) - 80
+    return with_metadata(NO_COMMENTS, b"<![CDATA[<!doctype " + b"<!--" * (pad // 4) + b"]]>")
+
+
+# --- a linear parser ---------------------------------------------------------------------------------------
+
+
+def test_doctype_words_in_cdata_are_no_declaration_and_cost_linear_time():
+    """64 KiB of this took 5.3 s in the hook, 4 MiB would take hours, and it was refused as a DOCTYPE."""
+    doc = crafted(4 * MiB)
+    r = cli_run("explain", "--no-host-probe", "--qemu-flavour", "upstream", "--format", "json", "-", stdin=doc,
+                timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["decision"]["action"] == "inject"
+
+
+def test_the_installed_hook_decides_a_crafted_4_mib_definition_in_bounded_time(tmp_path):
+    """As libvirt runs it: the installed hook, `NAME prepare begin -`, the XML on stdin, no timeout of its
+    own (libvirt waits). The crafted definition costs about what a plain one of the same size costs."""
+    conf = tmp_path / "c.toml"
+    conf.write_text(f'[hook]\nmode = "audit"\nsyslog_socket = "{tmp_path}/none.sock"\n')
+    hookinstall.install(str(tmp_path / "hooks"), "audit", str(conf), legacy=False)
+    installed = str(tmp_path / "hooks" / "qemu.d" / "virtxml-cpu")
+    plain = NEEDS_FIX.replace(b"</devices>", b"<disk type='file' device='disk'><source file='/d.img'/>"
+                              b"<target dev='vda' bus='virtio'/></disk>" * (4 * MiB // 90) + b"</devices>")
+    took = {}
+    for name, doc in (("plain", plain), ("crafted", crafted(4 * MiB))):
+        t = time.monotonic()
+        r = subprocess.run([installed, "scratch", "prepare", "begin", "-"], input=doc, capture_output=True,
+                           env=ENV, timeout=120)
+        took[name] = time.monotonic() - t
+        assert r.returncode == 0 and b"decision=inject" in r.stderr, r.stderr[-500:]  # evaluated, not refused
+    assert took["crafted"] < 2 * took["plain"] + 1, took
+
+
+@pytest.mark.parametrize("prolog, declares", [
+    (b"", False),
+    (b"<?xml version='1.0'?>\n<!-- a <!DOCTYPE in a comment -->\n", False),
+    (b"<!DOCTYPE domain>", True),
+    (b"<?xml version='1.0'?><!-- c --><?pi x?>\n  <!doctype domain [<!ENTITY e 'x'>]>", True),
+    (b"\xef\xbb\xbf<!DOCTYPE domain>", True),
+    (b"<!ENTITY e 'x'>", True),
+])
+def test_only_the_prolog_is_looked_at_for_declarations(prolog, declares):
+    body = with_metadata(NEEDS_FIX, b"<![CDATA[<!DOCTYPE x><!ENTITY y 'z'>]]><!-- <!DOCTYPE -->")
+    assert xmlio.prolog_declares(prolog + body) is declares
+    if declares:
+        with pytest.raises(BadInput, match="DOCTYPE or entity"):
+            xmlio.parse_domain(prolog + body)
+    else:
+        assert xmlio.parse_domain(prolog + body).getroot().findtext("name") == "scratch"
+
+
+# --- an inert parser: only UTF-8, nothing external ---------------------------------------------------------
+
+
+@pytest.fixture
+def fifo(tmp_path):
+    path = tmp_path / "fifo"
+    os.mkfifo(path)
+    return str(path)
+
+
+def _naming(path: str) -> str:
+    return NEEDS_FIX.decode().replace("<domain", f'<!DOCTYPE domain SYSTEM "{path}">\n<domain', 1)
+
+
+def _utf7(text: str) -> bytes:
+    """UTF-7 with the DOCTYPE in one base64 run, so no byte of it reads `<!DOCTYPE`."""
+    i = text.index("<!DOCTYPE")
+    j = text.index(">", i) + 1
+    run = base64.b64encode(text[i:j].encode("utf-16-be")).rstrip(b"=")
+    return (b'<?xml version="1.0" encoding="UTF-7"?>' + text[:i].encode("utf-7") + b"+" + run + b"-"
+            + text[j:].encode("utf-7"))
+
+
+@pytest.mark.parametrize("encode", [
+    lambda t: t.encode("utf-16-le"), lambda t: t.encode("utf-16-be"),
+    lambda t: ('<?xml version="1.0" encoding="UTF-16"?>' + t).encode("utf-16-le"),
+    lambda t: t.encode("utf-16"),  # with its byte-order mark
+    lambda t: t.encode("utf-32"),
+    _utf7,
+], ids=["utf-16-le", "utf-16-be", "utf-16-declared", "utf-16-bom", "utf-32", "utf-7"])
+@pytest.mark.parametrize("verb", [("explain",), ("rewrite", "--check")])
+def test_a_document_naming_a_fifo_in_another_encoding_is_refused_before_parsing(tmp_path, fifo, encode, verb):
+    """libxml2 read the external subset a UTF-16 or UTF-7 document names (the byte check did not see the
+    DOCTYPE): root's explain hung on the FIFO, or opened whatever path the user wrote."""
+    doc = tmp_path / "vm.xml"
+    doc.write_bytes(encode(_naming(fifo)))
+    r = cli_run(*verb, "--no-host-probe", "--qemu-flavour", "upstream", str(doc))
+    assert r.returncode == EXIT_BAD_INPUT, r
+    assert len(r.stderr.splitlines()) == 1 and b"only UTF-8 is read" in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize("declared, ok", [("UTF-8", True), ("utf8", True), ("US-ASCII", True),
+                                          ("ISO-8859-1", False), ("UTF-7", False), ("UTF-16", False)])
+def test_a_declared_encoding_other_than_utf8_is_refused(declared, ok):
+    doc = f"<?xml version='1.0' encoding='{declared}'?>".encode() + NEEDS_FIX
+    if ok:
+        assert xmlio.parse_domain(doc).getroot().findtext("name") == "scratch"
+    else:
+        with pytest.raises(BadInput, match="only UTF-8 is read"):
+            xmlio.parse_domain(doc)
+
+
+def test_a_nul_byte_is_refused():
+    with pytest.raises(BadInput, match="NUL byte"):
+        xmlio.parse_domain(NEEDS_FIX.replace(b"<name>scratch", b"<name>scr\0atch"))
+
+
+@pytest.mark.parametrize("lean", [False, True])
+def test_the_parser_itself_refuses_every_external_resource(fifo, lean):
+    """Behind the byte checks: a parser that is handed a document naming a FIFO refuses it (libxml2 asks for
+    the external subset even with load_dtd=False) instead of opening it."""
+    code = (f"from lxml import etree; from virtxml_cpu import xmlio\n"
+            f"p = xmlio.safe_parser(etree.XMLPullParser) if {lean} else xmlio.safe_parser()\n"
+            f"try:\n    p.feed({_naming(fifo).encode()!r})\n    p.close()\n"
+            f"except xmlio.BadInput as e:\n    print('refused', e)\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=20)
+    assert r.stdout.startswith("refused names an external resource"), r
+
+
+def test_a_large_document_takes_the_same_checks():
+    """parse_domain_lean (what a decision reads of a large domain) refuses what parse_domain refuses."""
+    big = NEEDS_FIX.replace(b"</devices>", b"<disk/>" * (xmlio.LEAN_FROM_BYTES // 7) + b"</devices>")
+    assert xmlio.parse_domain_lean(big).findtext("name") == "scratch"
+    for bad, why in ((b"<!DOCTYPE domain>" + big, "DOCTYPE"), (big.replace(b"<disk/>", b"<disk>\0</disk>", 1), "NUL"),
+                     (big.decode().encode("utf-16"), "UTF-16")):
+        with pytest.raises(BadInput, match=why):
+            xmlio.parse_domain_lean(bad)
