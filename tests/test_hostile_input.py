@@ -172,3 +172,112 @@ def test_a_large_document_takes_the_same_checks():
                      (big.decode().encode("utf-16"), "UTF-16")):
         with pytest.raises(BadInput, match=why):
             xmlio.parse_domain_lean(bad)
+
+
+# --- one bad domain stays one bad domain -------------------------------------------------------------------
+# libvirt's test driver (in-process; all connections of one process to test:///default share its state while
+# one is open) holds the domains: what libvirt keeps, as the verbs read it.
+
+TEST_URI = "test:///default"
+LIVE = ["--connect", TEST_URI, "--no-host-probe", "--qemu-flavour", "upstream"]
+
+
+def _domain(name: str, metadata: str = "", uuid: str = "") -> str:
+    return (f"<domain type='kvm'><name>{name}</name>{f'<uuid>{uuid}</uuid>' if uuid else ''}<memory>65536</memory>"
+            f"{f'<metadata>{metadata}</metadata>' if metadata else ''}"
+            f"<os><type arch='x86_64' machine='pc-q35-7.2'>hvm</type></os><cpu mode='host-model'/></domain>")
+
+
+# A DOCTYPE in CDATA, which libvirt keeps verbatim (it made the whole host unreachable), and a definition
+# larger than we read (11 MiB of metadata; the test driver has no RPC limit): a domain we refuse.
+POISONED = "<m:x xmlns:m='urn:x'><![CDATA[<!DOCTYPE x>]]></m:x>"
+OVERSIZE = "<m:x xmlns:m='urn:x'>" + "<m:y/>" * (11 * MiB // 6) + "</m:x>"
+
+
+@pytest.fixture
+def fleet():
+    libvirt = pytest.importorskip("libvirt", reason="libvirt-python is not installed: the verbs over libvirt's "
+                                                    "test driver are SKIPPED")
+    conn = libvirt.open(TEST_URI)
+    doms = [conn.defineXML(_domain("vxc-hostile-a")), conn.defineXML(_domain("vxc-hostile-cdata", POISONED)),
+            conn.defineXML(_domain("vxc-hostile-huge", OVERSIZE)), conn.defineXML(_domain("vxc-hostile-z"))]
+    yield conn
+    for d in doms:
+        d.undefine()
+    conn.close()
+
+
+def test_audit_gives_a_bad_domain_its_row_and_the_host_stays_ok(fleet, capsys):
+    code = cli.main(["audit", *LIVE, "--format", "json"])
+    out, err = capsys.readouterr()
+    records = [json.loads(line) for line in out.splitlines()]
+    rows = {r["domain"]: r for r in records if r["record"] == "domain"}
+    (host,) = [r for r in records if r["record"] == "host"]
+    assert host["condition"] == "ok" and host["error"] is None, host
+    assert "larger than 10 MiB" in rows["vxc-hostile-huge"]["error"], rows["vxc-hostile-huge"]
+    for name in ("vxc-hostile-a", "vxc-hostile-cdata", "vxc-hostile-z"):  # before and after it, all audited
+        assert rows[name]["error"] is None and rows[name]["needs_fix"] is True, rows[name]
+    assert records[-1]["domain_errors"] == 1 and code == EXIT_BAD_INPUT, (code, err)
+    assert "1 domain(s) not audited" in err
+
+
+def test_apply_reports_a_bad_domain_as_failed_and_fixes_the_others(fleet, capsys):
+    code = cli.main(["apply", *LIVE, "--yes", "vxc-hostile-a", "vxc-hostile-cdata", "vxc-hostile-huge",
+                     "vxc-hostile-z"])
+    out, err = capsys.readouterr()
+    assert "vxc-hostile-huge: not fixed: " in err and "larger than 10 MiB" in err, err
+    assert "changed 3, would change 0, unchanged 0, skipped 0, unknown 0, failed 1" in err, err
+    for name in ("vxc-hostile-a", "vxc-hostile-cdata", "vxc-hostile-z"):
+        assert f"{name}: added kvm-pv-unhalt" in out and "pvspinlock" in fleet.lookupByName(name).XMLDesc(0)
+    assert code == EXIT_ENVIRONMENT and "Traceback" not in err
+
+
+def test_watch_logs_a_bad_domain_as_failed_and_goes_on(fleet):
+    from virtxml_cpu.config import Config
+    from virtxml_cpu.live import ApplyOptions
+    from virtxml_cpu.watch import watch
+
+    logged, stop = [], threading.Event()
+    opts = ApplyOptions(Config(qemu_flavour="upstream"), probe=False)
+    t = threading.Thread(target=watch, args=(TEST_URI, opts, stop, lambda m, warning=False: logged.append((m, warning))))
+    t.start()
+    try:
+        deadline = time.monotonic() + 20
+        while not any(m.startswith("watching") for m, _w in logged) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        uuid = fleet.lookupByName("vxc-hostile-huge").UUIDString()
+        fleet.defineXML(_domain("vxc-hostile-huge", OVERSIZE, uuid))  # redefined: an UPDATED event
+        after = fleet.defineXML(_domain("vxc-hostile-after"))
+        while "pvspinlock" not in after.XMLDesc(0) and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        stop.set()
+        t.join(20)
+    try:
+        assert ("vxc-hostile-after: added kvm-pv-unhalt; takes effect at its next start", False) in logged, logged
+        (bad,) = [(m, w) for m, w in logged if m.startswith("vxc-hostile-huge")]
+        assert bad[1] and "larger than 10 MiB" in bad[0], bad
+    finally:
+        after.undefine()
+
+
+def _dying(verb: str, module: str) -> subprocess.CompletedProcess:
+    """The CLI with the host's facts failing unexpectedly (a fault of ours, in the host's thread)."""
+    code = (f"import sys, virtxml_cpu.{module} as m\n"
+            f"def boom(*a, **k):\n    raise RuntimeError('boom')\n"
+            f"m.connection_host_facts = boom\n"
+            f"from virtxml_cpu import cli\n"
+            f"sys.argv = ['virtxml-cpu', {verb!r}, *{LIVE!r}, '--timeout', '2', *{['--all', '--yes'] if verb == 'apply' else []!r}]\n"
+            f"cli.run()\n")
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60)
+
+
+@pytest.mark.parametrize("verb, module", [("audit", "audit"), ("apply", "live")])
+def test_a_host_thread_that_dies_is_one_line_and_a_non_zero_exit(verb, module):
+    pytest.importorskip("libvirt", reason="libvirt-python is not installed: SKIPPED")
+    t = time.monotonic()
+    r = _dying(verb, module)
+    assert r.returncode == EXIT_ENVIRONMENT and "Traceback" not in r.stderr, r.stderr
+    (line,) = [x for x in r.stderr.splitlines() if "RuntimeError" in x]
+    assert line.startswith(f"virtxml-cpu: {TEST_URI}: ") and "internal error (RuntimeError: boom)" in line, r.stderr
+    assert time.monotonic() - t < 15  # reported at once, not at the host's deadline

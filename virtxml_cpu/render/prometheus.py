@@ -23,7 +23,7 @@ FAMILIES = {  # name: (type, help), in the order written
     "host_reachable": ("gauge", "1 when the libvirt host answered the audit"),
     "host_domains": ("gauge", "domains audited on the host"),
     "host_domains_needs_fix": ("gauge", "domains on the host whose definition should get kvm-pv-unhalt"),
-    "host_domain_errors": ("gauge", "domains named but not audited (unknown or vanished)"),
+    "host_domain_errors": ("gauge", "domains not audited (unknown, vanished or unreadable)"),
     "host_audit_seconds": ("gauge", "how long the host's audit took"),
     "audit_timestamp_seconds": ("gauge", "when this audit finished (Unix time)"),
 }

@@ -39,7 +39,7 @@ def summary_line(hosts: Sequence[HostResult]) -> str:
     text = (f"{s.domains} domains on {s.hosts_ok} host(s): {s.needs_fix} need kvm-pv-unhalt, "
             f"{s.have_pv_unhalt} have it ({per * 1000:.1f} ms per domain)")
     if s.domain_errors:
-        text += f"; {s.domain_errors} domain(s) not audited (unknown or vanished)"
+        text += f"; {s.domain_errors} domain(s) not audited (unknown, vanished or unreadable)"
     for condition, uris in (("unreachable", s.unreachable), ("timed out", s.timed_out)):
         if uris:
             text += f"; {condition}: {', '.join(uris)}"
