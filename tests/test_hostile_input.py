@@ -13,6 +13,7 @@ import subprocess
 import sys
 import threading
 import time
+import unicodedata
 
 import pytest
 from lxml import etree
@@ -281,3 +282,122 @@ def test_a_host_thread_that_dies_is_one_line_and_a_non_zero_exit(verb, module):
     (line,) = [x for x in r.stderr.splitlines() if "RuntimeError" in x]
     assert line.startswith(f"virtxml-cpu: {TEST_URI}: ") and "internal error (RuntimeError: boom)" in line, r.stderr
     assert time.monotonic() - t < 15  # reported at once, not at the host's deadline
+
+
+# --- every printed or logged field is escaped --------------------------------------------------------------
+
+# What libvirt accepts in a domain name and what reaches a terminal or a reader raw: TAB, NEL, LINE
+# SEPARATOR, RIGHT-TO-LEFT OVERRIDE, a zero-width joiner (libvirt refuses CR and LF in names).
+NAMES = ["vxc-tab\tx", "vxc-nel\x85x", "vxc-ls\u2028x", "vxc-rlo\u202ex", "vxc-zwj\u200dx"]
+
+
+def _raw(line: str) -> list[str]:
+    """The characters of `line` that move a cursor, end a line or reorder text (Cc, Cf, Zl, Zp)."""
+    return [c for c in line if unicodedata.category(c) in ("Cc", "Cf", "Zl", "Zp")]
+
+
+@pytest.fixture
+def odd_names():
+    libvirt = pytest.importorskip("libvirt", reason="libvirt-python is not installed: SKIPPED")
+    conn = libvirt.open(TEST_URI)
+    doms = [conn.defineXML(_domain(n)) for n in NAMES]
+    yield conn
+    for d in doms:
+        d.undefine()
+    conn.close()
+
+
+@pytest.mark.parametrize("fmt", ["table", "json", "prometheus"])
+def test_audit_output_holds_no_raw_control_or_bidi_character(odd_names, capsys, fmt):
+    cli.main(["audit", *LIVE, "--format", fmt])
+    out, err = capsys.readouterr()
+    for line in out.split("\n") + err.split("\n"):
+        assert not _raw(line), (line, _raw(line))
+    if fmt == "table":
+        rows = {line.split()[1]: line for line in out.splitlines()[1:]}
+        for name in NAMES:  # each name shown escaped, in its own row and column
+            shown = name.encode("unicode_escape").decode()
+            assert shown in rows, (shown, list(rows))
+    elif fmt == "json":
+        names = {json.loads(line)["domain"] for line in out.splitlines() if '"record": "domain"' in line}
+        assert set(NAMES) <= names  # escaped in the text, the same name once read
+    else:
+        sample = re.compile(r'^[a-z_]+(\{([a-z_]+="([^"\\\n]|\\[\\"n])*",?)*\})? \S+$')
+        for line in out.splitlines():
+            assert line.startswith("#") or sample.match(line), line
+
+
+def test_a_cr_in_a_name_or_an_error_cannot_overwrite_the_table_row():
+    from virtxml_cpu.records import AuditRow, HostResult, RowDecision
+    from virtxml_cpu.render import table
+
+    rows = (AuditRow("h", "evil\rqemu:///system   web01", "u", "running", True, "on", decision=RowDecision(
+        "keep", "r", "why\u2028x")), AuditRow("h", "gone\x85", error="Domain not found: 'gone\r\x1b[2J'"))
+    text = table.host(HostResult("h\t1", rows))
+    assert text.count("\n") == 2 and not _raw(text.replace("\n", "")), text
+    assert "evil\\rqemu:///system" in text and "why\\u2028x" in text and "\\x1b[2J" in text and "h\\t1" in text
+
+
+def test_prometheus_labels_are_escaped_per_the_exposition_format():
+    from virtxml_cpu.records import AuditRow, HostResult, RowDecision
+    from virtxml_cpu.render import prometheus
+
+    row = AuditRow("qemu:///system", 'a"b\\c\nd\re\u202ef', "u", "running", True, "off",
+                   decision=RowDecision("inject", "r", "x"), needs_fix=True)
+    text = prometheus.tail([HostResult("qemu:///system", (row,))], 0.0)
+    line = next(x for x in text.splitlines() if x.startswith("virtxml_cpu_domain_needs_fix"))
+    assert 'domain="a\\"b\\\\c\\nd\\\\re\\\\u202ef"' in line, line
+    assert not _raw(text.replace("\n", "")), _raw(text)
+
+
+def _fields(line: str) -> dict[str, str]:
+    """A logfmt reader's view of a line: every key=value outside quoted values."""
+    return {k: v for k, v in re.findall(r'(\w+)=("(?:[^"\\]|\\.)*"|\S*)', line)}
+
+
+FORGER = "web01 decision=keep rule=user-choice"
+
+
+def test_the_hook_cannot_evaluate_line_cannot_gain_fields(tmp_path):
+    """The exception text (which names the domain) was put into the line unquoted."""
+    log = Capture()
+    conf = tmp_path / "c.toml"
+    conf.write_text('[hook]\nmode = "audit"\n')
+    assert hook.run([FORGER, "prepare", "begin", "-"], config_path=str(conf), stdin=io.BytesIO(b"<domain"),
+                    log=log) == 0
+    (line,) = log.lines
+    assert set(_fields(line)) == {"domain", "op", "result", "error"}, line
+    assert FORGER in json.loads(_fields(line)["error"]) and "cannot evaluate" in line
+
+
+def test_the_hook_config_unusable_line_cannot_gain_fields(tmp_path):
+    d = tmp_path / FORGER
+    d.mkdir()
+    (d / "c.toml").write_text("mode = [")
+    log = Capture()
+    assert hook.run(["vm", "prepare", "begin", "-"], config_path=str(d / "c.toml"), stdin=io.BytesIO(NEEDS_FIX),
+                    log=log) == 0
+    (line,) = log.lines
+    assert set(_fields(line)) == {"domain", "op", "result", "error"}, line
+    assert "config unusable" in line
+
+
+def test_the_hook_fix_not_queued_line_cannot_gain_fields(tmp_path):
+    conf = tmp_path / "c.toml"
+    conf.write_text(f'[hook]\nmode = "queue"\nspool = "{tmp_path / "spool"}"\n')
+    xml = NEEDS_FIX.replace(b"<name>scratch</name>", f"<name>scratch</name><uuid>{FORGER}</uuid>".encode())
+    log = Capture()
+    assert hook.run(["vm", "prepare", "begin", "-"], config_path=str(conf), stdin=io.BytesIO(xml), log=log) == 0
+    (line,) = [x for x in log.lines if "not queued" in x]
+    assert set(_fields(line)) == {"domain", "spool", "result", "error"}, line
+
+
+def test_explain_shows_a_name_and_a_machine_type_escaped(tmp_path):
+    doc = tmp_path / "vm.xml"
+    doc.write_bytes(NEEDS_FIX.replace(b"<name>scratch</name>", "<name>web\u202e01\x85x</name>".encode())
+                    .replace(b"machine='pc'", b"machine='pc&#x2028;forged'"))
+    r = cli_run("explain", "--no-host-probe", "--qemu-flavour", "upstream", str(doc))
+    assert r.returncode == 0, r.stderr
+    text = r.stdout.decode()
+    assert "== web\\u202e01\\x85x" in text and "pc\\u2028forged" in text
+    assert not _raw(text.replace("\n", "")), _raw(text)

@@ -203,7 +203,7 @@ def gather_host_facts(args, cfg) -> HostFacts:
 
 
 def _err(msg: str) -> None:
-    print(f"virtxml-cpu: {msg}", file=sys.stderr)
+    print(f"virtxml-cpu: {shown(msg)}", file=sys.stderr)  # one line, whatever a name in it holds
 
 
 def main(argv: list[str] | None = None) -> int:

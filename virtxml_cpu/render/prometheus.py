@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from ..errors import shown
 from ..records import HostResult
 
 PREFIX = "virtxml_cpu"
@@ -30,7 +31,10 @@ FAMILIES = {  # name: (type, help), in the order written
 
 
 def _label(value) -> str:
-    text = str(value)
+    """A label value: the exposition format's escapes (backslash, quote, newline), and every other control,
+    format or separator character (CR, TAB, NEL, U+2028, U+202E ...) shown escaped first: the format has no
+    escape of its own for them, and raw they would reach whoever reads the file."""
+    text = "\n".join(shown(part) for part in str(value).split("\n"))
     return text.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
 
 
