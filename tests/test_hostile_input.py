@@ -78,6 +78,36 @@ def test_the_installed_hook_decides_a_crafted_4_mib_definition_in_bounded_time(t
     assert took["crafted"] < 2 * took["plain"] + 1, took
 
 
+def _seconds(doc: bytes, render: bool) -> float:
+    from virtxml_cpu.config import Config
+    from virtxml_cpu.hostfacts import HostFacts
+    from virtxml_cpu.pipeline import process
+
+    t = time.perf_counter()
+    assert process(doc, "x", HostFacts(), Config(qemu_flavour="upstream"), render=render).decision.action == "inject"
+    return time.perf_counter() - t
+
+
+def _disks(size: int) -> bytes:
+    disk = b"<disk type='file' device='disk'><source file='/d.img'/><target dev='vda' bus='virtio'/></disk>"
+    return NO_COMMENTS.replace(b"</devices>", disk * (size // len(disk)) + b"</devices>")
+
+
+@pytest.mark.parametrize("render, size, doc", [
+    # lxml concatenates adjacent text nodes one by one: CDATA sections in <name> were quadratic (8 MiB: ~5 s)
+    (False, 8 * MiB, lambda size: NO_COMMENTS.replace(b"<name>scratch</name>", b"<name>" + b"<![CDATA[a]]>" * (size // 13)
+                                                      + b"</name>")),
+    # the rendering check read attributes through a dict, one lookup by name each (512 KiB: ~10 s)
+    (True, MiB // 2, lambda size: with_metadata(NO_COMMENTS, b"<m:y " + b" ".join(b"a%07d='1'" % i for i in range(size // 12))
+                                                + b"/>")),
+], ids=["cdata-text-decide", "attributes-rewrite"])
+def test_crafted_text_and_attributes_cost_about_what_plain_xml_of_that_size_costs(render, size, doc):
+    plain, crafted_doc = _disks(size), doc(size)
+    assert abs(len(crafted_doc) - len(plain)) < size // 10
+    took = _seconds(crafted_doc, render)
+    assert took < 5 * _seconds(plain, render) + 1, took
+
+
 @pytest.mark.parametrize("prolog, declares", [
     (b"", False),
     (b"<?xml version='1.0'?>\n<!-- a <!DOCTYPE in a comment -->\n", False),
