@@ -11,7 +11,6 @@ import sys
 import time
 
 from . import config as configmod
-from . import qemucaps
 from .domain import OWN_NS, DomainFacts, canonical_uuid
 from .errors import shown
 from .hostfacts import HostFacts
@@ -24,7 +23,7 @@ from .xmlio import MAX_INPUT_BYTES
 __all__ = ["Log", "SYSLOG_SOCKET", "hook_host_facts", "run"]
 
 
-def hook_sources(dom: DomainFacts, cfg, caps_dir: str = qemucaps.CACHE_DIR) -> HostSources:
+def hook_sources(dom: DomainFacts, cfg, caps_dir: str | None = None) -> HostSources:
     """The hook's sources: the config, libvirt's capabilities cache for the domain's devices/emulator
     (release, aliases, the build its package string names), /dev/kvm. Nothing is executed (the hook must
     not run a path a domain definition names) and libvirt is not called back."""
@@ -32,7 +31,7 @@ def hook_sources(dom: DomainFacts, cfg, caps_dir: str = qemucaps.CACHE_DIR) -> H
     return HostSources(config=cfg, caps_cache=dom.emulator or "", caps_dir=caps_dir, digest_dir=digests, kvm=True)
 
 
-def hook_host_facts(dom: DomainFacts, cfg, caps_dir: str = qemucaps.CACHE_DIR) -> HostFacts:
+def hook_host_facts(dom: DomainFacts, cfg, caps_dir: str | None = None) -> HostFacts:
     return assemble(hook_sources(dom, cfg, caps_dir))
 
 

@@ -53,7 +53,7 @@ class HostSources(NamedTuple):
     domcapabilities: str | None = None  # a `virsh domcapabilities` file
     libvirt_qemu: HostFacts | None = None  # verify --connect: what libvirt's emulator answered
     caps_cache: str | Off | None = None  # the emulator whose libvirt capabilities cache to read, or LOCAL
-    caps_dir: str = qemucaps.CACHE_DIR
+    caps_dir: str | None = None  # None: libvirt's (qemucaps.CACHE_DIR)
     digest_dir: str | None = None  # where parsed caches are kept (the hook's, beside its spool)
     local_qemu: bool | Off | HostFacts = False  # ask the local QEMU, or what it answered (verify)
     kvm: bool | Off = False  # KVM_GET_SUPPORTED_CPUID on /dev/kvm
@@ -73,23 +73,45 @@ def connection_facts(src: HostSources | None, cfg: Config, conn, uri: str) -> Ho
     return assemble(on_connection(src or HostSources(config=cfg, kvm=True), conn, uri))
 
 
+class Said(NamedTuple):
+    """What each source answered, before they are put in order."""
+
+    src: HostSources
+    named: HostFacts  # rank 2
+    libvirt: HostFacts  # rank 4 (and 6)
+    qemus: tuple[HostFacts, ...]  # rank 4: libvirt's emulator asked (verify --connect), libvirt's cache
+    local: HostFacts  # rank 5
+
+
+def _has(f: HostFacts) -> list:
+    return [qemu_build.from_facts(f)] if f.qemu_version else []
+
+
+# The order (the module docstring and docs/incoming/hostsrc.md list these titles, in this order): each row
+# gives its claims on the build and release; qemu_build.settle takes the first naming each.
+ORDER = (
+    ("the command line", lambda s: qemu_build.from_command_line(s.src.flavour, s.src.release)),
+    ("the QEMU named on the command line", lambda s: _has(s.named)),
+    ("the config", lambda s: qemu_build.from_config(s.src.config)),
+    ("libvirt", lambda s: qemu_build.libvirt_claims(s.libvirt) + [c for f in s.qemus for c in _has(f)]),
+    ("the local QEMU", lambda s: _has(s.local)),
+    ("libvirt's machine list when it shows upstream names only", lambda s: qemu_build.weak_libvirt_claims(s.libvirt)),
+    ("the machine name alone", lambda s: []),  # engine.resolve, when no claim names the build
+)
+
+
 def assemble(src: HostSources) -> HostFacts:
-    """The host facts the sources give, in the one order; BadInput when --emulator names no QEMU."""
+    """The host facts the sources give, in the one order (ORDER); BadInput when --emulator names no QEMU."""
     unused: list[str] = []
     kvm = _kvm(src.kvm, unused)
     named = _named(src.emulator)
     libvirt = _libvirt(src)
     cache, cached_path = _cache(src, unused)
     local = _local(src.local_qemu, cache, cached_path, unused)
-    qemus = [f for f in (src.libvirt_qemu, cache) if f is not None and f.qemu_version]
-    claims = (qemu_build.from_command_line(src.flavour, src.release)
-              + ([qemu_build.from_facts(named)] if named.qemu_version else [])
-              + qemu_build.from_config(src.config)
-              + qemu_build.libvirt_claims(libvirt)
-              + [qemu_build.from_facts(f) for f in qemus]
-              + ([qemu_build.from_facts(local)] if local.qemu_version else [])
-              + qemu_build.weak_libvirt_claims(libvirt))
-    facts = combine([kvm, named, libvirt, *qemus, local])
+    said = Said(src, named, libvirt, tuple(f for f in (src.libvirt_qemu, cache) if f is not None and f.qemu_version),
+                local)
+    claims = [c for _title, row in ORDER for c in row(said)]
+    facts = combine([kvm, named, libvirt, *said.qemus, local])  # the other facts: the same order
     return qemu_build.settle(facts, claims)._replace(unused=facts.unused + tuple(unused))
 
 
@@ -147,7 +169,7 @@ def _cache(src: HostSources, unused: list[str]) -> tuple[HostFacts | None, str |
         target = localqemu.find()
         if target is None:
             return None, None  # the local QEMU's line says so
-    facts, why = qemucaps.lookup(target, src.caps_dir, src.digest_dir)
+    facts, why = qemucaps.lookup(target, src.caps_dir or qemucaps.CACHE_DIR, src.digest_dir)
     if why:
         unused.append(f"libvirt's capabilities cache: {why}")
     return facts, target

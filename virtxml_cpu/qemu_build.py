@@ -1,24 +1,10 @@
 """Which QEMU build and release the guests run on: the one precedence rule, and its one wording.
 
-First to last, for the build (upstream | ubuntu | rhel) and the release (X.Y[.Z]) separately:
-  1. the command line: --qemu-flavour, --qemu-version
-  2. the QEMU named on the command line: explain's --emulator PATH (its --version and -machine help),
-     verify's --emulator (the QEMU it starts, asked over QMP)
-  3. the config: qemu_flavour, qemu_version
-  4. libvirt: the connection (--connect; audit, apply and watch always) or its files (--capabilities), and
-     libvirt's capabilities cache for the emulator (the hook: the domain's; explain: the local QEMU's):
-     a downstream machine name, emulator path or package string, the QEMU version; verify --connect: the
-     emulator libvirt names, asked over QMP
-  5. the local QEMU (qemu-system-x86_64 or /usr/libexec/qemu-kvm, its --version and -machine help; the
-     QEMU verify starts when nothing names one); not with --connect (that QEMU is on another host) nor when
-     libvirt's capabilities cache already answered for it
-  6. libvirt's machine list showing upstream names only (weaker than a package string: RHEL 8 and Ubuntu
-     also register upstream names)
-  7. the machine name alone (engine.resolve, when nothing above names the build)
+The order of the sources (the command line, the QEMU it names, the config, libvirt, the local QEMU,
+libvirt's upstream-only machine list, the machine name alone) is hostsrc.ORDER, written out in hostsrc's
+docstring; hostsrc.assemble() asks the sources and hands their claims here in that order.
 Each source is a Claim; settle() takes the first that names each fact and records where it came from.
-The other facts (machine names, aliases, the default machine, QEMU's descriptions) come from the first
-source in the same order that has them; KVM's CPUID from /dev/kvm only, the host-model CPU from libvirt
-only. hostsrc.assemble() is the one place the sources are asked and put in this order. Pure.
+Pure.
 """
 
 from __future__ import annotations
