@@ -350,3 +350,69 @@ def test_a_configured_build_and_the_flags_go_through_the_same_order_in_explain_a
     a = hostsrc.connection_facts(None, cli.configmod.load(str(world / "config.toml")), FakeConn("/x"), "test:///x")
     assert d["qemu_flavour"] == a.qemu_flavour == "rhel" and d["qemu_release"].startswith("release 7.2.22 (from libvirt")
     assert format_version(a.qemu_version) == "7.2.22"
+
+
+RHEL_HELP = """Supported machines are:
+pc                   RHEL 7.6.0 PC (i440FX + PIIX, 1996) (alias of pc-i440fx-rhel7.6.0)
+pc-i440fx-rhel7.6.0  RHEL 7.6.0 PC (i440FX + PIIX, 1996)
+q35                  RHEL-9.2.0 PC (Q35 + ICH9, 2009) (alias of pc-q35-rhel9.2.0)
+pc-q35-rhel9.2.0     RHEL-9.2.0 PC (Q35 + ICH9, 2009) (default)
+pc-q35-rhel8.6.0     RHEL-8.6.0 PC (Q35 + ICH9, 2009) (deprecated)
+none                 empty machine
+"""
+
+
+def test_told_only_rhels_binary_q35_is_what_its_machine_help_says(world, capsys):
+    """RHEL 9.2's qemu-kvm: --emulator alone used to leave q35 unresolved (l3-cache, kvm-asyncpf-int
+    host-dependent); its -machine help names the machine q35 stands for."""
+    qemu = world / "bin" / "qemu-kvm"
+    qemu.write_text("#!/bin/sh\nif [ \"$1\" = --version ]; then echo 'QEMU emulator version 7.2.0 "
+                    f"(qemu-kvm-7.2.0-14.el9_2)'; exit 0; fi\ncat <<'EOF'\n{RHEL_HELP}EOF\n")
+    qemu.chmod(0o755)
+    xml = world / "g.xml"
+    xml.write_text("<domain type='kvm'><name>g</name><vcpu>2</vcpu><os><type arch='x86_64' machine='q35'>hvm</type>"
+                   "</os><cpu mode='custom'><model>EPYC</model></cpu><devices/></domain>")
+    assert cli.main(["explain", "--format", "json", "--emulator", str(qemu), str(xml)]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["qemu_flavour"] == "rhel" and d["machine_resolved"] == "pc-q35-rhel9.2.0"
+    assert [p for p, v in d["features"].items() if v["state"] == "host-dependent"] == []
+    assert f"{qemu} -machine help" in d["host_facts"]
+
+
+def test_machine_help_gives_names_aliases_the_default_and_descriptions():
+    from virtxml_cpu.hostfacts import parse_machine_help
+
+    f = parse_machine_help(RHEL_HELP, "/usr/libexec/qemu-kvm")
+    assert f.aliases == {"pc": "pc-i440fx-rhel7.6.0", "q35": "pc-q35-rhel9.2.0", "": "pc-q35-rhel9.2.0"}
+    assert f.machines == {"pc", "pc-i440fx-rhel7.6.0", "q35", "pc-q35-rhel9.2.0", "pc-q35-rhel8.6.0"}
+    assert f.descriptions["pc-q35-rhel8.6.0"] == "RHEL-8.6.0 PC (Q35 + ICH9, 2009)" and "q35" not in f.descriptions
+    assert f.qemu_flavour == "rhel"
+
+
+def test_one_ascii_version_parser_and_one_libvirt_version_decoder():
+    from virtxml_cpu import verified
+    from virtxml_cpu.hostfacts import decode_libvirt_version, parse_qemu_version, parse_version_line
+
+    arabic = "QEMU emulator version \u0667.\u0662.0 (Debian 1:7.2)"  # Arabic-Indic digits: no release
+    assert parse_version_line(arabic) is None and parse_qemu_version(arabic) is None
+    assert verified.parse_version_line(arabic) is None  # the verified record's key goes through the same parser
+    assert verified.parse_version_line("QEMU emulator version 7.2.22 (Debian 1:7.2+dfsg-7)") == ("7.2.22", "Debian 1:7.2+dfsg-7")
+    assert decode_libvirt_version(7002022) == decode_libvirt_version("7002022") == (7, 2, 22)
+    assert decode_libvirt_version(10000002) == (10, 0, 2)
+    for bad in (0, "", "\u0667002022", "1234567890", True, None, -1):
+        assert decode_libvirt_version(bad) is None, bad
+
+
+def test_one_candidate_list_and_one_unprivileged_user_rule(world, monkeypatch):
+    from virtxml_cpu import localqemu, qemu_runner
+
+    assert localqemu.CANDIDATES == ("qemu-system-x86_64", "/usr/libexec/qemu-kvm")
+    monkeypatch.setenv("PATH", str(world / "empty"))
+    rhel = world / "bin" / "qemu-kvm"
+    rhel.write_text("#!/bin/sh\n")
+    rhel.chmod(0o755)
+    monkeypatch.setattr(localqemu, "CANDIDATES", ("qemu-system-x86_64", str(rhel)))  # as /usr/libexec/qemu-kvm
+    assert localqemu.find() == str(rhel)
+    monkeypatch.setattr(localqemu, "UNPRIVILEGED_USERS", ("root", "nobody"))  # uid 0 is never the unprivileged one
+    assert [u.name for u in localqemu.unprivileged_users()] == ["nobody"]
+    assert not hasattr(qemu_runner, "QEMU_USERS")
