@@ -29,10 +29,10 @@ def _policy_opts(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", help=f"config file (default {configmod.DEFAULT_PATH})")
     p.add_argument("--qemu-flavour", choices=FLAVOUR_NAMES,
                    help="the QEMU build the guests run on (default: --emulator, config, libvirt, the local "
-                        "qemu-system-x86_64 --version, else the machine name)")
+                        "QEMU, else the machine name; see docs: which QEMU build and release)")
     p.add_argument("--qemu-version", type=_release, metavar="X.Y[.Z]",
                    help="the QEMU release the guests run on (default: --emulator, config, libvirt, the local "
-                        "qemu-system-x86_64 --version; unknown: taken as current)")
+                        "QEMU; unknown: taken as current)")
 
 
 def _release(text: str) -> str:
@@ -71,8 +71,10 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--connect", metavar="URI", help="read host facts from this libvirt connection")
     p.add_argument("--capabilities", metavar="FILE", help="`virsh capabilities` output (machine aliases)")
     p.add_argument("--domcapabilities", metavar="FILE", help="`virsh domcapabilities` output (host-model CPU)")
-    p.add_argument("--emulator", metavar="PATH", help="the QEMU binary the guests run on: its --version gives the "
-                                                     "build and release (default: qemu-system-x86_64 on PATH)")
+    p.add_argument("--emulator", metavar="PATH", help="the QEMU binary the guests run on: its --version and "
+                                                     "-machine help give the build, release and machine aliases "
+                                                     "(default: qemu-system-x86_64 on PATH, else "
+                                                     "/usr/libexec/qemu-kvm)")
     p.add_argument("--no-host-probe", action="store_true",
                    help="do not read KVM's supported CPUID from /dev/kvm nor ask the local QEMU")
     p.add_argument("-q", "--quiet", action="store_true", help="print errors only")
@@ -139,7 +141,8 @@ def build_parser() -> argparse.ArgumentParser:
     where.add_argument("--emulator", metavar="PATH", help="the QEMU to start (any executable, a wrapper script too)")
     where.add_argument("--connect", metavar="URI", help="the emulator this local libvirt uses for KVM domains")
     ve.add_argument("--qemu-flavour", choices=FLAVOUR_NAMES, help="the QEMU build to check the rules of "
-                    "(default: config, else what the QEMU shows)")
+                    "(default: as explain decides it: what an --emulator QEMU shows, the config, else what the "
+                    "QEMU shows)")
     ve.add_argument("--config", help=f"config file (default {configmod.DEFAULT_PATH})")
     ve.add_argument("--machine", action="append", default=[], metavar="PATTERN",
                     help="only machine types matching this shell pattern (repeatable)")
