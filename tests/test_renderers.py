@@ -308,11 +308,13 @@ def test_watch_logs_the_lines_apply_prints(test_driver, capsys):
     import threading
 
     from virtxml_cpu.config import Config
+    from virtxml_cpu.hostsrc import HostSources, Off
     from virtxml_cpu.live import ApplyOptions
     from virtxml_cpu.watch import watch
 
     logged, stop = [], threading.Event()
-    opts = ApplyOptions(Config(qemu_flavour="upstream"), probe=False)
+    cfg = Config(qemu_flavour="upstream")
+    opts = ApplyOptions(cfg, sources=HostSources(config=cfg, kvm=Off("--no-host-probe")))
     t = threading.Thread(target=watch, args=("test:///default", opts, stop,
                                              lambda m, warning=False: logged.append((m, warning))))
     t.start()
