@@ -296,7 +296,7 @@ def _dying(verb: str, module: str) -> subprocess.CompletedProcess:
     """The CLI with the host's facts failing unexpectedly (a fault of ours, in the host's thread)."""
     code = (f"import sys, virtxml_cpu.{module} as m\n"
             f"def boom(*a, **k):\n    raise RuntimeError('boom')\n"
-            f"m.connection_host_facts = boom\n"
+            f"m.connection_facts = boom\n"
             f"from virtxml_cpu import cli\n"
             f"sys.argv = ['virtxml-cpu', {verb!r}, *{LIVE!r}, '--timeout', '2', *{['--all', '--yes'] if verb == 'apply' else []!r}]\n"
             f"cli.run()\n")
