@@ -16,14 +16,9 @@ from dataclasses import dataclass
 
 from . import guest_os
 from .config import Config
-<<<<<<< HEAD
 from .errors import HostTimeout, VirtxmlCpuError, failure
-from .libvirt_conn import DEFAULT_TIMEOUT, HOST_TIMEOUT_FACTOR, connection_host_facts, libvirt_module, open_for_reading
-=======
-from .errors import HostTimeout, VirtxmlCpuError
 from .libvirt_conn import DEFAULT_TIMEOUT, HOST_TIMEOUT_FACTOR, libvirt_module, open_for_reading
 from .hostsrc import HostSources, connection_facts
->>>>>>> main
 from .pipeline import process
 from .records import OK, TIMED_OUT, UNREACHABLE, AuditRow, HostResult, RowDecision
 
