@@ -265,11 +265,13 @@ def test_apply_reports_a_bad_domain_as_failed_and_fixes_the_others(fleet, capsys
 
 def test_watch_logs_a_bad_domain_as_failed_and_goes_on(fleet):
     from virtxml_cpu.config import Config
+    from virtxml_cpu.hostsrc import HostSources, Off
     from virtxml_cpu.live import ApplyOptions
     from virtxml_cpu.watch import watch
 
     logged, stop = [], threading.Event()
-    opts = ApplyOptions(Config(qemu_flavour="upstream"), probe=False)
+    cfg = Config(qemu_flavour="upstream")
+    opts = ApplyOptions(cfg, sources=HostSources(config=cfg, kvm=Off("--no-host-probe")))
     t = threading.Thread(target=watch, args=(TEST_URI, opts, stop, lambda m, warning=False: logged.append((m, warning))))
     t.start()
     try:
