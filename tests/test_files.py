@@ -256,6 +256,7 @@ def test_unreadable_input_and_config_both_exit_3(open_dir):
     if os.geteuid() != 0:
         pytest.skip("needs root to drop privileges")
     tmp_path = open_dir
+    os.chmod(tmp_path, 0o755)  # a config in a directory others can write is refused (exit 2) before it is read
     cfg = tmp_path / "c.toml"
     cfg.write_text('policy = "compat"\n')
     os.chmod(cfg, 0o600)

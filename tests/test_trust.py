@@ -104,3 +104,124 @@ def test_a_spool_created_in_a_sticky_directory_is_private_and_a_raced_directory_
              stdin=io.BytesIO(with_uuid(NEEDS_FIX)), log=Capture())
     assert (sticky / "Z" / "pending" / f"{UUID}.json").is_file()
     assert oct((sticky / "Z" / "pending").stat().st_mode & 0o777) == "0o700"
+
+
+# --- 1. hook install runs only root's code ----------------------------------------------------------------
+
+
+def _venv(where: Path) -> Path:
+    base = getattr(sys, "_base_executable", sys.executable)
+    subprocess.run([base, "-m", "venv", "--without-pip", str(where)], check=True, timeout=120)
+    return where / "bin" / "python"
+
+
+def _package_copy(where: Path) -> Path:
+    shutil.copytree(ROOT / "virtxml_cpu", where / "virtxml_cpu", ignore=shutil.ignore_patterns("__pycache__"))
+    return where
+
+
+def _install(python: Path | str, package: Path, hooks: Path, *extra: str) -> subprocess.CompletedProcess:
+    return cli("hook", "install", "--hooks-dir", str(hooks), "--legacy", *extra, python=str(python), cwd=package,
+               pythonpath=f"{package}:{LXML_DIR}")
+
+
+@ROOT_ONLY
+@pytest.mark.parametrize("spoil", ["bin", "pyvenv.cfg", "home"])
+def test_hook_install_refuses_a_venv_another_user_can_change(shared, spoil):
+    """Their bin/ holds the link the shebang names (they replace bin/python); their pyvenv.cfg, or the
+    home it names, decides where the standard library comes from (their os.py runs even with -I -S)."""
+    venv = shared / "venv"
+    python = _venv(venv)
+    package = _package_copy(shared / "pkg")
+    if spoil == "bin":
+        theirs(venv / "bin")
+    elif spoil == "pyvenv.cfg":
+        theirs(venv / "pyvenv.cfg")
+    else:
+        home = shared / "their-home" / "bin"
+        home.mkdir(parents=True)
+        theirs(home.parent, home)
+        cfg = (venv / "pyvenv.cfg").read_text()
+        (venv / "pyvenv.cfg").write_text("".join(f"home = {home}\n" if line.startswith("home") else line + "\n"
+                                                 for line in cfg.splitlines()))
+    r = _install(python, package, shared / "hooks")
+    assert r.returncode == 2 and not (shared / "hooks" / "qemu").exists(), (r.returncode, r.stdout, r.stderr)
+    assert "not installing" in r.stderr and str(venv if spoil != "home" else home) in r.stderr, r.stderr
+    assert r.stderr.count("\n") == 1
+
+
+@ROOT_ONLY
+def test_hook_install_refuses_a_link_inside_the_package_to_another_users_copy(shared):
+    package = _package_copy(shared / "pkg")
+    their = shared / "their-render"
+    shutil.move(package / "virtxml_cpu" / "render", their)
+    (package / "virtxml_cpu" / "render").symlink_to(their)  # root's link, to their copy
+    theirs(their, *their.rglob("*"))
+    r = _install(sys.executable, package, shared / "hooks")
+    assert r.returncode == 2 and not (shared / "hooks" / "qemu").exists(), (r.returncode, r.stdout, r.stderr)
+    assert "owned by uid 65534" in r.stderr and "render" in r.stderr, r.stderr
+
+
+@ROOT_ONLY
+def test_hook_status_rechecks_what_is_installed_and_says_what_fails(shared):
+    package = _package_copy(shared / "pkg")
+    hooks = shared / "hooks"
+    r = _install(sys.executable, package, hooks)
+    assert r.returncode == 0 and str(package) in (hooks / "qemu").read_text(), r.stderr
+    status = cli("hook", "status", "--hooks-dir", str(hooks), cwd=package, pythonpath=f"{package}:{LXML_DIR}")
+    assert status.returncode == 0 and "trusted" in status.stdout and "UNTRUSTED" not in status.stdout, status
+    theirs(package / "virtxml_cpu" / "hook.py")  # they may now edit what root runs at every guest start
+    status = cli("hook", "status", "--hooks-dir", str(hooks), pythonpath=f"{ROOT}:{LXML_DIR}")
+    assert status.returncode == 1, (status.stdout, status.stderr)
+    assert f"UNTRUSTED: virtxml_cpu: {package}/virtxml_cpu/hook.py is owned by uid 65534" in status.stdout, status.stdout
+
+
+# --- 2. only root's config steers root --------------------------------------------------------------------
+
+
+def _their_config(shared: Path, spool_dir: Path, how: str) -> Path:
+    if how == "their file":
+        cfg = shared / "c.toml"
+    else:  # root's file in their directory: they can replace it
+        (shared / "theirs").mkdir()
+        theirs(shared / "theirs")
+        cfg = shared / "theirs" / "c.toml"
+    cfg.write_text(f'[hook]\nmode = "queue"\nspool = "{spool_dir}"\n')
+    if how == "their file":
+        theirs(cfg)
+    return cfg
+
+
+@ROOT_ONLY
+@pytest.mark.parametrize("how", ["their file", "root's file in their directory"])
+def test_hook_install_refuses_a_config_another_user_can_change(shared, how):
+    cfg = _their_config(shared, shared / "anywhere" / "pending", how)
+    r = _install(sys.executable, ROOT, shared / "hooks", "--config", str(cfg))
+    assert r.returncode == 2 and not (shared / "hooks" / "qemu").exists(), (r.stdout, r.stderr)
+    assert str(cfg) in r.stderr and r.stderr.count("\n") == 1, r.stderr
+
+
+@ROOT_ONLY
+@pytest.mark.parametrize("how", ["their file", "root's file in their directory"])
+def test_the_hook_fails_open_on_a_config_another_user_can_change(shared, how):
+    spool_dir = shared / "anywhere" / "pending"
+    cfg = _their_config(shared, spool_dir, how)
+    log = Capture()
+    rc = hook.run(["scratch", "prepare", "begin", "-"], config_path=str(cfg), stdin=io.BytesIO(with_uuid(NEEDS_FIX)),
+                  log=log)
+    assert rc == 0 and not (shared / "anywhere").exists(), log.lines
+    assert len(log.lines) == 1 and "config unusable" in log.lines[0] and str(cfg) in log.lines[0], log.lines
+
+
+@ROOT_ONLY
+def test_a_root_run_verb_refuses_a_config_another_user_can_change(shared):
+    cfg = _their_config(shared, shared / "x", "their file")
+    xml = str(FIXTURES / "handwritten-no-cpu.xml")
+    r = cli("explain", "--no-host-probe", "--config", str(cfg), xml)
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and str(cfg) in r.stderr, r.stderr
+    os.chown(cfg, 0, 0)
+    cfg.chmod(0o664)  # root's, but the group may write it
+    r = cli("explain", "--no-host-probe", xml, env={"VIRTXML_CPU_CONFIG": str(cfg)})
+    assert r.returncode == 2 and "writable by group or others" in r.stderr and str(cfg) in r.stderr, r.stderr
+    cfg.chmod(0o644)
+    assert cli("explain", "--no-host-probe", "--config", str(cfg), xml).returncode == 0

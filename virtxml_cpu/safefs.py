@@ -78,12 +78,13 @@ def check_private_dir(path: str, owner: int | None = None) -> str | None:
     return check_trusted(st, (owner,)) or check_ancestors(path, (0, owner))
 
 
-def resolve_trusted(path: str, owners: tuple[int, ...] = (0,)) -> tuple[str, str | None]:
+def resolve_trusted(path: str, owners: tuple[int, ...] = (0,), missing_ok: bool = False) -> tuple[str, str | None]:
     """Resolve `path` as the kernel does, one name at a time, and say why someone not in `owners` could
     change what it names: every directory a name is looked up in must be theirs and writable by no one
     else (a root-owned sticky directory such as /tmp excepted: others cannot rename what is ours there),
     and every symbolic link followed must be theirs. Returns (the resolved path, None) or (where, why).
-    A missing last name is fine (a file about to be created); a missing directory is not."""
+    A missing last name is fine (a file about to be created); a missing directory is not, unless
+    `missing_ok` (nobody else can create it where every directory looked in is checked)."""
     todo = [c for c in os.path.abspath(path).split("/") if c][::-1]  # a stack: the next name last
     here, links, checked = "/", 0, set()
     while todo:
@@ -102,7 +103,7 @@ def resolve_trusted(path: str, owners: tuple[int, ...] = (0,)) -> tuple[str, str
         try:
             st = os.lstat(there)
         except FileNotFoundError:
-            return (there, None) if not todo else (there, f"{there}: No such file or directory")
+            return (there, None) if not todo or missing_ok else (there, f"{there}: No such file or directory")
         except OSError as e:
             return there, f"{there}: {e.strerror or e}"
         if stat.S_ISLNK(st.st_mode):
