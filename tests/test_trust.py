@@ -225,3 +225,48 @@ def test_a_root_run_verb_refuses_a_config_another_user_can_change(shared):
     assert r.returncode == 2 and "writable by group or others" in r.stderr and str(cfg) in r.stderr, r.stderr
     cfg.chmod(0o644)
     assert cli("explain", "--no-host-probe", "--config", str(cfg), xml).returncode == 0
+
+
+# --- 4. verify runs the very emulator it checked -------------------------------------------------------------
+
+KVM_AND_QEMU = pytest.mark.skipif(
+    os.geteuid() != 0 or not os.path.exists("/dev/kvm") or not shutil.which("qemu-system-x86_64"),
+    reason="needs root, /dev/kvm and qemu-system-x86_64 (verify starts a QEMU)")
+
+
+def _children(pid: int) -> list[str]:
+    try:
+        return Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    except OSError:
+        return []
+
+
+@KVM_AND_QEMU
+def test_verify_emulator_link_re_pointed_after_the_first_qemu_never_runs_the_new_target(shared):
+    """`verify --emulator LINK` checked the link's target and started every QEMU through the link: its
+    owner re-points it once the first QEMU runs, and their program gets QEMU's user and the kvm group."""
+    real = shutil.which("qemu-system-x86_64")
+    mine = shared / "theirs"
+    mine.mkdir()
+    ran = shared / "ran"
+    ran.touch()
+    ran.chmod(0o666)
+    evil = mine / "evil"
+    evil.write_text(f"#!/bin/sh\nid -u >> {ran}\nexec {real} \"$@\"\n")
+    evil.chmod(0o755)
+    theirs(mine, evil)
+    as_nobody("ln", "-s", real, str(mine / "qemu"))
+    root = subprocess.Popen([sys.executable, "-m", "virtxml_cpu", "verify", "--emulator", str(mine / "qemu"),
+                             "--machine", "pc-q35-*", "--cpu", "default", "--workers", "1", "-q",
+                             "--record", str(shared / "verified.json")], cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not _children(root.pid) and root.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        as_nobody("ln", "-sfn", str(evil), str(mine / "qemu"))  # the first QEMU runs: re-point the link
+        out, err = root.communicate(timeout=300)
+    finally:
+        root.kill()
+    assert ran.read_text() == "", (ran.read_text(), err[-2000:])
+    assert root.returncode in (0, 1) and "agree" in (out + err), (root.returncode, out[-1000:], err[-2000:])
