@@ -270,3 +270,99 @@ def test_verify_emulator_link_re_pointed_after_the_first_qemu_never_runs_the_new
         root.kill()
     assert ran.read_text() == "", (ran.read_text(), err[-2000:])
     assert root.returncode in (0, 1) and "agree" in (out + err), (root.returncode, out[-1000:], err[-2000:])
+
+
+# --- 3. no root write through another user's link -----------------------------------------------------------
+
+
+@pytest.fixture
+def their_dir(shared):
+    d = shared / "home"
+    d.mkdir()
+    theirs(d)
+    protected = shared / "root-only"
+    protected.mkdir(mode=0o700)
+    return d, protected
+
+
+def rewrite(*args: str) -> subprocess.CompletedProcess:
+    return cli("rewrite", "--no-host-probe", *args)
+
+
+@ROOT_ONLY
+def test_rewrite_o_never_follows_their_final_link(their_dir):
+    home, protected = their_dir
+    as_nobody("ln", "-s", str(protected / "profile.sh"), str(home / "out.xml"))
+    r = rewrite("-o", str(home / "out.xml"), str(FIXTURES / "handwritten-no-cpu.xml"))
+    assert r.returncode == 3 and r.stderr.count("\n") == 1 and "symbolic link of uid 65534" in r.stderr, r.stderr
+    assert list(protected.iterdir()) == [] and (home / "out.xml").is_symlink()
+
+
+@ROOT_ONLY
+def test_rewrite_o_never_follows_their_link_in_the_directory_part(their_dir):
+    home, protected = their_dir
+    as_nobody("ln", "-s", str(protected), str(home / "sub"))
+    r = rewrite("-o", str(home / "sub" / "out.xml"), str(FIXTURES / "handwritten-no-cpu.xml"))
+    assert r.returncode == 3 and "symbolic link of uid 65534" in r.stderr, r.stderr
+    assert list(protected.iterdir()) == []
+
+
+@ROOT_ONLY
+def test_in_place_never_follows_their_link_to_a_root_file(their_dir):
+    home, protected = their_dir
+    victim = protected / "vm.xml"
+    victim.write_bytes(NEEDS_FIX)
+    as_nobody("ln", "-s", str(victim), str(home / "vm.xml"))
+    r = rewrite("--in-place", str(home / "vm.xml"))
+    assert r.returncode == 3 and victim.read_bytes() == NEEDS_FIX, r.stderr
+
+
+@ROOT_ONLY
+def test_as_root_their_directory_gets_only_a_fresh_file_and_nothing_of_theirs_is_replaced(their_dir):
+    home, _ = their_dir
+    src = str(FIXTURES / "handwritten-no-cpu.xml")
+    r = rewrite("-o", str(home / "new.xml"), src)
+    st = (home / "new.xml").lstat()
+    assert r.returncode == 0 and st.st_uid == 0 and b"pvspinlock" in (home / "new.xml").read_bytes(), r.stderr
+    assert sorted(p.name for p in home.iterdir()) == ["new.xml"]  # no temporary file left
+    theirs(home / "new.xml")
+    for args in (("-o", str(home / "new.xml"), src), ("--in-place", str(home / "new.xml"))):
+        r = rewrite(*args)
+        assert r.returncode == 3 and "belongs to uid 65534" in r.stderr and r.stderr.count("\n") == 1, r.stderr
+        assert (home / "new.xml").lstat().st_ino == st.st_ino and sorted(p.name for p in home.iterdir()) == ["new.xml"]
+
+
+def _audit_to(prom: Path) -> subprocess.CompletedProcess:
+    pytest.importorskip("libvirt", reason="libvirt-python is not installed: the audit through libvirt's test "
+                                          "driver is SKIPPED")
+    return cli("audit", "--connect", "test:///default", "--no-host-probe", "--qemu-flavour", "upstream",
+               "--format", "prometheus", "-o", str(prom))
+
+
+@ROOT_ONLY
+def test_the_audit_textfile_is_renamed_into_roots_directory_and_a_swapped_directory_is_refused(shared):
+    """Debian gives /var/lib/prometheus to the prometheus user; node-exporter/ in it is root's. The
+    audit unit's command (root) rewrites node-exporter/virtxml-cpu.prom at every run. The user swaps
+    node-exporter/ for a directory of theirs holding virtxml-cpu.prom as a link into a root-only place:
+    root must create nothing there."""
+    var = shared / "prometheus"
+    (var / "node-exporter").mkdir(parents=True)
+    theirs(var)
+    prom = var / "node-exporter" / "virtxml-cpu.prom"
+    for _ in range(2):  # written, then replaced by rename
+        r = _audit_to(prom)
+        assert r.returncode in (0, 1) and "virtxml_cpu_host_reachable" in prom.read_text(), r.stderr
+    assert prom.stat().st_uid == 0 and sorted(p.name for p in prom.parent.iterdir()) == ["virtxml-cpu.prom"]
+    protected = shared / "root-only"
+    protected.mkdir(mode=0o700)
+    as_nobody("mv", str(var / "node-exporter"), str(var / "old"))
+    as_nobody("mkdir", str(var / "node-exporter"))
+    as_nobody("ln", "-s", str(protected / "evil.sh"), str(prom))
+    r = _audit_to(prom)
+    assert r.returncode == 3 and list(protected.iterdir()) == [] and prom.is_symlink(), r.stderr
+    as_nobody("rm", str(prom))
+    as_nobody("ln", "-s", str(protected), str(var / "nx"))  # or the directory itself swapped for a link
+    as_nobody("rmdir", str(var / "node-exporter"))
+    as_nobody("mv", str(var / "nx"), str(var / "node-exporter"))
+    r = _audit_to(prom)
+    assert r.returncode == 3 and list(protected.iterdir()) == [], r.stderr
