@@ -366,3 +366,32 @@ def test_the_audit_textfile_is_renamed_into_roots_directory_and_a_swapped_direct
     as_nobody("mv", str(var / "nx"), str(var / "node-exporter"))
     r = _audit_to(prom)
     assert r.returncode == 3 and list(protected.iterdir()) == [], r.stderr
+
+
+# --- 10. postrm acts on $DPKG_ROOT only --------------------------------------------------------------------
+
+NAMESPACES = pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("unshare"),
+                                reason="needs root and unshare (a private mount namespace hides the real /var/lib)")
+
+
+@NAMESPACES
+@pytest.mark.parametrize("action", ["remove", "purge"])
+def test_postrm_honours_dpkg_root_on_every_path(tmp_path, action):
+    """Run in a private mount namespace whose /var/lib is an empty tmpfs standing in for this system's:
+    the script, given DPKG_ROOT, must leave it alone and clean up the other root."""
+    chroot = tmp_path / "chroot"
+    script = (ROOT / "debian" / "virtxml-cpu.postrm").read_text().replace("#DEBHELPER#", "")
+    (tmp_path / "postrm").write_text(script)
+    state = "var/lib/virtxml-cpu/pending/x.json"
+    prom = "var/lib/prometheus/node-exporter/virtxml-cpu.prom"
+    for rel in (state, prom):
+        (chroot / rel).parent.mkdir(parents=True, exist_ok=True)
+        (chroot / rel).write_text("x")
+    inside = (f"mount -t tmpfs vxc /var/lib && mkdir -p /var/lib/virtxml-cpu/pending "
+              f"/var/lib/prometheus/node-exporter && touch /{state} /{prom} && "
+              f"DPKG_ROOT={chroot} sh {tmp_path / 'postrm'} {action} && ls /{state} /{prom}")
+    r = subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c", inside],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, (r.stdout, r.stderr)  # this system's files are all still there
+    assert not (chroot / prom).exists()
+    assert (chroot / state).exists() == (action == "remove")
