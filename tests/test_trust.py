@@ -19,6 +19,7 @@ import pytest
 from virtxml_cpu import hook, qemucaps
 
 from .conftest import FIXTURES, ROOT, Capture
+from .test_verify import fake  # noqa: F401 - a stand-in QEMU serving QMP (fixture)
 
 ROOT_ONLY = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (other users, root-owned files)")
 NEEDS_FIX = (FIXTURES / "handwritten-no-cpu.xml").read_bytes()
@@ -395,3 +396,17 @@ def test_postrm_honours_dpkg_root_on_every_path(tmp_path, action):
     assert r.returncode == 0, (r.stdout, r.stderr)  # this system's files are all still there
     assert not (chroot / prom).exists()
     assert (chroot / state).exists() == (action == "remove")
+
+
+@ROOT_ONLY
+def test_verify_record_goes_through_no_link_of_theirs(their_dir, fake):
+    from virtxml_cpu import qemu_runner, verified, verify
+    from virtxml_cpu.hostfacts import HostFacts
+
+    home, protected = their_dir
+    as_nobody("ln", "-s", str(protected), str(home / "lib"))
+    build = qemu_runner.probe(fake())
+    outcome = verify.Outcome(build, verify.tool_host(build, HostFacts()), qemu_runner.Identity("test"), [], [], [],
+                             [], None, 0.0)
+    note = verified.write_record(outcome, str(home / "lib" / "verified.json"))
+    assert note.startswith("not recorded") and list(protected.iterdir()) == [], note
