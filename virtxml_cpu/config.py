@@ -115,7 +115,7 @@ def read_trusted(path: str) -> bytes:
     owners = tuple(sorted({0, os.geteuid()}))
     real, why = resolve_trusted(path, owners, missing_ok=True)
     if why:
-        raise Untrusted(f"is not root's alone: {why}")
+        raise Untrusted(f"could be changed by another user: {why} (only root's config steers root)")
     raw, st = read_regular(real, MAX_CONFIG_BYTES)
     why = check_trusted(st, owners)
     if why:
