@@ -174,7 +174,8 @@ def test_hook_status_rechecks_what_is_installed_and_says_what_fails(shared):
     theirs(package / "virtxml_cpu" / "hook.py")  # they may now edit what root runs at every guest start
     status = cli("hook", "status", "--hooks-dir", str(hooks), pythonpath=f"{ROOT}:{LXML_DIR}")
     assert status.returncode == 1, (status.stdout, status.stderr)
-    assert f"UNTRUSTED: virtxml_cpu: {package}/virtxml_cpu/hook.py is owned by uid 65534" in status.stdout, status.stdout
+    want = f"UNTRUSTED: virtxml_cpu: {package}/virtxml_cpu/hook.py is owned by uid 65534"
+    assert want in status.stdout, status.stdout
 
 
 # --- 2. only root's config steers root --------------------------------------------------------------------
