@@ -411,3 +411,12 @@ def test_verify_record_goes_through_no_link_of_theirs(their_dir, fake):
                              [], None, 0.0)
     note = verified.write_record(outcome, str(home / "lib" / "verified.json"))
     assert note.startswith("not recorded") and list(protected.iterdir()) == [], note
+
+
+@ROOT_ONLY
+def test_hook_install_creates_nothing_through_their_link_for_the_hooks_directory(their_dir):
+    home, protected = their_dir
+    as_nobody("ln", "-s", str(protected), str(home / "hooks"))
+    r = _install(sys.executable, ROOT, home / "hooks")
+    assert r.returncode == 2 and list(protected.iterdir()) == [], (r.stdout, r.stderr)
+    assert "owned by uid 65534" in r.stderr and r.stderr.count("\n") == 1, r.stderr

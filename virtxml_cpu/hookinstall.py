@@ -199,6 +199,9 @@ def install(hooks_dir: str, mode: str | None, config: str | None, legacy: bool |
         raise BadInput(f"not installing a hook libvirtd would run as root: {why}; install virtxml-cpu where only "
                        "root can change it (the .deb, or a root-owned venv such as /opt/virtxml-cpu)")
     path = target(hooks_dir, legacy)
+    _real, why = resolve_trusted(str(path), tuple(sorted({0, os.geteuid()})), missing_ok=True)
+    if why:  # libvirtd runs whatever is there as root: a hooks directory others can change is theirs
+        raise BadInput(f"not installing into {shown(str(path.parent))}: {why}")
     if path.exists() and not is_ours(path):
         how = ("libvirt >= 6.5 runs every script in qemu.d/: upgrade and use that, or call "
                f"'{path.parent}/qemu.d/virtxml-cpu \"$@\"' from your own {path.name} script")
