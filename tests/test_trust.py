@@ -402,13 +402,13 @@ def test_postrm_honours_dpkg_root_on_every_path(tmp_path, action):
 @ROOT_ONLY
 def test_verify_record_goes_through_no_link_of_theirs(their_dir, fake):
     from virtxml_cpu import qemu_runner, verified, verify
-    from virtxml_cpu.hostfacts import HostFacts
+    from virtxml_cpu.hostsrc import assemble
 
     home, protected = their_dir
     as_nobody("ln", "-s", str(protected), str(home / "lib"))
     build = qemu_runner.probe(fake())
-    outcome = verify.Outcome(build, verify.tool_host(build, HostFacts()), qemu_runner.Identity("test"), [], [], [],
-                             [], None, 0.0)
+    host = assemble(verify.sources(verify.VerifyOptions(), build, kvm=False))
+    outcome = verify.Outcome(build, host, qemu_runner.Identity("test"), [], [], [], [], None, 0.0)
     note = verified.write_record(outcome, str(home / "lib" / "verified.json"))
     assert note.startswith("not recorded") and list(protected.iterdir()) == [], note
 
