@@ -7,7 +7,7 @@ from typing import NamedTuple
 
 from lxml import etree
 
-from .libvirt_xml import SETTINGS, Setting
+from .libvirt_xml import PLACEMENT, SETTINGS, Placement, Setting
 from .orchestrators import ORCHESTRATORS
 
 QEMU_NS = "http://libvirt.org/schemas/domain/qemu/1.0"
@@ -37,6 +37,14 @@ class QemuArgs(NamedTuple):
     accel_irqchip: str | None = None  # kernel_irqchip / kernel-irqchip from -machine/-accel
 
 
+class Placed(NamedTuple):
+    """One element of a libvirt_xml.PLACEMENT row as written: its attributes' text, None when absent."""
+
+    key: str  # the row's key
+    cpus: str | None  # the set attribute (cpuset / vcpus)
+    attrs: tuple[str | None, ...]  # the row's other attributes, in its order
+
+
 class DomainFacts(NamedTuple):
     """Every input the rules read (a tuple: built once per document, cheap to build and to hash). name and
     uuid come first: they are the only facts that differ between clones of one template."""
@@ -59,6 +67,7 @@ class DomainFacts(NamedTuple):
     os_id: str | None  # libosinfo id, e.g. http://microsoft.com/win/10
     emulator: str | None
     orchestrator: str | None = None  # who generates this definition (orchestrators.ORCHESTRATORS)
+    placement: tuple[Placed, ...] = ()  # <vcpu cpuset>, <cputune> pins and schedulers, in PLACEMENT order
 
     @property
     def looks_windows(self) -> bool:
@@ -103,6 +112,18 @@ def _setting(top: dict, row: Setting) -> str | None:
         return None
     value = child.get(row.attr)
     return row.bare if value is None else value
+
+
+def _placed(root, top: dict, row: Placement) -> list[Placed]:
+    """Read one libvirt_xml.PLACEMENT row as libvirt's XPath does: every element at its path, or the first."""
+    if row.path[0] not in top:
+        return []
+    found = [root]
+    for tag in row.path:
+        found = [c for el in found for c in el.iterchildren(tag)]
+    if row.first:
+        found = found[:1]
+    return [Placed(row.key, el.get(row.cpus), tuple(el.get(a) for a in row.attrs)) for el in found]
 
 
 def _int(text, default):
@@ -216,6 +237,7 @@ def extract(root: etree._Element) -> DomainFacts:
         os_id=osinfo.get("id") if osinfo is not None else None,
         emulator=_text(top["devices"].find("emulator") if "devices" in top else None),
         orchestrator=_orchestrator(top.get("metadata")),
+        placement=tuple(p for row in PLACEMENT for p in _placed(root, top, row)),
     )
 
 
