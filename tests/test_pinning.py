@@ -90,7 +90,8 @@ def test_dedicated_means_one_host_cpu_of_its_own_per_vcpu(kw, dedicated):
     (dict(extra="<emulatorpin cpuset='1'/><emulatorpin cpuset='2'/>"), "only one emulatorpin is supported"),
     (dict(extra="<vcpusched vcpus='0' scheduler='fifo' priority='1'/><vcpusched vcpus='0-1' scheduler='rr' "
                 "priority='1'/>"), "'vcpusched' attributes 'vcpus' must not overlap"),
-    (dict(extra="<vcpusched vcpus='5' scheduler='fifo' priority='1'/>"), "vCPU '5' is not present in domain definition"),
+    (dict(extra="<vcpusched vcpus='5' scheduler='fifo' priority='1'/>"),
+     "vCPU '5' is not present in domain definition"),
     (dict(vattrs=" placement='numad'"), "Invalid value for attribute 'placement' in element 'vcpu': 'numad'."),
 ])
 def test_what_libvirt_refuses_is_named_with_its_message(kw, error):

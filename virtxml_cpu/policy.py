@@ -19,9 +19,9 @@ X86 = ("x86_64", "i686")
 # Every rule a decision can name, in the order decide() tries them (README "The rules"; the suite checks
 # that each one is reached).
 DECISION_RULES = ("policy-never", "not-x86", "not-kvm", "user-choice", "qemu-cpu-override", "kvm-hidden", "cpu-pm",
-                  "already-on", "machine-family", "cpu-mode", "dedicated-vcpus", "machine-too-old", "machine-version-unknown",
-                  "accelerator-unsupported", "numa-single-node", "guest-kernel", "policy-compat", "policy-numa",
-                  "policy-always", "metadata-invalid")
+                  "already-on", "machine-family", "cpu-mode", "dedicated-vcpus", "machine-too-old",
+                  "machine-version-unknown", "accelerator-unsupported", "numa-single-node", "guest-kernel",
+                  "policy-compat", "policy-numa", "policy-always", "metadata-invalid")
 
 
 class Decision(NamedTuple):
@@ -96,11 +96,9 @@ def _decide(res: Resolution, policy: str, style: str) -> Decision:
                                       "the rule covers the PC machine types only")
     if res.cpu_kind != "named":
         return keep("cpu-mode", f"CPU mode {res.facts.cpu_mode}: QEMU already decides kvm-pv-unhalt from the host")
-    if policy in ("compat", "numa") and pinning.read(res.facts).dedicated:
-        hinted = res.features["kvm-hint-dedicated"].state == ON
-        return keep("dedicated-vcpus", DEDICATED_REASON.format(
-            policy=policy, then="<kvm><hint-dedicated state='on'/> already tells the guest so" if hinted else
-            "the note names the hint to use instead"))
+    dedicated = _dedicated_vcpus(res, policy)
+    if dedicated:
+        return keep("dedicated-vcpus", dedicated)
     if policy in ("compat", "numa"):
         newer = version_at_least(res.machine, COMPAT_SINCE)
         if newer is False:
@@ -144,6 +142,15 @@ DEDICATED_HINT = (f"on dedicated host CPUs use {libvirt_xml.HINT_DEDICATED} inst
                   "and PV sched-yield (arch/x86/kernel/kvm.c kvm_spinlock_init, pv_tlb_flush_supported); libvirt "
                   "5.7.0 and QEMU 2.12 or newer, any CPU mode (verified with libvirt 9.0/QEMU 7.2 and libvirt "
                   "11.3/QEMU 10.0: accepted with a named model and host-model, EDX bit 0 set in the guest)")
+
+
+def _dedicated_vcpus(res: Resolution, policy: str) -> str | None:
+    """Rule dedicated-vcpus: under compat and numa, the reason to keep a guest on dedicated host CPUs."""
+    if policy not in ("compat", "numa") or not pinning.read(res.facts).dedicated:
+        return None
+    hinted = res.features["kvm-hint-dedicated"].state == ON
+    return DEDICATED_REASON.format(policy=policy, then="<kvm><hint-dedicated state='on'/> already tells the guest so"
+                                   if hinted else "the note names the hint to use instead")
 
 
 def _placement_notes(res: Resolution) -> list[str]:
