@@ -4,7 +4,7 @@
    (virBitmapFormat), or refuses it; and libvirt refuses the placement elements pinning.read refuses, with the
    message it reports.
 2. A 2-vCPU guest pinned to host CPUs 0 and 1 (this host has 2): audit through libvirt says dedicated-vcpus,
-   keep; the guest's CPUID 0x40000001, read with the boot sector, has neither PV_UNHALT (EAX bit 7) nor
+   keep; started, its `CPU n/KVM` threads are allowed on host CPU n only; the guest's CPUID 0x40000001, read with the boot sector, has neither PV_UNHALT (EAX bit 7) nor
    KVM_HINTS_REALTIME (EDX bit 0); with <kvm><hint-dedicated state='on'/> libvirt and QEMU start it under
    every CPU mode and the guest reads EDX bit 0 set, EAX unchanged.
 """
@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from lxml import etree
@@ -134,6 +135,30 @@ def _audit(lab, name: str) -> dict:
     return next(row for row in rows if row.get("domain") == name)
 
 
+def _vcpu_threads_affinity(conn, lab, name, machine, cpu) -> tuple[list, dict[str, str]]:
+    """Start the pinned guest paused: libvirt's view of each vCPU's host CPUs, and each `CPU n/KVM` thread's
+    Cpus_allowed_list as the host kernel has it."""
+    xml = harness.boot_sector_guest(name, machine, cpu, "", lab=lab, cputune_xml=PINS)
+    dom = conn.defineXML(harness.startable(xml).decode())
+    try:
+        dom.createWithFlags(libvirt.VIR_DOMAIN_START_PAUSED)
+        try:
+            maps = dom.vcpus()[1]
+            pid = int(lab.path(Path(f"/run/libvirt/qemu/{name}.pid")).read_text())
+            threads = {}
+            for task in Path(f"/proc/{pid}/task").iterdir():
+                comm = (task / "comm").read_text().strip()
+                if comm.startswith("CPU "):
+                    status = (task / "status").read_text()
+                    threads[comm] = next(line.split(":", 1)[1].strip() for line in status.splitlines()
+                                         if line.startswith("Cpus_allowed_list:"))
+            return maps, threads
+        finally:
+            dom.destroy()
+    finally:
+        dom.undefine()
+
+
 def _boot(conn, lab, name, machine, cpu, features, register) -> int:
     xml = harness.boot_sector_guest(name, machine, cpu, features, lab=lab, register=register, cputune_xml=PINS)
     return int(harness.boot_and_read_cpuid(conn, harness.startable(xml), name, lab=lab), 16)
@@ -157,6 +182,8 @@ def test_pinned_guest_is_kept_and_reads_the_hint_only_with_hint_dedicated(conns,
         assert (row["decision"]["action"], row["decision"]["rule"]) == ("keep", "dedicated-vcpus"), row
         assert row["needs_fix"] is False
     assert any(n.startswith("dedicated host CPUs: each of its 2 vCPU(s)") for n in row["decision"]["notes"]), row
+    maps, threads = _vcpu_threads_affinity(conn, lab, name, machine, cpu)
+    assert maps == [(True, False), (False, True)] and threads == {"CPU 0/KVM": "0", "CPU 1/KVM": "1"}, (maps, threads)
     eax = _boot(conn, lab, name, machine, cpu, "", "eax")
     edx = _boot(conn, lab, name, machine, cpu, "", "edx")
     hinted_eax = _boot(conn, lab, name, machine, cpu, HINT, "eax")

@@ -137,11 +137,13 @@ DEDICATED_REASON = ("policy '{policy}': every vCPU has a host CPU of its own (se
                     "vCPU is not preempted and PV spinlocks only cost (kernel bugzilla 207357: 18% of bare metal with "
                     "PV_UNHALT, close to it without): kvm-pv-unhalt is not added; {then}")
 DEDICATED_HINT = (f"on dedicated host CPUs use {libvirt_xml.HINT_DEDICATED} instead: libvirt writes "
-                  "kvm-hint-dedicated=on, the guest reads KVM_HINTS_REALTIME (CPUID 0x40000001 EDX bit 0), and Linux "
-                  "then disables PV spinlocks even with PV_UNHALT present (native qspinlock) and skips PV TLB flush "
-                  "and PV sched-yield (arch/x86/kernel/kvm.c kvm_spinlock_init, pv_tlb_flush_supported); libvirt "
-                  "5.7.0 and QEMU 2.12 or newer, any CPU mode (verified with libvirt 9.0/QEMU 7.2 and libvirt "
-                  "11.3/QEMU 10.0: accepted with a named model and host-model, EDX bit 0 set in the guest)")
+                  "kvm-hint-dedicated=on and the guest reads KVM_HINTS_REALTIME (CPUID 0x40000001 EDX bit 0); Linux "
+                  "then uses no PV spinlocks even where PV_UNHALT is present ('PV spinlocks disabled with "
+                  "KVM_HINTS_REALTIME hints') and skips PV TLB flush and PV sched-yield (arch/x86/kernel/kvm.c "
+                  "kvm_spinlock_init, pv_tlb_flush_supported); it needs libvirt "
+                  "5.7.0 and QEMU 2.12 under KVM and no particular CPU mode: libvirt 9.0/QEMU 7.2 and 11.3/10.0 start "
+                  "it with a named model, host-model and host-passthrough alike, and the guest reads EDX bit 0 set "
+                  "(none under TCG or with <kvm><hidden state='on'/>)")
 
 
 def _dedicated_vcpus(res: Resolution, policy: str) -> str | None:
