@@ -27,7 +27,7 @@ def _record_exercise() -> None:
     from virtxml_cpu import domain, engine, policy
 
     rule_applies, decide, invalid = engine.rule_applies, policy._decide, policy.invalid_exemption
-    read_setting, read_placed = domain._setting, domain._placed
+    read_setting, read_placement = domain._setting, domain._placement
 
     def recording_setting(top, row):
         value = read_setting(top, row)
@@ -35,10 +35,9 @@ def _record_exercise() -> None:
             EXERCISED["settings"].add(row.key)
         return value
 
-    def recording_placed(root, top, row):
-        found = read_placed(root, top, row)
-        if any(p.cpus is not None for p in found):
-            EXERCISED["placement"].add(row.key)
+    def recording_placement(root, top):
+        found = read_placement(root, top)
+        EXERCISED["placement"].update(p.key for p in found if p.cpus is not None)
         return found
 
     def recording_rule_applies(rule, *args):
@@ -59,7 +58,7 @@ def _record_exercise() -> None:
 
     engine.rule_applies, policy._decide, policy.invalid_exemption = (recording_rule_applies, recording_decide,
                                                                      recording_invalid)
-    domain._setting, domain._placed = recording_setting, recording_placed
+    domain._setting, domain._placement = recording_setting, recording_placement
 
 
 def pytest_configure(config):

@@ -114,16 +114,42 @@ def _setting(top: dict, row: Setting) -> str | None:
     return row.bare if value is None else value
 
 
-def _placed(root, top: dict, row: Placement) -> list[Placed]:
-    """Read one libvirt_xml.PLACEMENT row as libvirt's XPath does: every element at its path, or the first."""
-    if row.path[0] not in top:
-        return []
-    found = [root]
-    for tag in row.path:
-        found = [c for el in found for c in el.iterchildren(tag)]
-    if row.first:
-        found = found[:1]
-    return [Placed(row.key, el.get(row.cpus), tuple(el.get(a) for a in row.attrs)) for el in found]
+# PLACEMENT rows by the top-level element that holds them: (tag, first only, {child tag: row}); a row whose
+# path is one element long is that element itself (child tag None).
+_PLACEMENT_PARENTS: dict[str, tuple[bool, dict[str | None, Placement]]] = {}
+for _row in PLACEMENT:
+    _PLACEMENT_PARENTS.setdefault(_row.path[0], (_row.first, {}))[1][_row.path[1] if len(_row.path) > 1 else None] = _row
+
+
+def _placement(root, top: dict) -> tuple[Placed, ...]:
+    """The libvirt_xml.PLACEMENT rows, read as libvirt's XPath does (every element at a row's path, or the
+    first), in one pass over each parent. An element without any of its row's attributes is left out when
+    libvirt takes that as nothing. Sorted in PLACEMENT order, as libvirt parses them."""
+    out: list[Placed] = []
+    for tag, (first, rows) in _PLACEMENT_PARENTS.items():
+        if tag not in top:
+            continue
+        parents = [top[tag]] if first else root.iterchildren(tag)
+        for parent in parents:
+            row = rows.get(None)
+            if row is not None:
+                _place(out, row, parent)
+            if len(rows) > (row is not None):
+                for el in parent:
+                    child = rows.get(el.tag)
+                    if child is not None:
+                        _place(out, child, el)
+    out.sort(key=lambda p: _PLACEMENT_ORDER[p.key])
+    return tuple(out)
+
+
+_PLACEMENT_ORDER = {row.key: i for i, row in enumerate(PLACEMENT)}
+
+
+def _place(out: list, row: Placement, el) -> None:
+    cpus, attrs = el.get(row.cpus), tuple(map(el.get, row.attrs))
+    if cpus is not None or row.missing is not None or attrs != (None,) * len(attrs):
+        out.append(Placed(row.key, cpus, attrs))
 
 
 def _int(text, default):
@@ -237,7 +263,7 @@ def extract(root: etree._Element) -> DomainFacts:
         os_id=osinfo.get("id") if osinfo is not None else None,
         emulator=_text(top["devices"].find("emulator") if "devices" in top else None),
         orchestrator=_orchestrator(top.get("metadata")),
-        placement=tuple(p for row in PLACEMENT for p in _placed(root, top, row)),
+        placement=_placement(root, top),
     )
 
 

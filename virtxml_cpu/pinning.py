@@ -120,7 +120,7 @@ def _read(placement: tuple, vcpus: int) -> Pinning:
                 "<vcpu cpuset>" if default is not None else "" for i in range(vcpus))
     dedicated, why = _judge(affinity, how, auto, emulator, frozenset(realtime), error, bool(pins))
     written = any(p.key != "vcpu-cpuset" or p.cpus is not None or p.attrs[0] not in (None, "static")
-                  for p in placement)  # a bare <vcpu>N</vcpu> places nothing
+                  for p in placement)  # <vcpu placement='static'> without a cpuset places nothing
     return Pinning(written, vcpus, affinity, emulator, frozenset(realtime), error, dedicated, why)
 
 
