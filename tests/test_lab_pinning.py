@@ -4,9 +4,10 @@
    (virBitmapFormat), or refuses it; and libvirt refuses the placement elements pinning.read refuses, with the
    message it reports.
 2. A 2-vCPU guest pinned to host CPUs 0 and 1 (this host has 2): audit through libvirt says dedicated-vcpus,
-   keep; started, its `CPU n/KVM` threads are allowed on host CPU n only; the guest's CPUID 0x40000001, read with the boot sector, has neither PV_UNHALT (EAX bit 7) nor
-   KVM_HINTS_REALTIME (EDX bit 0); with <kvm><hint-dedicated state='on'/> libvirt and QEMU start it under
-   every CPU mode and the guest reads EDX bit 0 set, EAX unchanged.
+   keep; started, its `CPU n/KVM` threads are allowed on host CPU n only; the guest's CPUID 0x40000001, read
+   with the boot sector, has neither PV_UNHALT (EAX bit 7) nor KVM_HINTS_REALTIME (EDX bit 0); with
+   <kvm><hint-dedicated state='on'/> libvirt and QEMU start it under every CPU mode and the guest reads EDX
+   bit 0 set, EAX unchanged.
 """
 
 from __future__ import annotations

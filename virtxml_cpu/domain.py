@@ -114,11 +114,16 @@ def _setting(top: dict, row: Setting) -> str | None:
     return row.bare if value is None else value
 
 
-# PLACEMENT rows by the top-level element that holds them: (tag, first only, {child tag: row}); a row whose
-# path is one element long is that element itself (child tag None).
-_PLACEMENT_PARENTS: dict[str, tuple[bool, dict[str | None, Placement]]] = {}
-for _row in PLACEMENT:
-    _PLACEMENT_PARENTS.setdefault(_row.path[0], (_row.first, {}))[1][_row.path[1] if len(_row.path) > 1 else None] = _row
+def _by_parent(rows) -> dict[str, tuple[bool, dict[str | None, Placement]]]:
+    """PLACEMENT rows by the top-level element holding them: tag -> (first only, {child tag: row}); a row
+    whose path is one element long is that element itself (child tag None)."""
+    out: dict[str, tuple[bool, dict[str | None, Placement]]] = {}
+    for row in rows:
+        out.setdefault(row.path[0], (row.first, {}))[1][row.path[1] if len(row.path) > 1 else None] = row
+    return out
+
+
+_PLACEMENT_PARENTS = _by_parent(PLACEMENT)
 
 
 def _placement(root, top: dict) -> tuple[Placed, ...]:
