@@ -433,3 +433,12 @@ def test_explain_shows_a_name_and_a_machine_type_escaped(tmp_path):
     text = r.stdout.decode()
     assert "== web\\u202e01\\x85x" in text and "pc\\u2028forged" in text
     assert not _raw(text.replace("\n", "")), _raw(text)
+
+
+def test_apply_asks_about_a_name_shown_escaped(odd_names, monkeypatch, capsys):
+    asked = []
+    monkeypatch.setattr(sys.stdin, "isatty", lambda: True, raising=False)
+    monkeypatch.setattr("builtins.input", lambda prompt: asked.append(prompt) or "n")
+    cli.main(["apply", *LIVE, "vxc-rlo\u202ex"])
+    (prompt,) = asked
+    assert "Define 'vxc-rlo\\u202ex' with this change?" in prompt, prompt

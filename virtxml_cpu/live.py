@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from . import spool
 from .config import Config
-from .errors import EnvironmentProblem, VirtxmlCpuError, failure
+from .errors import EnvironmentProblem, VirtxmlCpuError, failure, shown
 from .hostfacts import HostFacts
 from .libvirt_conn import DEFAULT_TIMEOUT, libvirt_module, open_connection, open_for_reading
 from .hostsrc import HostSources, connection_facts
@@ -233,7 +233,7 @@ def apply_domain(target: Target, dom, opts: ApplyOptions) -> ApplyOutcome:
     if opts.changes_nothing:
         return outcome(WOULD_CHANGE, o.decision.reason, notes)
     if not opts.yes:
-        if opts.confirm is None or not opts.confirm(f"{unified_diff(o)}Define '{name}' with this change? [y/N] "):
+        if opts.confirm is None or not opts.confirm(f"{unified_diff(o)}Define '{shown(name)}' with this change? [y/N] "):
             return outcome(SKIPPED, "not confirmed", notes)
     text = o.output.decode()
     try:
