@@ -31,6 +31,7 @@ class Machine(NamedTuple):
     how: str = ""  # which table row or grammar read the name
     arrays: str = "upstream"  # whose machine compat arrays it takes: "upstream" (pc_compat_X_Y) | "rhel"
     defined_in: str | None = None  # when this QEMU release does not define the name: which releases do
+    downstream: str = ""  # the distribution release a downstream name belongs to ("Ubuntu 25.04", "RHEL 9.8.0")
 
     @property
     def version(self) -> Version | None:
@@ -39,6 +40,13 @@ class Machine(NamedTuple):
     @property
     def is_pc(self) -> bool:
         return self.family in PC_FAMILIES
+
+    @property
+    def base(self) -> str | None:
+        """The upstream machine type this one is built from (pc-q35-9.1 for pc-q35-plucky); None when the
+        compat level is not known exactly."""
+        v = self.version
+        return f"{self.family}-{format_version(v)}" if v is not None and self.family in PC_FAMILIES else None
 
     def label(self) -> str:
         if self.alias_of and self.alias_of != self.name:
@@ -131,7 +139,7 @@ def _from_table(name: str, m, table: NameTable, flavour: Flavour, release: Versi
         irqchip = row.irqchip.get(family) or flavour.irqchip_defaults.get(f"{family}-{format_version(base)}", "on")
         gone = None if row.exists_in(release) else _span(row)
         return Machine(name, family, flavour.name, base, base, own, irqchip=irqchip, arrays=table.arrays,
-                       defined_in=gone, how=f"{row.source} ({key}{suffix}: {family}-{format_version(base)} options)"
+                       defined_in=gone, downstream=_release_label(table, key, row), how=f"{row.source} ({key}{suffix}: {family}-{format_version(base)} options)"
                                             + (f"; not defined by QEMU {format_version(release)}" if gone else ""))
     if table.order == "version":
         below, above = _neighbours(key, table)
@@ -144,13 +152,22 @@ def _from_table(name: str, m, table: NameTable, flavour: Flavour, release: Versi
 
 
 def _definition(table: NameTable, key: str, suffix: str, family: str, release: Version | None) -> Release | None:
-    """The row defining KEY+suffix for this family in that QEMU release: a suffix override first, else the
-    key's row; among a name's definitions over time the one of `release`, else the newest."""
-    rows = [r for r in table.suffix_overrides.get(key + suffix, ()) if family in r.bases] or \
-           [r for r in table.releases if r.key == key and family in r.bases]
+    """The row defining KEY+suffix for this family in that QEMU release (a suffixed name only by its own row:
+    pc-q35-questing-v2 does not exist); among a name's definitions over time the one of `release`, else the
+    newest."""
+    if suffix:
+        rows = [r for r in table.suffix_overrides.get(key + suffix, ()) if family in r.bases]
+    else:
+        rows = [r for r in table.releases if r.key == key and family in r.bases]
     if not rows:
         return None
     return next((r for r in reversed(rows) if r.exists_in(release)), rows[-1])
+
+
+def _release_label(table: NameTable, key: str, row: Release) -> str:
+    if "{described}" in table.release_label and not row.described:
+        return ""
+    return table.release_label.format(key=key, described=row.described)
 
 
 def _dated(name: str, family: str, flavour: Flavour, table: NameTable, release: Version | None,
