@@ -59,6 +59,7 @@ class DomainFacts(NamedTuple):
     os_id: str | None  # libosinfo id, e.g. http://microsoft.com/win/10
     emulator: str | None
     orchestrator: str | None = None  # who generates this definition (orchestrators.ORCHESTRATORS)
+    launch_security: str | None = None  # <launchSecurity type='tdx'|'sev'|...>
 
     @property
     def looks_windows(self) -> bool:
@@ -216,6 +217,7 @@ def extract(root: etree._Element) -> DomainFacts:
         os_id=osinfo.get("id") if osinfo is not None else None,
         emulator=_text(top["devices"].find("emulator") if "devices" in top else None),
         orchestrator=_orchestrator(top.get("metadata")),
+        launch_security=top["launchSecurity"].get("type") if "launchSecurity" in top else None,
     )
 
 

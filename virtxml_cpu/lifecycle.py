@@ -109,7 +109,7 @@ def status(machine: Machine, host) -> Status:
     if found is None:
         if release is None:
             return Status(OFFERED, "the QEMU release is not known, so neither is the machine type's lifecycle")
-        return Status(OFFERED, f"{machine.how}")
+        return Status(OFFERED, f"QEMU {format_version(release)} ({flavour.title}) defines {name}: {machine.how}")
     if listed and found.status == NOT_OFFERED:  # the host lists it: the table is behind this build
         return Status(OFFERED, f"listed by this host's QEMU, although the tables say: {found.why}")
     return found

@@ -46,7 +46,19 @@ class Machine(NamedTuple):
         """The upstream machine type this one is built from (pc-q35-9.1 for pc-q35-plucky); None when the
         compat level is not known exactly."""
         v = self.version
-        return f"{self.family}-{format_version(v)}" if v is not None and self.family in PC_FAMILIES else None
+        if v is not None and self.family in PC_FAMILIES:
+            return f"{self.family}-{format_version(v)}"
+        if self.family not in PC_FAMILIES and self.family != "unknown" and self.low is None:
+            return self.alias_of or self.name  # an unversioned machine (microvm, isapc) is its own base
+        return None
+
+    def described(self) -> str:
+        """'pc-q35-plucky (Ubuntu 25.04, built as pc-q35-9.1)': what explain's machine line shows."""
+        base = self.base
+        built = [self.downstream] if self.downstream else []
+        if base and base != (self.alias_of or self.name):
+            built.append(f"built as {base}")
+        return self.label() + (f" ({', '.join(built)})" if built else "")
 
     def label(self) -> str:
         if self.alias_of and self.alias_of != self.name:
@@ -137,7 +149,7 @@ def _from_table(name: str, m, table: NameTable, flavour: Flavour, release: Versi
     if row is not None:
         base = row.bases[family]
         irqchip = row.irqchip.get(family) or flavour.irqchip_defaults.get(f"{family}-{format_version(base)}", "on")
-        gone = None if row.exists_in(release) else _span(row)
+        gone = None if release is None or row.exists_in(release) else _span(row)  # unknown: some release has it
         return Machine(name, family, flavour.name, base, base, own, irqchip=irqchip, arrays=table.arrays,
                        defined_in=gone, downstream=_release_label(table, key, row), how=f"{row.source} ({key}{suffix}: {family}-{format_version(base)} options)"
                                             + (f"; not defined by QEMU {format_version(release)}" if gone else ""))
