@@ -78,6 +78,20 @@ def versioned_status(name: str, release: tuple[int, ...], lifecycle: Lifecycle, 
     return Status(OFFERED, f"{qemu} offers {name}")
 
 
+def known_names(flavour: Flavour, release: tuple[int, ...]) -> list[str]:
+    """Every PC machine name the tables know for this build up to `release`: upstream's versioned names (pc-0.10
+    on) and the flavour's own table keys with their suffixed variants."""
+    names = [f"pc-0.{minor}" for minor in range(10, 16)] + [f"pc-1.{minor}" for minor in range(4)]
+    for major in range(1, release[0] + 1):
+        for minor in {1: range(4, 8), 2: range(13), 3: range(2)}.get(major, range(3)):  # QEMU's releases
+            names += [f"pc-i440fx-{major}.{minor}", f"pc-q35-{major}.{minor}"]
+    names.append("pc-q35-4.0.1")
+    for table in flavour.tables:
+        for row in table.releases + tuple(r for rows in table.suffix_overrides.values() for r in rows):
+            names += [f"{family}-{'rhel' if table.arrays == 'rhel' else ''}{row.key}" for family in row.bases]
+    return sorted(set(n for n in names if not n.startswith("rhel")))
+
+
 def rhel_major(*texts: str) -> int | None:
     """The RHEL major a qemu-kvm package is built for, from its version string (qemu-kvm-10.1.0-17.el9)."""
     for text in texts:
@@ -96,6 +110,10 @@ def status(machine: Machine, host) -> Status:
     if machine.name and listed and machine.name not in listed:
         return Status(NOT_OFFERED, f"this host's QEMU does not list machine type {machine.name} "
                                    f"({', '.join(host.sources) or 'its machine list'})")
+    if host.qemu_flavour and machine.flavour != host.qemu_flavour and machine.name and machine.family != "unknown":
+        chosen = FLAVOURS[host.qemu_flavour].title
+        owner = flavour.title if flavour else machine.flavour
+        return Status(NOT_OFFERED, f"{chosen} has no machine type {machine.name}: only {owner} defines it")
     if not machine.name or machine.alias_of:
         return Status(OFFERED, f"{machine.label()}: an alias or the default machine, always the build's newest")
     if flavour is None or machine.family not in PC:

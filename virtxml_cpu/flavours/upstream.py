@@ -99,6 +99,9 @@ REMOVALS: tuple[Span, ...] = (
     Span("pc-", (1, 4), (99, 99), _NEVER, _RENAMED),
     Span("pc-i440fx-", (0, 0), (1, 3), _NEVER, _RENAMED),
     Span("pc-q35-", (0, 0), (1, 3), _NEVER, "the first q35 machine is pc-q35-1.4"),
+    *(Span(p, low, high, _NEVER, why) for p in ("pc-i440fx-", "pc-q35-") for low, high, why in (
+        ((1, 8), (1, 99), "QEMU 1.7 was followed by 2.0"), ((2, 13), (2, 99), "QEMU 2.12 was followed by 3.0"),
+        ((3, 2), (3, 99), "QEMU 3.1 was followed by 4.0"))),
     Span("pc-q35-", (1, 4), (2, 3), (2, 6), "86165b499e 'q35: Remove old machine versions' (2.6)"),
     Span("pc-", (0, 10), (0, 11), (4, 0), "cc425b5ddf (4.0): pc-0.10, pc-0.11 removed"),
     Span("pc-", (0, 12), (0, 15), (5, 0), "30d2a17b46 (5.0): pc-0.12 ... pc-0.15 removed"),
