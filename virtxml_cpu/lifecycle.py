@@ -108,8 +108,8 @@ def status(machine: Machine, host) -> Status:
     flavour: Flavour | None = FLAVOURS.get(machine.flavour)
     listed = host.machines
     if machine.name and listed and machine.name not in listed:
-        return Status(NOT_OFFERED, f"this host's QEMU does not list machine type {machine.name} "
-                                   f"({', '.join(host.sources) or 'its machine list'})")
+        qemu = f"QEMU {format_version(release)}" if release else "QEMU"
+        return Status(NOT_OFFERED, f"this host's {qemu} does not list machine type {machine.name} among its machines")
     if host.qemu_flavour and machine.flavour != host.qemu_flavour and machine.name and machine.family != "unknown":
         chosen = FLAVOURS[host.qemu_flavour].title
         owner = flavour.title if flavour else machine.flavour
