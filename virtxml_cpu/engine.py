@@ -25,7 +25,7 @@ from .flavours import FLAVOURS, UPSTREAM, Flavour, Rule
 from .hostfacts import HostFacts
 from .machines import Machine, claimants, classify, format_version, own_version_at_most, version_at_most
 from .memo import MISSING, Kept
-from .properties import (BY_NAME, CONFIDENTIAL, CPU_PM_STRIPS, KVM_LEAF_HIDDEN, KVM_LEAF_WITHOUT_KVM, PROPERTIES,
+from .properties import (BY_NAME, CONFIDENTIAL, KVM_LEAF_HIDDEN, KVM_LEAF_WITHOUT_KVM, KVM_STRIPS, PROPERTIES,
                          TABLE, Property)
 
 ON, OFF, HOST = "on", "off", "host-dependent"
@@ -348,10 +348,13 @@ def _absent(p: Property, release: tuple[int, ...]) -> str:
 
 
 def _kvm_strips(ctx: _Context, values: dict[str, Value]) -> None:
-    """10. What KVM strips after QEMU: HLT exits disabled -> no PV_UNHALT (kvm_update_cpuid_runtime)."""
-    v = values["kvm-pv-unhalt"]
-    if ctx.facts.qemu.cpu_pm and ctx.accel == "kvm" and v.source not in (SRC_HIDDEN, SRC_ABSENT):
-        values["kvm-pv-unhalt"] = Value(OFF, SRC_CPU_PM, CPU_PM_STRIPS, qom=v.state)
+    """10. What KVM strips after QEMU (properties.KVM_STRIPS): HLT exits disabled -> no PV_UNHALT
+    (kvm_update_cpuid_runtime)."""
+    active = {"cpu-pm": ctx.facts.qemu.cpu_pm}
+    for strip in KVM_STRIPS:
+        v = values[strip.prop]
+        if active[strip.when] and ctx.accel == "kvm" and v.source not in (SRC_HIDDEN, SRC_ABSENT):
+            values[strip.prop] = Value(OFF, SRC_CPU_PM, strip.why, qom=v.state)
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -110,6 +110,17 @@ KVM_LEAF_HIDDEN = "<kvm><hidden state='on'/> = -cpu ...,kvm=off: no KVM leaf"
 # (kvm_update_cpuid_runtime; KVM docs: userspace should not advertise PV_UNHALT then).
 CPU_PM_STRIPS = ("-overcommit cpu-pm=on disables HLT exits; KVM clears PV_UNHALT from the guest CPUID "
                  "(caa057a2cad6)")
+
+
+class KvmStrip(NamedTuple):
+    """A bit KVM clears from the guest's CPUID after QEMU set it (qom-get still reports QEMU's value)."""
+
+    prop: str
+    when: str  # the QEMU option that makes KVM do it: "cpu-pm" (-overcommit cpu-pm=on)
+    why: str
+
+
+KVM_STRIPS: tuple[KvmStrip, ...] = (KvmStrip("kvm-pv-unhalt", "cpu-pm", CPU_PM_STRIPS),)
 PROPERTIES: tuple[str, ...] = tuple(p.name for p in TABLE)
 
 
