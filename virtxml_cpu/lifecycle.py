@@ -36,14 +36,15 @@ def _expired(cutoff: int, release: tuple[int, ...], major: int, minor: int) -> b
     return cur_major - major > cutoff or (cur_major - major == cutoff and cur_minor - minor >= 0)
 
 
-def _age(rule: AgeRule, counted_at: tuple[int, ...], major: int, minor: int, env_delete: bool = False) -> str | None:
-    """NOT_OFFERED, DEPRECATED or None by the age rule, at `counted_at` (a QEMU release, or (RHEL major,))."""
+def _age(rule: AgeRule, counted_at: tuple[int, ...], major: int, minor: int) -> str | None:
+    """NOT_OFFERED, DEPRECATED or None by the age rule, at `counted_at` (a QEMU release, or (RHEL major,)).
+    9.1 ... 10.0 delete only with QEMU_DELETE_MACHINES in QEMU's environment, which libvirt does not set."""
     if rule.counted == "rhel":
         cutoff = rule.delete_after_by_major.get(counted_at[0], rule.delete_after)
         if counted_at[0] - major >= cutoff:
             return NOT_OFFERED
         return DEPRECATED if counted_at[0] - major >= rule.deprecate_after else None
-    if _expired(rule.delete_after, counted_at, major, minor) and (counted_at >= rule.delete_since or env_delete):
+    if _expired(rule.delete_after, counted_at, major, minor) and counted_at >= rule.delete_since:
         return NOT_OFFERED
     return DEPRECATED if _expired(rule.deprecate_after, counted_at, major, minor) else None
 
