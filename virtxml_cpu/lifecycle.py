@@ -135,21 +135,29 @@ def status(machine: Machine, host) -> Status:
 
 
 def _downstream(name: str, flavour: Flavour, host) -> Status | None:
-    """A downstream versioned name (pc-q35-rhel9.6.0) under the build's own age rule."""
+    """A downstream versioned name (pc-q35-rhel9.6.0): what the build's RHEL major removed, then its age rule
+    (qemu-kvm >= 9.1)."""
     m = _RHEL_NAME.fullmatch(name)
-    age = flavour.downstream_lifecycle.age
+    life = flavour.downstream_lifecycle
     release = host.qemu_version
-    if not m or age is None or release is None or release < age.since:
+    if not m or life.age is None or release is None:
         return None
     major = rhel_major(host.flavour_source, host.version_source)
     if major is None:
-        return Status(OFFERED, f"{name}: its deprecation depends on the RHEL major release the qemu-kvm package is "
-                               "built for, which its version string did not say")
-    verdict = _age(age, (major,), int(m.group("major")), int(m.group("minor")))
+        return Status(OFFERED, f"{name}: whether it is deprecated or gone depends on the RHEL major release the "
+                               "qemu-kvm package is built for, which its version string did not say")
+    own = (int(m.group("major")), int(m.group("minor")))
     qemu = f"qemu-kvm {format_version(release)} of RHEL {major}"
+    for span in life.removals:
+        if span.covers(name.split("rhel")[0] + "rhel", own) and (major,) >= span.release:
+            return Status(NOT_OFFERED, f"{qemu} has no machine type {name}: {span.source}")
+    if release < life.age.since:
+        return Status(OFFERED, f"{qemu} offers {name} (its deprecation marks before qemu-kvm "
+                               f"{format_version(life.age.since)} are not in the tables)")
+    verdict = _age(life.age, (major,), *own)
     if verdict == NOT_OFFERED:
-        return Status(NOT_OFFERED, f"{qemu} does not register {name} ({age.source})")
+        return Status(NOT_OFFERED, f"{qemu} does not register {name} ({life.age.source})")
     if verdict == DEPRECATED:
         return Status(DEPRECATED, f"{qemu} marks {name} deprecated: machine types of earlier RHEL majors are "
-                                  f"({age.source})")
+                                  f"({life.age.source})")
     return Status(OFFERED, f"{qemu} offers {name}")

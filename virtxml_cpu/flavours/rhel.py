@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import re
 
-from .model import I440FX, PC, Q35, AgeRule, Alias, Flavour, Lifecycle, NameTable, Release, Rule
+from .model import I440FX, PC, Q35, AgeRule, Alias, Flavour, Lifecycle, NameTable, Release, Rule, Span
 from .upstream import FIXED, IRQCHIP_DEFAULTS, KVM_DEFAULTS, MACHINE_ROWS
 
 _PATCH = "RHEL x86_64 machine-types patch"
@@ -133,5 +133,9 @@ RHEL = Flavour(
     version_marker=re.compile(r"qemu-kvm-(?:rhev-|ev-)?[0-9][^)]*[.+]el[0-9]"),
     emulator_marker=re.compile(r"/usr/libexec/qemu-kvm$"),
     registered=((re.compile(r"pc-i440fx-(?P<version>2\.11|4\.2)", re.ASCII), I440FX),),
-    downstream_lifecycle=Lifecycle(RHEL_AGE),
+    downstream_lifecycle=Lifecycle(RHEL_AGE, removals=tuple(
+        # RHEL 9's x86_64 machine-types patch, "Merged patches (6.1.0)": a3995e2eff ... 8f7a74ab78 "Remove RHEL
+        # 7.0.0 ... 7.5.0 machine type(s)" (openela-main/qemu-kvm 061f0ea73f8f); release = the RHEL major.
+        Span(prefix, (7, 0), (7, 5), (9,), "RHEL 9 removed the rhel7.0.0 ... rhel7.5.0 machine types "
+             "(a3995e2eff ... 8f7a74ab78, qemu-kvm 6.1 rebase)") for prefix in ("pc-i440fx-rhel", "pc-q35-rhel"))),
 )
