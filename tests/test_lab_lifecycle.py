@@ -64,8 +64,9 @@ def test_machine_status_matches_the_qemus_machine_help(key, tmp_path):
                           timeout=120)
     docs = [json.loads(line) for line in proc.stdout.splitlines() if line.strip()]
     assert len(docs) == len(names), proc.stderr
-    wrong = [(d["machine"], d["machine_status"], seen.get(d["machine"], lifecycle.NOT_OFFERED), d["machine_status_reason"])
-             for d in docs if d["machine_status"] != seen.get(d["machine"], lifecycle.NOT_OFFERED)]
+    want = {d["machine"]: seen.get(d["machine"], lifecycle.NOT_OFFERED) for d in docs}
+    wrong = [(d["machine"], d["machine_status"], want[d["machine"]], d["machine_status_reason"])
+             for d in docs if d["machine_status"] != want[d["machine"]]]
     assert not wrong, "\n".join(map(str, wrong))
     refused = [d for d in docs if d["machine_status"] == lifecycle.NOT_OFFERED]
     assert all(d["decision"]["rule"] == "machine-not-offered" for d in refused)

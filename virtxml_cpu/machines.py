@@ -151,7 +151,8 @@ def _from_table(name: str, m, table: NameTable, flavour: Flavour, release: Versi
         irqchip = row.irqchip.get(family) or flavour.irqchip_defaults.get(f"{family}-{format_version(base)}", "on")
         gone = None if release is None or row.exists_in(release) else _span(row)  # unknown: some release has it
         return Machine(name, family, flavour.name, base, base, own, irqchip=irqchip, arrays=table.arrays,
-                       defined_in=gone, downstream=_release_label(table, key, row), how=f"{row.source} ({key}{suffix}: {family}-{format_version(base)} options)"
+                       defined_in=gone, downstream=_release_label(table, key, row),
+                       how=f"{row.source} ({key}{suffix}: {family}-{format_version(base)} options)"
                                             + (f"; not defined by QEMU {format_version(release)}" if gone else ""))
     if table.order == "version":
         below, above = _neighbours(key, table)

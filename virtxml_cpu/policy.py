@@ -16,7 +16,8 @@ COMPAT_SINCE = (2, 11)  # the seed series: "enables kvm_pv_unhalt by default on 
 X86 = ("x86_64", "i686")
 # Every rule a decision can name, in the order decide() tries them (README "The rules"; the suite checks
 # that each one is reached).
-DECISION_RULES = ("policy-never", "not-x86", "machine-not-offered", "qemu-refuses", "not-kvm", "user-choice", "qemu-cpu-override", "kvm-hidden", "cpu-pm",
+DECISION_RULES = ("policy-never", "not-x86", "machine-not-offered", "qemu-refuses", "not-kvm", "user-choice",
+                  "qemu-cpu-override", "kvm-hidden", "cpu-pm",
                   "already-on", "machine-family", "cpu-mode", "machine-too-old", "machine-version-unknown",
                   "accelerator-unsupported", "numa-single-node", "guest-kernel", "policy-compat", "policy-numa",
                   "policy-always", "metadata-invalid")

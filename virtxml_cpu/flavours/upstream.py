@@ -85,8 +85,8 @@ IRQCHIP_DEFAULTS = {
     "microvm": "split",  # default_kernel_irqchip_split (0ebf007dda, 4.2)
 }
 
-# The versioned machine lifecycle (include/hw/boards.h; include/hw/core/boards.h in later trees): MACHINE_VER_DEPRECATION
-# sets deprecation_reason once (QEMU_VERSION_MAJOR - major) > 3, or == 3 with QEMU_VERSION_MINOR >= minor;
+# The versioned machine lifecycle (include/hw/boards.h; include/hw/core/boards.h in later trees):
+# MACHINE_VER_DEPRECATION sets deprecation_reason once (QEMU_VERSION_MAJOR - major) > 3, or == 3 with QEMU_VERSION_MINOR >= minor;
 # MACHINE_VER_DELETION skips the registration at 6 the same way. Introduced by a391eeb129 (9.1), the deletion
 # gated on QEMU_DELETE_MACHINES or QEMU >= 10.1 until 3dfa5a5c71 (10.1) made it unconditional. Checked against
 # QEMU 10.0.2's `-machine help` (deprecated: every 2.x ... 7.0; 2.4 ... 10.0 all registered).
