@@ -9,6 +9,7 @@ deprecated), not from the tables.
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from lxml import etree
@@ -20,6 +21,8 @@ from virtxml_cpu.hostfacts import HostFacts
 from virtxml_cpu.pipeline import process
 from virtxml_cpu.records import AuditRow, HostResult, RowDecision, summarize
 from virtxml_cpu.render import jsonlines, prometheus
+
+from .conftest import FIXTURES
 
 
 def dom(machine: str, cpu: str = "<cpu mode='custom'><model>qemu64</model></cpu>", extra: str = "",
@@ -318,3 +321,22 @@ def test_rhel_9_2_has_no_rhel7_5_machine_either():
     el8 = resolve(dom("pc-i440fx-rhel7.5.0"), qemu_flavour="rhel", qemu_version=(6, 2, 0),
                   flavour_source="QEMU emulator version 6.2.0 (qemu-kvm-6.2.0-40.module+el8.9.0+20867+9a6a0901.2)")
     assert el8.machine_status == "offered"
+
+
+MACHINE_HELP = sorted((FIXTURES / "machine-help").glob("qemu-*.txt"))
+
+
+@pytest.mark.parametrize("path", MACHINE_HELP, ids=[p.stem for p in MACHINE_HELP])
+def test_lifecycle_table_against_recorded_machine_help(path):
+    """Every pc machine name QEMU 5.2.0, 7.2.22, 10.0.2 and 11.1.2 ever had, against that QEMU's own `-machine
+    help` (Debian's builds, run here): listed, listed "(deprecated)", or not listed at all."""
+    release = tuple(int(p) for p in path.stem.split("-")[1].split("."))
+    seen = {}
+    for line in path.read_text().splitlines():
+        m = re.match(r"(pc-\S+)\s", line)
+        if m:
+            seen[m.group(1)] = lifecycle.DEPRECATED if "(deprecated)" in line else lifecycle.OFFERED
+    names = lifecycle.known_names(UPSTREAM, release)
+    assert set(seen) <= set(names)
+    got = {n: lifecycle.versioned_status(n, release, UPSTREAM.lifecycle, "upstream").status for n in names}
+    assert got == {n: seen.get(n, lifecycle.NOT_OFFERED) for n in names}

@@ -114,8 +114,10 @@ REMOVALS: tuple[Span, ...] = (
     Span("pc-i440fx-", (2, 6), (2, 7), (11, 0), "52d8e35bd1, 6fcfe360dc (11.0): pc-*-2.6, 2.7 removed"),
     Span("pc-q35-", (2, 6), (2, 7), (11, 0), "52d8e35bd1, 6fcfe360dc (11.0): pc-*-2.6, 2.7 removed"),
 )
-# deprecation_reason set by hand before the age rule (docs/about/deprecated.rst); seen in QEMU 7.2's -machine help.
+# deprecation_reason set by hand before the age rule (docs/about/deprecated.rst); seen in QEMU 5.2's and 7.2's -machine
+# help. Hand deprecations before 5.0 are not in the table.
 DEPRECATIONS: tuple[Span, ...] = (
+    Span("pc-", (1, 0), (1, 3), (5, 0), "docs/system/deprecated.rst: pc-1.0, pc-1.1, pc-1.2 and pc-1.3 (since 5.0)"),
     Span("pc-i440fx-", (1, 4), (1, 7), (7, 0), "docs/about/deprecated.rst: pc-i440fx-1.4 up to 1.7 (since 7.0)"),
     Span("pc-i440fx-", (2, 0), (2, 3), (8, 2), "docs/about/deprecated.rst: pc-i440fx-2.0 up to 2.3 (since 8.2)"),
 )
