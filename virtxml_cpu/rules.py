@@ -55,8 +55,8 @@ class BoolGrammar(NamedTuple):
 GRAMMAR: tuple[BoolGrammar, ...] = (
     BoolGrammar(None, frozenset({"on", "yes", "true", "y"}), frozenset({"off", "no", "false", "n"}),
                 "can't apply global {type}.{prop}={value}: Parameter '{prop}' expects 'on' or 'off'",
-                "qapi/qapi-util.c qapi_bool_parse; QEMU 5.2, 7.2 and 11.1 alike (7.2.22 run here: =1, =0, =ON, =On, "
-                "=YES and = refused)"),
+                "qapi/qapi-util.c qapi_bool_parse; QEMU 5.2.0, 7.2.22 and 11.1.2 run here alike: =1, =0, =ON, =On, "
+                "=YES and = refused, +f, -f, f and f_g taken"),
 )
 FLAG_PREFIXES = {"+": True, "-": False}  # -cpu model,+feat,-feat (x86_cpu_parse_featurestr)
 BARE_FLAG = True  # -cpu model,feat means feat=on
