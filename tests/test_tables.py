@@ -340,3 +340,18 @@ def test_lifecycle_table_against_recorded_machine_help(path):
     assert set(seen) <= set(names)
     got = {n: lifecycle.versioned_status(n, release, UPSTREAM.lifecycle, "upstream").status for n in names}
     assert got == {n: seen.get(n, lifecycle.NOT_OFFERED) for n in names}
+
+
+def test_qemus_message_names_the_property_as_qemu_does():
+    """-cpu turns kvm_pv_unhalt into kvm-pv-unhalt before the global is applied; -global keeps its spelling;
+    a -global for another CPU type never applies (QEMU 7.2.22 and 10.0.2 here)."""
+    cpu = resolve(dom("pc-q35-7.2", qemu="<qemu:arg value='-cpu'/><qemu:arg value='qemu64,kvm_pv_unhalt=On'/>"),
+                  **up((7, 2, 22)))
+    assert cpu.qemu_refusal == ("can't apply global qemu64-x86_64-cpu.kvm-pv-unhalt=On: Parameter 'kvm-pv-unhalt' "
+                                "expects 'on' or 'off'")
+    glob = resolve(dom("pc-q35-7.2", qemu="<qemu:arg value='-global'/>"
+                                          "<qemu:arg value='qemu64-x86_64-cpu.kvm_pv_unhalt=On'/>"), **up((7, 2, 22)))
+    assert "qemu64-x86_64-cpu.kvm_pv_unhalt=On: Parameter 'kvm_pv_unhalt'" in glob.qemu_refusal
+    other = resolve(dom("pc-q35-7.2", qemu="<qemu:arg value='-global'/>"
+                                           "<qemu:arg value='EPYC-x86_64-cpu.kvm-pv-unhalt=1'/>"), **up((7, 2, 22)))
+    assert other.qemu_refusal is None

@@ -142,17 +142,20 @@ def parse_cpu_option(text: str, release: tuple[int, ...] | None = None) -> CpuOp
     return CpuOption(parts[0], props, refused)
 
 
-def _refusal(ctx_model: str | None, kind: str, text: str | None, globals_, release) -> str | None:
-    """QEMU's own error for the first spelling it refuses (the -cpu's, then each -global's)."""
+def _refusal(model: str | None, kind: str, text: str | None, globals_, release) -> str | None:
+    """QEMU's own error for the first spelling it refuses: the -cpu's (x86_cpu_parse_featurestr turns each
+    property into a -global of the model's type, its name in the dash spelling), then each -global that reaches
+    the vCPU (named as written)."""
     g = rules.grammar(release)
     if text:
         opt = parse_cpu_option(text, release)
         if opt.refused:
             prop, value = opt.refused[0]
-            cpu_type = rules.cpu_type_names(rules.MAX_FEATURE_MODELS.get(kind, ctx_model or opt.model))[0]
-            return g.refused.format(type=cpu_type, prop=prop, value=value)
+            cpu_type = rules.cpu_type_names(rules.MAX_FEATURE_MODELS.get(kind, model or opt.model))[0]
+            return g.refused.format(type=cpu_type, prop=_qemu_name(prop), value=value)
     for driver, prop, value in globals_:
-        if _qemu_name(prop) in _BOOL_PROPS and qemu_bool(value, release) is None:
+        if (_qemu_name(prop) in _BOOL_PROPS and qemu_bool(value, release) is None
+                and _global_matches(driver, kind, model)):
             return g.refused.format(type=driver, prop=prop, value=value)
     return None
 
