@@ -42,6 +42,7 @@ def _shared(r) -> dict:
         "kernel_irqchip": r.irqchip,
         "features": _features(r.features),
         "host_facts": list(r.host.sources),
+        "host_facts_unused": list(r.host.unused),
         **guest,
     }
 
@@ -97,6 +98,7 @@ def table(o: Outcome, verbose: bool = False) -> str:
              f"   machine {r.machine.described()}, CPU {r.facts.cpu_mode}{model}, {accel}, kernel_irqchip={r.irqchip}",
              f"   machine status: {r.machine_status} ({r.machine_status_why})",
              f"   QEMU build: {r.flavour_basis}; {qemu_build.described(r.host)}"]
+    lines.extend(f"   host facts: {u}" for u in r.host.unused)
     if r.facts.os_id:
         row = guest_os.lookup(r.facts.os_id)
         known = f" ({row.name}: {row.effect})" if row else " (no finding about its kernel)"
