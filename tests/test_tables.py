@@ -355,3 +355,24 @@ def test_qemus_message_names_the_property_as_qemu_does():
     other = resolve(dom("pc-q35-7.2", qemu="<qemu:arg value='-global'/>"
                                            "<qemu:arg value='EPYC-x86_64-cpu.kvm-pv-unhalt=1'/>"), **up((7, 2, 22)))
     assert other.qemu_refusal is None
+
+
+@pytest.mark.parametrize("flavour,release,alias,target,base", [
+    ("upstream", (10, 2, 0), "q35", "pc-q35-10.2", "pc-q35-10.2"),
+    ("upstream", (7, 2, 22), "pc", "pc-i440fx-7.2", "pc-i440fx-7.2"),
+    ("ubuntu", (10, 2, 1), "ubuntu", "pc-i440fx-resolute", "pc-i440fx-10.2"),
+    ("ubuntu", (10, 2, 1), "ubuntu-q35", "pc-q35-resolute", "pc-q35-10.2"),
+    ("ubuntu", (9, 2, 0), "ubuntu-q35", "pc-q35-plucky", "pc-q35-9.1"),
+    ("ubuntu", (11, 0, 0), "ubuntu", None, None),  # a codename the tables have not read: not guessed
+    ("upstream", (10, 1, 50), "q35", None, None),  # a development snapshot's newest machine is ahead of it
+])
+def test_an_alias_in_a_known_release_is_its_target(flavour, release, alias, target, base):
+    r = resolve(dom(alias), qemu_flavour=flavour, flavour_source="t", qemu_version=release)
+    assert (r.machine.alias_of, r.machine.base) == (target, base), r.machine.how
+
+
+def test_q35_with_the_release_known_decides_what_its_range_did_not():
+    """pc_compat_5_1 (kvm-msi-ext-dest-id off) straddles q35's 4.2 ... X.Y range; QEMU 10.0's q35 is 10.0."""
+    split = "<features><ioapic driver='qemu'/></features>"
+    r = resolve(dom("q35", extra=split), **up((10, 0, 2)), cpuid=KVM_ALL)
+    assert r.features["kvm-msi-ext-dest-id"].state == "on"

@@ -78,6 +78,21 @@ def format_version(v: Version | None) -> str:
     return ".".join(str(p) for p in v) if v else "?"
 
 
+def _newest(alias, flavour: Flavour, release: Version | None) -> str | None:
+    """What an alias stands for in a known release: upstream's pc/q35 are FAMILY-X.Y of QEMU X.Y (the
+    DEFINE_*_MACHINE_AS_LATEST of that release); Ubuntu's ubuntu/ubuntu-q35 the newest codename row it defines."""
+    if release is None or len(release) > 2 and release[2] >= 50:  # a development snapshot's newest is ahead
+        return None
+    if alias.newest == "version":
+        return f"{alias.family}-{release[0]}.{release[1]}"
+    if alias.newest == "table" and flavour.tables:
+        rows = [r for r in flavour.tables[0].releases if alias.family in r.bases and r.since and r.exists_in(release)]
+        if rows:
+            newest = max(rows, key=lambda r: r.since)
+            return f"{alias.family}-{newest.key}" if newest.since[:2] == release[:2] else None
+    return None
+
+
 def classify(name: str | None, flavour: Flavour, host_aliases: dict[str, str] | None = None,
              release: Version | None = None, description: str | None = None,
              chosen: bool = False) -> Machine | None:
@@ -102,6 +117,12 @@ def classify(name: str | None, flavour: Flavour, host_aliases: dict[str, str] | 
     alias_name = name or flavour.default_machine
     alias = flavour.aliases.get(alias_name)
     if alias is not None:
+        target = alias.canonical or _newest(alias, flavour, release)
+        if target and not alias.canonical:
+            resolved = classify(target, flavour, release=release, chosen=chosen)
+            if resolved is not None and resolved.version is not None:
+                return resolved._replace(name=name, alias_of=target,
+                                         how=f"{alias.source}: in QEMU {format_version(release)}, {target}")
         if alias.canonical:
             resolved = classify(alias.canonical, flavour, release=release, chosen=chosen)
             assert resolved is not None, alias.canonical  # data error, caught by the flavour tests

@@ -98,6 +98,8 @@ class Alias(NamedTuple):
     floor: Version | None
     source: str
     canonical: str | None = None  # when the build fixes what the alias means (RHEL: pc-i440fx-rhel7.6.0)
+    newest: str = ""  # what it stands for in a known release: "version" (FAMILY-X.Y of the QEMU X.Y), "table"
+    # (the newest row of the build's name table defined in that release); "": not known from the release
 
 
 class Span(NamedTuple):

@@ -149,8 +149,9 @@ UBUNTU = UPSTREAM._replace(
     tables=(CODENAMES,),
     aliases={**UPSTREAM.aliases,
              "ubuntu": Alias(I440FX, (4, 0), f"{_PATCH}: the newest pc-i440fx-<codename>, QEMU's default machine "
-                                             "(focal's, the oldest libvirt >= 8.1 runs with, is 4.0)"),
-             "ubuntu-q35": Alias(Q35, (4, 2), f"{_PATCH}: the newest pc-q35-<codename> (first in focal, 4.2)")},
+                                             "(focal's, the oldest libvirt >= 8.1 runs with, is 4.0)", newest="table"),
+             "ubuntu-q35": Alias(Q35, (4, 2), f"{_PATCH}: the newest pc-q35-<codename> (first in focal, 4.2)",
+                                 newest="table")},
     default_machine="ubuntu",
     kvm_defaults=tuple(r if r is not _SVM_OFF else r._replace(source=r.source + _UNTIL_PATCH, until=_SVM_FROM)
                        for r in KVM_DEFAULTS) + (

@@ -68,8 +68,9 @@ VERSIONED = (
 )
 
 ALIASES = {
-    "pc": Alias(I440FX, (4, 2), "the newest pc-i440fx-X.Y of the running QEMU (MachineClass alias)"),
-    "q35": Alias(Q35, (4, 2), "the newest pc-q35-X.Y of the running QEMU (MachineClass alias)"),
+    "pc": Alias(I440FX, (4, 2), "the newest pc-i440fx-X.Y of the running QEMU (MachineClass alias)",
+                newest="version"),
+    "q35": Alias(Q35, (4, 2), "the newest pc-q35-X.Y of the running QEMU (MachineClass alias)", newest="version"),
 }
 
 FIXED = {
