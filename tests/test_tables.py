@@ -21,6 +21,7 @@ from virtxml_cpu.hostfacts import HostFacts
 from virtxml_cpu.pipeline import process
 from virtxml_cpu.records import AuditRow, HostResult, RowDecision, summarize
 from virtxml_cpu.render import jsonlines, prometheus
+from virtxml_cpu.render import table as table_render
 
 from .conftest import FIXTURES
 
@@ -129,6 +130,7 @@ def test_audit_counts_deprecated_and_not_offered():
     s = summarize(hosts)
     assert (s.machine_deprecated, s.machine_not_offered) == (1, 1)
     assert jsonlines.summary_record(hosts)["machine_not_offered"] == 1
+    assert "machine type not offered by the host's QEMU: 1, deprecated: 1" in table_render.summary_line(hosts)
     text = prometheus.tail(hosts, 0.0)
     assert 'virtxml_cpu_host_domains_machine_status{host="h",status="not-offered"} 1' in text
     assert 'virtxml_cpu_host_domains_machine_status{host="h",status="deprecated"} 1' in text
