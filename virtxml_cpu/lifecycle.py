@@ -71,8 +71,8 @@ def versioned_status(name: str, release: tuple[int, ...], lifecycle: Lifecycle, 
             return Status(NOT_OFFERED, f"{qemu} does not register {name}: versioned machine types are dropped "
                                        f"{age.delete_after} years after their release ({age.source})")
         if verdict == DEPRECATED:
-            return Status(DEPRECATED, f"{qemu} marks {name} deprecated: versioned machine types more than "
-                                      f"{age.deprecate_after} years old are ({age.source})")
+            return Status(DEPRECATED, f"{qemu} marks {name} deprecated: versioned machine types are deprecated "
+                                      f"{age.deprecate_after} years after their release ({age.source})")
     for span in lifecycle.deprecations:
         if span.covers(prefix, v) and release >= span.release:
             return Status(DEPRECATED, f"{qemu} marks {name} deprecated ({span.source})")
