@@ -292,7 +292,8 @@
         var ours = (h.hooks || []).filter(function (k) { return k.ours; })[0];
         $("vxc-hook").textContent = h.problem ? "?" : ours
             ? "installed (" + ours.path + "), mode " + (ours.mode || "from config, else audit") +
-                (ours.interpreter_ok ? "" : "; its interpreter is MISSING")
+                (ours.interpreter_ok ? "" : "; its interpreter is MISSING") +
+                ((ours.problems || []).length ? "; UNTRUSTED: " + ours.problems.join("; ") : "")
             : "not installed" + (h.libvirt ? "" : " (libvirt not found)");
         var v = q && q.verified;
         $("vxc-verified").textContent = v ? "passed " + v.at + " (" + v.checks + " checks, virtxml-cpu " + v.tool + ", build " + v.build + ")"

@@ -12,7 +12,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from virtxml_cpu.hostfacts import HostFacts, parse_capabilities, parse_domcapabilities  # noqa: E402
+from virtxml_cpu.hostfacts import HostFacts, combine, parse_capabilities, parse_domcapabilities  # noqa: E402
 
 FIXTURES = ROOT / "tests" / "fixtures"
 _lab_skip_reasons: list[str] = []
@@ -20,20 +20,25 @@ _lab_skip_reasons: list[str] = []
 
 # What the suite exercised, as virt-manager's test_checkprops records XML properties: every rule row that
 # applied and every decision rule reached (tests/test_zz_exercised.py checks the totals after a full run).
-EXERCISED: dict[str, set] = {"rows": set(), "decisions": set(), "settings": set()}
+EXERCISED: dict[str, set] = {"rows": set(), "decisions": set(), "settings": set(), "placement": set()}
 
 
 def _record_exercise() -> None:
     from virtxml_cpu import domain, engine, policy
 
     rule_applies, decide, invalid = engine.rule_applies, policy._decide, policy.invalid_exemption
-    read_setting = domain._setting
+    read_setting, read_placement = domain._setting, domain._placement
 
     def recording_setting(top, row):
         value = read_setting(top, row)
         if value is not None:
             EXERCISED["settings"].add(row.key)
         return value
+
+    def recording_placement(root, top):
+        found = read_placement(root, top)
+        EXERCISED["placement"].update(p.key for p in found if p.cpus is not None)
+        return found
 
     def recording_rule_applies(rule, *args):
         applies = rule_applies(rule, *args)
@@ -53,7 +58,7 @@ def _record_exercise() -> None:
 
     engine.rule_applies, policy._decide, policy.invalid_exemption = (recording_rule_applies, recording_decide,
                                                                      recording_invalid)
-    domain._setting = recording_setting
+    domain._setting, domain._placement = recording_setting, recording_placement
 
 
 def pytest_configure(config):
@@ -85,11 +90,11 @@ def recorded_host() -> HostFacts:
     """Host facts recorded from the lab host, so golden output does not depend on this machine."""
     data = json.loads((FIXTURES / "host" / "kvm-supported-cpuid.json").read_text())
     cpuid = {(int(k.split(":")[0], 16), k.split(":")[1]): v for k, v in data["cpuid"].items()}
-    facts = HostFacts(cpuid=cpuid, sources=("recorded KVM_GET_SUPPORTED_CPUID",), qemu_version=(7, 2, 22),
-                      qemu_flavour="upstream", flavour_source="recorded: QEMU 7.2.22 (Debian 1:7.2+dfsg-7+deb12u18)",
-                      version_source="recorded: QEMU 7.2.22 (Debian 1:7.2+dfsg-7+deb12u18)")
-    facts = facts.merged(parse_capabilities((FIXTURES / "host" / "capabilities.xml").read_bytes()))
-    return facts.merged(parse_domcapabilities((FIXTURES / "host" / "domcapabilities.xml").read_bytes()))
+    libvirt = combine([parse_capabilities((FIXTURES / "host" / "capabilities.xml").read_bytes()),
+                       parse_domcapabilities((FIXTURES / "host" / "domcapabilities.xml").read_bytes())])
+    return libvirt._replace(cpuid=cpuid, qemu_version=(7, 2, 22),
+                            version_source="recorded: QEMU 7.2.22 (Debian 1:7.2+dfsg-7+deb12u18)",
+                            sources=("recorded KVM_GET_SUPPORTED_CPUID",) + libvirt.sources)
 
 
 @pytest.fixture(scope="session")

@@ -16,8 +16,9 @@ from dataclasses import dataclass
 
 from . import guest_os
 from .config import Config
-from .errors import HostTimeout, VirtxmlCpuError
-from .libvirt_conn import DEFAULT_TIMEOUT, HOST_TIMEOUT_FACTOR, connection_host_facts, libvirt_module, open_for_reading
+from .errors import HostTimeout, VirtxmlCpuError, failure
+from .libvirt_conn import DEFAULT_TIMEOUT, HOST_TIMEOUT_FACTOR, libvirt_module, open_for_reading
+from .hostsrc import HostSources, connection_facts
 from .pipeline import process
 from .records import OK, TIMED_OUT, UNREACHABLE, AuditRow, HostResult, RowDecision
 
@@ -47,7 +48,7 @@ class AuditOptions:
     style: str | None = None
     names: tuple[str, ...] = ()  # empty: every domain
     observe: bool = False  # also ask the running QEMU (QMP qom-get)
-    probe: bool = True  # read /dev/kvm for local URIs
+    sources: HostSources | None = None  # the flags' and config's; None: the config's, /dev/kvm for local URIs
     progress: Callable[[str, int, int], None] | None = None
     timeout: float = DEFAULT_TIMEOUT  # connecting, and any one libvirt call (keepalive)
     host_timeout: float = HOST_TIMEOUT_FACTOR * DEFAULT_TIMEOUT  # the whole host
@@ -64,7 +65,7 @@ def audit_host(uri: str, opts: AuditOptions) -> HostResult:
     rows: list[AuditRow] = []
     error = None
     try:
-        host = connection_host_facts(conn, uri, opts.probe, opts.cfg)
+        host = connection_facts(opts.sources, opts.cfg, conn, uri)
         doms = []
         for n in opts.names:  # an unknown name is that name's row, not the host's failure
             try:
@@ -81,6 +82,8 @@ def audit_host(uri: str, opts: AuditOptions) -> HostResult:
                 rows.append(_audit_domain(uri, dom, host, opts, uuid in active, uuid in persistent))
             except libvirt.libvirtError as e:  # vanished between the listing and the read
                 rows.append(AuditRow(uri, dom.name(), uuid, error=f"vanished while auditing: {e.get_error_message()}"))
+            except Exception as e:  # noqa: BLE001 - one bad definition is that domain's row, never the host's
+                rows.append(AuditRow(uri, dom.name(), uuid, error=f"cannot be audited: {failure(e)}"))
             if opts.progress:
                 opts.progress(uri, i, len(doms))
     except libvirt.libvirtError as e:
@@ -114,7 +117,7 @@ def _audit_domain(uri: str, dom, host, opts: AuditOptions, active: bool, persist
         observed_pv_unhalt=observed, managed_by=o.resolution.facts.orchestrator,
         guest_os=guest_os.record(o.resolution.facts.os_id) if o.resolution.facts.os_id else None,
         decision=RowDecision(d.action, d.rule, reason, tuple(d.notes)),
-        needs_fix=d.action == "inject" and persistent)
+        needs_fix=d.action == "inject" and persistent, machine_status=o.resolution.machine_status)
 
 
 def audit(uris: list[str], opts: AuditOptions) -> list[HostResult]:
@@ -135,7 +138,10 @@ def audit_stream(uris: list[str], opts: AuditOptions, workers: int = 16) -> Iter
         running[uri] = time.monotonic() + opts.host_timeout
 
         def work():
-            result = audit_host(uri, opts)
+            try:
+                result = audit_host(uri, opts)
+            except Exception as e:  # noqa: BLE001 - a host's audit that dies is that host's error, one line
+                result = HostResult(uri, error=f"audit stopped: {failure(e)}", condition=UNREACHABLE)
             with lock:
                 if uri not in reported:
                     done.put(result)

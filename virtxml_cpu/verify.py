@@ -19,9 +19,12 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Callable, NamedTuple
 from xml.sax.saxutils import quoteattr
 
-from . import __version__, domain, engine, rules
+from . import __version__, domain, engine, lifecycle, qemu_build, rules
 from .errors import EXIT_OK, EXIT_WORK_FOUND, BadInput, EnvironmentProblem
-from .hostfacts import HostFacts, flavour_from_machines, flavour_from_version, probe_kvm
+from .config import Config
+from .flavours import FLAVOURS
+from .hostfacts import HostFacts, flavour_from_machines, qemu_answer
+from .hostsrc import HostSources, assemble
 from .qmp import QMPClosed
 from .verified import DEFAULT_RECORD, record_key
 from .xmlio import parse_domain
@@ -43,8 +46,8 @@ QEMU_NS = "http://libvirt.org/schemas/domain/qemu/1.0"
 class VerifyOptions(NamedTuple):
     emulator: str | None = None  # any executable (a wrapper script too)
     connect: str | None = None  # the emulator libvirt's domain capabilities name
-    qemu_flavour: str | None = None  # chosen by --qemu-flavour or the config (outranks detection)
-    flavour_source: str = ""
+    qemu_flavour: str | None = None  # --qemu-flavour (outranks everything; hostsrc has the order)
+    config: Config = Config()  # its qemu_flavour and qemu_version rank as explain ranks them
     timeout: float = DEFAULT_TIMEOUT
     workers: int = 2
     machines: tuple[str, ...] = ()  # shell patterns; empty: every x86 machine type
@@ -82,7 +85,8 @@ class Disagreement(NamedTuple):
     check: str = "qom-get"  # or compat-props
 
     def line(self) -> str:
-        what = "QEMU's compat-props imply" if self.check == "compat-props" else "QEMU"
+        what = {"compat-props": "QEMU's compat-props imply", "lifecycle": "QEMU's query-machines says"}.get(
+            self.check, "QEMU")
         return (f"DISAGREE {self.machine} {self.model} {self.prop}: {what} {self.qemu}, tool {self.tool} "
                 f"({self.source}: {self.reason})")
 
@@ -164,14 +168,18 @@ def machine_facts(query_machines: list, emulator: str) -> HostFacts:
                      qemu_flavour=flavour, flavour_source=why, descriptions=descriptions)
 
 
-def tool_host(build: Build, kvm: HostFacts, flavour: str | None = None, flavour_source: str = "") -> HostFacts:
-    """Host facts as explain would have them: /dev/kvm, then the QEMU's version and package string, then its
-    machine list (libvirt's order of authority), then an explicit build choice."""
-    version = flavour_from_version(build.version_line, f"{build.emulator} query-version")
-    host = kvm.merged(version).merged(machine_facts(build.machines, build.emulator))
-    if flavour:
-        host = host.merged(HostFacts(qemu_flavour=flavour, flavour_source=flavour_source))
-    return host
+def qemu_facts(build: Build) -> HostFacts:
+    """What the QEMU verify started says of itself (query-version, query-machines), as explain reads a
+    QEMU's --version and -machine help (hostfacts.qemu_answer)."""
+    return qemu_answer(build.version_line, machine_facts(build.machines, build.emulator),
+                       f"{build.emulator} query-version")
+
+
+def sources(opts: VerifyOptions, build: Build, kvm: bool = True) -> HostSources:
+    """verify's sources: --qemu-flavour, the config, /dev/kvm, and the QEMU it started, ranked as what
+    named it: --emulator (as explain's --emulator), --connect (libvirt's), else the local QEMU."""
+    where = "emulator" if opts.emulator else "libvirt_qemu" if opts.connect else "local_qemu"
+    return HostSources(flavour=opts.qemu_flavour, config=opts.config, kvm=kvm, **{where: qemu_facts(build)})
 
 
 def domain_xml(machine: str, mode: CpuMode, ioapic: str | None = None,
@@ -238,6 +246,28 @@ def compat_disagreements(case: tuple[str, str, tuple], mode: CpuMode, host: Host
     return out
 
 
+def lifecycle_disagreements(query_machines: list, host: HostFacts) -> tuple[int, list[Disagreement]]:
+    """The machine lifecycle table against the QEMU's own list: every PC machine type it lists (offered, or
+    deprecated by its `deprecated` flag) and every name the tables know for this build up to its release
+    (not listed: not offered). The table is asked without the QEMU's list, which would otherwise decide."""
+    listed = {m["name"]: (lifecycle.DEPRECATED if m.get("deprecated") else lifecycle.OFFERED)
+              for m in query_machines if m.get("name", "").startswith("pc-")}
+    flavour = FLAVOURS.get(host.qemu_flavour or "upstream", FLAVOURS["upstream"])
+    # RHEL: which of its own names each RHEL major keeps is not in the tables, so only what it lists is compared.
+    full = host.qemu_version and flavour.downstream_lifecycle.age is None
+    known = lifecycle.known_names(flavour, host.qemu_version) if full else []
+    table_host = host._replace(machines=frozenset())
+    out = []
+    names = sorted(set(listed) | set(known), key=_machine_order)
+    for name in names:
+        res = tool_answer(name, CpuMode("default", "default-cpu", None, ""), table_host)
+        qemu = listed.get(name, lifecycle.NOT_OFFERED)
+        if res.machine_status != qemu:
+            out.append(Disagreement(name, "-", "machine_status", qemu, res.machine_status, "lifecycle",
+                                    res.machine_status_why, "lifecycle"))
+    return len(names), out
+
+
 class Outcome(NamedTuple):
     build: Build
     host: HostFacts
@@ -249,6 +279,7 @@ class Outcome(NamedTuple):
     compat_checked: int | None  # properties compared through compat-props; None: not answered
     seconds: float
     tool: dict = {}  # (machine, CPU key) -> {property: the tool's value}
+    lifecycle_checked: int = 0  # machine names whose status was compared with query-machines
 
     @property
     def checks(self) -> int:
@@ -269,6 +300,7 @@ def summary(o: Outcome) -> str:
     failed = f", {len(o.failed)} not started (listed above)" if o.failed else ""
     return (f"verify: {len(o.machines)} machine types x {len(o.modes)} CPU models x {len(rules.PROPERTIES)} "
             f"properties = {o.checks} checks ({len(o.runs) - len(o.failed)} QEMUs{failed}); {compat}; "
+            f"machine status: {o.lifecycle_checked} names; "
             f"{len(o.disagreements)} disagreements; {o.seconds:.1f} s")
 
 
@@ -276,6 +308,7 @@ def lines(o: Outcome) -> list[str]:
     b, h = o.build, o.host
     out = [f"QEMU {b.emulator}: {b.version_line}; run as {o.identity.name}",
            f"build: {h.qemu_flavour} ({h.flavour_source})",
+           f"release: {qemu_build.described(h)}",
            f"CPU models: {', '.join(m.label for m in o.modes)}"]
     out += [f"not started: {r.machine} {r.mode.label}: {r.error}" for r in o.failed]
     out += [d.line() for d in o.disagreements]
@@ -289,6 +322,7 @@ def report(o: Outcome) -> dict:
     return {
         "tool": f"virtxml-cpu {__version__}", "emulator": b.emulator, "qemu_version": b.version,
         "package": b.package, "build": h.qemu_flavour, "build_basis": h.flavour_source,
+        "release": qemu_build.described(h),
         "qemu_user": o.identity.name, "properties": list(rules.PROPERTIES),
         "cpu_models": {m.key: {"label": m.label, "-cpu": m.qemu_cpu, "libvirt": m.cpu_xml} for m in o.modes},
         "machines": o.machines, "compat_props_answered": o.compat_checked is not None,
@@ -297,7 +331,8 @@ def report(o: Outcome) -> dict:
         "disagreements": [d._asdict() for d in o.disagreements],
         "summary": {"machine_types": len(o.machines), "cpu_models": len(o.modes),
                     "properties": len(rules.PROPERTIES), "checks": o.checks, "not_started": len(o.failed),
-                    "compat_checks": o.compat_checked, "disagreements": len(o.disagreements),
+                    "compat_checks": o.compat_checked, "lifecycle_checks": o.lifecycle_checked,
+                    "disagreements": len(o.disagreements),
                     "seconds": round(o.seconds, 1)},
     }
 
@@ -321,7 +356,7 @@ def run(opts: VerifyOptions) -> Outcome:
         raise EnvironmentProblem(f"{opts.connect} runs QEMU {libvirt_version}, but {emulator} here is "
                                  f"{build.version}: libvirt's emulator lives in another filesystem; "
                                  "name it with --emulator")
-    host = tool_host(build, probe_kvm(), opts.qemu_flavour, opts.flavour_source)
+    host = assemble(sources(opts, build))
     machines = x86_machines(build.machines, opts.machines)
     modes = cpu_modes(build.models, opts.modes)
     if not machines:
@@ -340,6 +375,8 @@ def run(opts: VerifyOptions) -> Outcome:
         cases = compat_cases(build.machines, opts.machines)
         compat_checked = len(cases) * len(modes) * 2 * len(rules.PROPERTIES)
         found += [d for case in cases for mode in modes for d in compat_disagreements(case, mode, host)]
+    lifecycle_checked, lifecycle_found = lifecycle_disagreements(build.machines, host)
+    found += lifecycle_found
     if all(r.qemu is None for r in runs):
         raise EnvironmentProblem(f"QEMU started no machine type: {runs[0].error}")
     if runner.killed >= qr.GIVE_UP_AFTER:
@@ -347,4 +384,4 @@ def run(opts: VerifyOptions) -> Outcome:
                                  f"{opts.timeout:g} s each; nothing verified")
     return Outcome(build, host, identity, machines, modes, runs, found, compat_checked, time.monotonic() - start,
                    {k: {p: v.qemu_property for p, v in res.features.items() if p in rules.PROPERTIES}
-                    for k, res in tool.items()})
+                    for k, res in tool.items()}, lifecycle_checked)

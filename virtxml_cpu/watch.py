@@ -18,8 +18,9 @@ from dataclasses import replace
 from .errors import EnvironmentProblem, VirtxmlCpuError
 from .logline import Log
 from .hostfacts import HostFacts
-from .libvirt_conn import DEFAULT_URI, connection_host_facts, ensure_event_loop, libvirt_module, open_connection
-from .live import ApplyOptions, ApplyResult, Selection, Target, apply_domain, apply_on, report
+from .libvirt_conn import DEFAULT_URI, ensure_event_loop, libvirt_module, open_connection
+from .hostsrc import connection_facts
+from .live import ApplyOptions, ApplyResult, Selection, Target, apply_on, apply_one, report
 from .records import FAILED, ApplyOutcome
 
 SPOOL_EVERY = 10.0  # seconds between looks at the hook's queue (entries that failed wait longer: spool.py)
@@ -61,7 +62,7 @@ def watch(uri: str | None, opts: ApplyOptions, stop: threading.Event | None = No
         conn.registerCloseCallback(lambda *_, ev=closed: ev.set(), None)  # this connection's event only
         cb = conn.domainEventRegisterAny(None, libvirt.VIR_DOMAIN_EVENT_ID_LIFECYCLE, on_event, None)
         try:
-            host = connection_host_facts(conn, uri, opts.probe, cfg)
+            host = connection_facts(opts.sources, cfg, conn, uri)
         except VirtxmlCpuError as e:
             log(f"host facts unavailable ({e}); continuing without them", warning=True)
             host = HostFacts()
@@ -110,7 +111,7 @@ def _fix(target: Target, opts: ApplyOptions, label: str, find) -> str | None:
     libvirt = libvirt_module()
     try:
         dom = find()
-        report(opts, apply_domain(target, dom, opts))
+        report(opts, apply_one(target, dom, opts))
         return _digest(dom)
     except (libvirt.libvirtError, VirtxmlCpuError) as e:
         report(opts, ApplyOutcome(target.uri, label, FAILED, f"not fixed: {e}"))
