@@ -157,13 +157,15 @@
 
     function fixable(row) { return row.needs_fix && !managed(row); }
 
-    /* machine_status, when the command reports it: a word (deprecated, not offered) or {status, reason}. */
+    /* machine_status as the command reports it (offered | deprecated | not-offered, with
+     * machine_status_reason); an older command has none. */
     function machineStatus(row, x) {
         var s = row.machine_status !== undefined ? row.machine_status : x && x.machine_status;
         if (!s)
             return null;
         var word = typeof s === "string" ? s : s.status || s.state || "";
-        var why = typeof s === "string" ? "" : s.reason || s.detail || "";
+        var why = typeof s === "string" ? (x && x.machine_status_reason) || row.machine_status_reason || ""
+            : s.reason || s.detail || "";
         if (!word || /^(ok|current|offered|supported)$/i.test(word))
             return null;
         return el("span", { className: "vxc-badge vxc-badge-warning", text: word.replace(/[_-]/g, " "), title: why });

@@ -178,14 +178,16 @@ def host(tmp_path_factory):
 @pytest.fixture(scope="module")
 def domains(host):
     """The lab's domains for the page: MANY in all; most need the fix, some keep theirs, one belongs to
-    Nova, one runs (paused)."""
+    Nova, one runs (paused), one has a machine type QEMU 7.2 deprecates."""
     conn = harness.connect()
     harness.cleanup(conn)
     names = {"nova": harness.unique_name("ck-nova"), "running": harness.unique_name("ck-running"),
-             "has": harness.unique_name("ck-has"), "passthrough": harness.unique_name("ck-passthrough")}
+             "has": harness.unique_name("ck-has"), "passthrough": harness.unique_name("ck-passthrough"),
+             "deprecated": harness.unique_name("ck-deprecated")}
     conn.defineXML(domain_xml(names["nova"], metadata=NOVA))
     conn.defineXML(domain_xml(names["has"], features="<pvspinlock state='on'/>"))
     conn.defineXML(domain_xml(names["passthrough"], cpu="<cpu mode='host-passthrough'/>"))
+    conn.defineXML(domain_xml(names["deprecated"], machine="pc-i440fx-1.4"))  # deprecated since QEMU 7.0
     running = conn.defineXML(harness.startable(domain_xml(names["running"]).encode()).decode())
     running.createWithFlags(libvirt.VIR_DOMAIN_START_PAUSED)
     stems = [f"ck-{i:03d}" for i in range(MANY - len(names))]
@@ -260,7 +262,9 @@ def rows(driver) -> dict[str, dict]:
         var out = {};
         document.querySelectorAll('tr[data-domain]').forEach(function (tr) {
             out[tr.getAttribute('data-domain')] = {needs_fix: tr.getAttribute('data-needs-fix'),
-                fix: tr.querySelectorAll('[data-action=fix]').length, text: tr.innerText};
+                fix: tr.querySelectorAll('[data-action=fix]').length, text: tr.innerText,
+                badge: Array.prototype.map.call(tr.querySelectorAll('.vxc-badge'), function (b) {
+                    return b.textContent; }).join(' ')};
         });
         return out;""")
 
@@ -284,6 +288,10 @@ def test_a_every_domain_audit_reports_is_listed_with_its_needs_fix_within_3_s(br
     assert seconds < PAGE_BUDGET
     for n, a in audit.items():
         assert a["domain"] in listed[n]["text"] and a["state"] in listed[n]["text"]
+        status = a.get("machine_status")  # offered | deprecated | not-offered
+        assert listed[n]["badge"] == ("" if status in (None, "offered") else status.replace("-", " ")), (n, status)
+    assert audit[domains["deprecated"]]["machine_status"] == "deprecated"
+    assert listed[domains["deprecated"]]["badge"] == "deprecated"
     # The filter: only the ones that need the fix.
     browser.find_element("css selector", "[data-filter=needs-fix]").click()
     needing = rows(browser)
