@@ -26,7 +26,7 @@ EXERCISED: dict[str, set] = {"rows": set(), "decisions": set(), "settings": set(
 def _record_exercise() -> None:
     from virtxml_cpu import domain, engine, policy
 
-    rule_applies, decide, invalid = engine.rule_applies, policy._decide, policy.invalid_exemption
+    rule_applies, decide, invalid = engine.rule_applies, policy.decide, policy.invalid_exemption
     read_setting = domain._setting
 
     def recording_setting(top, row):
@@ -41,7 +41,7 @@ def _record_exercise() -> None:
             EXERCISED["rows"].add(id(rule))
         return applies
 
-    def recording_decide(res, pol, style):
+    def recording_decide(res, pol, style="pvspinlock"):
         d = decide(res, pol, style)
         EXERCISED["decisions"].add(d.rule)
         return d
@@ -51,7 +51,7 @@ def _record_exercise() -> None:
         EXERCISED["decisions"].add(d.rule)
         return d
 
-    engine.rule_applies, policy._decide, policy.invalid_exemption = (recording_rule_applies, recording_decide,
+    engine.rule_applies, policy.decide, policy.invalid_exemption = (recording_rule_applies, recording_decide,
                                                                      recording_invalid)
     domain._setting = recording_setting
 

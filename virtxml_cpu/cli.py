@@ -16,7 +16,7 @@ from .libvirt_conn import DEFAULT_URI
 from .errors import shown
 from .files import read_input, update_in_place, write_output
 from .hostsrc import LOCAL, HostSources, Off, assemble
-from .pipeline import process
+from .pipeline import json_line, process
 from .policy import POLICIES, STYLES
 
 EPILOG = """exit status: 0 done; 1 --check found work (rewrite) or a domain needs work (audit);
@@ -261,7 +261,7 @@ def _notes(args, o) -> None:
 
 def _emit(args, path: str, o) -> int:
     if args.command == "explain":
-        print(report.to_json_line(o) if args.format == "json" else report.table(o, args.verbose) + "\n")
+        print(json_line(o) if args.format == "json" else report.table(o, args.verbose) + "\n")
         return EXIT_OK
     _notes(args, o)
     if args.check:

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import difflib
 import json
+from typing import TYPE_CHECKING
 
 from . import guest_os
 from . import qemu_build
-from .memo import MISSING, Kept
-from .pipeline import Outcome
 from .rules import PROPERTIES
+
+if TYPE_CHECKING:
+    from .pipeline import Outcome
 
 
 def _features(features) -> dict:
@@ -59,32 +61,24 @@ def to_json(o: Outcome) -> dict:
     return {**_own(o), "decision": _decision(o), **_shared(o.resolution)}
 
 
-_ENCODED = Kept()
+def shared_json(r) -> str:
+    """The resolution's part of the JSON line (the same for every clone of a template: pipeline keeps it)."""
+    return json.dumps(_shared(r), separators=(",", ":"))
 
 
-def _shared_json(r) -> str:
-    """The shared part, encoded once per resolution: clones of a template share one (engine.resolve keeps
-    it), and its features dict is that resolution's own, so its identity names it."""
-    text = _ENCODED.get(r.features)
-    if text is MISSING:
-        text = _ENCODED.put(r.features, (), json.dumps(_shared(r), separators=(",", ":")))
-    return text
+def decision_json(o: Outcome) -> str:
+    return json.dumps(_decision(o), separators=(",", ":"))
 
 
-_DECISIONS = Kept()
-
-
-def _decision_json(o: Outcome) -> str:
-    text = _DECISIONS.get(o.decision, (o.policy_source, o.style))
-    if text is MISSING:
-        text = _DECISIONS.put(o.decision, (o.policy_source, o.style), json.dumps(_decision(o), separators=(",", ":")))
-    return text
+def json_line(o: Outcome, shared: str, decision: str) -> str:
+    """One line of JSON from its encoded parts: the same object as to_json."""
+    own = json.dumps(_own(o), separators=(",", ":"))
+    return own[:-1] + ',"decision":' + decision + "," + shared[1:]
 
 
 def to_json_line(o: Outcome) -> str:
-    """One line of JSON: the same object as to_json, its shared parts encoded once."""
-    own = json.dumps(_own(o), separators=(",", ":"))
-    return own[:-1] + ',"decision":' + _decision_json(o) + "," + _shared_json(o.resolution)[1:]
+    """One line of JSON: the same object as to_json (pipeline.json_line shares the parts clones share)."""
+    return json_line(o, shared_json(o.resolution), decision_json(o))
 
 
 def table(o: Outcome, verbose: bool = False) -> str:
