@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from virtxml_cpu import files, qemucaps, spool, verified
+from virtxml_cpu import files, qemucaps, spool
+from virtxml_cpu.verify import record as verified
 
 from .conftest import ROOT
 from .test_flavours import caps_cache

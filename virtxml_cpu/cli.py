@@ -387,7 +387,7 @@ def _hook(args) -> int:
 def _unverified_note(uris) -> None:
     """`apply` and `hook install` on a host whose QEMU build was never verified: one line pointing at verify."""
     from .libvirt_conn import is_local
-    from .verified import unverified_note
+    from .verify.record import unverified_note
 
     note = unverified_note() if any(is_local(u) for u in uris) else None
     if note:
@@ -395,7 +395,8 @@ def _unverified_note(uris) -> None:
 
 
 def _verify(args) -> int:
-    from . import verified, verify
+    from . import verify
+    from .verify import record as verified
 
     cfg = configmod.load(args.config)
     opts = verify.VerifyOptions(args.emulator, args.connect, args.qemu_flavour, cfg, args.timeout, args.workers,
