@@ -1,5 +1,6 @@
 """verify is a package without an import cycle: each module imports alone, and no chain of imports (at
-module level, inside functions or for type checking alike) leads from one of its modules back to itself."""
+module level, inside functions or for type checking alike) leads from one of its modules back to itself;
+nor from any module of the package."""
 
 from __future__ import annotations
 
@@ -78,6 +79,12 @@ def test_the_graph_sees_imports_of_every_kind():
 def test_no_module_of_verify_is_on_an_import_cycle(path):
     name = _module(path)
     assert cycle_through(import_graph(), name) is None, " -> ".join(cycle_through(import_graph(), name))
+
+
+def test_no_module_of_the_package_is_on_an_import_cycle():
+    graph = import_graph()
+    cycles = [" -> ".join(c) for m in sorted(graph) if (c := cycle_through(graph, m))]
+    assert not cycles, "\n".join(cycles)
 
 
 @pytest.mark.parametrize("path", VERIFY, ids=lambda p: p.name)

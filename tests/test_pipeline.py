@@ -8,7 +8,8 @@ import types
 
 import pytest
 
-from virtxml_cpu import domain, engine, pipeline, policy, report
+from virtxml_cpu import domain, engine, pipeline, policy
+from virtxml_cpu.render import explain as report
 from virtxml_cpu.config import Config
 from virtxml_cpu.hostfacts import HostFacts, combine
 from virtxml_cpu.memo import FrozenDict, Memo
@@ -88,7 +89,7 @@ def test_a_kept_answer_is_the_answer_computed_afresh(path, calls, host):
     if kept.decision.rule != "metadata-invalid":
         chosen, _ = policy.effective_policy(None, None, facts.override_policy)
         assert kept.decision == policy.decide(fresh, chosen, "pvspinlock")
-    assert json.loads(pipeline.json_line(kept)) == report.to_json(kept) == json.loads(report.to_json_line(kept))
+    assert json.loads(report.json_line(kept)) == report.to_json(kept) == json.loads(report.to_json_line(kept))
 
 
 @pytest.mark.parametrize("path", SOURCES, ids=lambda p: p.name)

@@ -2,7 +2,8 @@
 
 The one memo (MEMO) lives here, keyed by value: a resolution by the domain's facts but its name and uuid
 (the only facts that differ between clones of one template) and the host's facts; a decision by those and
-the policy and style; the JSON parts clones share by what they encode. engine, policy and report stay pure.
+the policy and style; the JSON parts clones share (render/explain.py) by what they encode. engine and
+policy stay pure.
 """
 
 from __future__ import annotations
@@ -90,14 +91,3 @@ def process(data: bytes, label: str, host: HostFacts, config: Config, cli_policy
     """read() then decide(): `render=False` decides without producing the rewritten bytes."""
     return decide(read(data, label, render), host, config, cli_policy, cli_style)
 
-
-def json_line(o: Outcome) -> str:
-    """report.to_json_line, with the parts clones share encoded once: the resolution's part kept under the
-    outcome's key, the decision's under the decision itself (a hashable value)."""
-    from . import report  # explain's only: deciding (the hook) does not import json
-
-    if not o.key:  # not built by decide(): nothing says what it shares
-        return report.to_json_line(o)
-    shared = MEMO.get(("shared-json", o.key), lambda: report.shared_json(o.resolution))
-    decision = MEMO.get(("decision-json", o.decision, o.policy_source, o.style), lambda: report.decision_json(o))
-    return report.json_line(o, shared, decision)

@@ -7,7 +7,8 @@ with the same machine and CPU under the build it detected. Where the QEMU report
 properties (query-machines compat-props, QEMU 10), those are checked against the tool too.
 
 The package: types.py (the records), compare.py (what to run and how to judge it, pure), runner.py (the
-only part that starts processes), record.py (the record of passes); here, the verb: run() and its output.
+only part that starts processes), record.py (the record of passes); here, the verb: run(). Its output
+is render/verify.py's.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from __future__ import annotations
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from .. import __version__, qemu_build, rules
+from .. import rules
 from ..errors import BadInput, EnvironmentProblem
 from ..hostsrc import assemble
 from ..qmp import QMPClosed
@@ -26,51 +27,8 @@ from .types import DEFAULT_RECORD, DEFAULT_TIMEOUT, Build, CpuMode, Disagreement
 
 __all__ = ["DEFAULT_RECORD", "DEFAULT_TIMEOUT", "MODE_KEYS", "Build", "CpuMode", "Disagreement", "Identity",
            "Outcome", "Run", "VerifyOptions", "compat_cases", "compat_disagreements", "cpu_modes", "disagreements",
-           "domain_xml", "lifecycle_disagreements", "lines", "machine_facts", "qemu_facts", "report", "run",
-           "sources", "summary", "tool_answer", "x86_machines"]
-
-
-def summary(o: Outcome) -> str:
-    compat = ("compat-props: not answered by this QEMU" if o.compat_checked is None
-              else f"compat-props: {o.compat_checked} checks")
-    failed = f", {len(o.failed)} not started (listed above)" if o.failed else ""
-    return (f"verify: {len(o.machines)} machine types x {len(o.modes)} CPU models x {len(rules.PROPERTIES)} "
-            f"properties = {o.checks} checks ({len(o.runs) - len(o.failed)} QEMUs{failed}); {compat}; "
-            f"machine status: {o.lifecycle_checked} names; "
-            f"{len(o.disagreements)} disagreements; {o.seconds:.1f} s")
-
-
-def lines(o: Outcome) -> list[str]:
-    b, h = o.build, o.host
-    out = [f"QEMU {b.emulator}: {b.version_line}; run as {o.identity.name}",
-           f"build: {h.qemu_flavour} ({h.flavour_source})",
-           f"release: {qemu_build.described(h)}",
-           f"CPU models: {', '.join(m.label for m in o.modes)}"]
-    out += [f"not started: {r.machine} {r.mode.label}: {r.error}" for r in o.failed]
-    out += [d.line() for d in o.disagreements]
-    out.append(summary(o))
-    return out
-
-
-def report(o: Outcome) -> dict:
-    """The JSON a user attaches to a bug report."""
-    b, h = o.build, o.host
-    return {
-        "tool": f"virtxml-cpu {__version__}", "emulator": b.emulator, "qemu_version": b.version,
-        "package": b.package, "build": h.qemu_flavour, "build_basis": h.flavour_source,
-        "release": qemu_build.described(h),
-        "qemu_user": o.identity.name, "properties": list(rules.PROPERTIES),
-        "cpu_models": {m.key: {"label": m.label, "-cpu": m.qemu_cpu, "libvirt": m.cpu_xml} for m in o.modes},
-        "machines": o.machines, "compat_props_answered": o.compat_checked is not None,
-        "runs": [{"machine": r.machine, "cpu": r.mode.key, "qemu": r.qemu, "tool": o.tool.get((r.machine, r.mode.key)),
-                  "error": r.error, "seconds": round(r.seconds, 3)} for r in o.runs],
-        "disagreements": [d._asdict() for d in o.disagreements],
-        "summary": {"machine_types": len(o.machines), "cpu_models": len(o.modes),
-                    "properties": len(rules.PROPERTIES), "checks": o.checks, "not_started": len(o.failed),
-                    "compat_checks": o.compat_checked, "lifecycle_checks": o.lifecycle_checked,
-                    "disagreements": len(o.disagreements),
-                    "seconds": round(o.seconds, 1)},
-    }
+           "domain_xml", "lifecycle_disagreements", "machine_facts", "qemu_facts", "run", "sources", "tool_answer",
+           "x86_machines"]
 
 
 # ---------------------------------------------------------------------------------------------------------

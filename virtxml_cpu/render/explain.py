@@ -1,18 +1,16 @@
-"""Outcome -> the table a person reads, or the JSON a program reads (pure)."""
+"""explain's output: a pipeline.Outcome as the table a person reads or the JSON line a program reads, and
+rewrite's and apply's unified diff. Pure but for json_line, which encodes the parts a template's clones
+share once, in the pipeline's memo."""
 
 from __future__ import annotations
 
 import difflib
 import json
-from typing import TYPE_CHECKING
 
-from . import guest_os
-from . import qemu_build
-from .errors import shown
-from .rules import PROPERTIES
-
-if TYPE_CHECKING:
-    from .pipeline import Outcome
+from .. import guest_os, pipeline, qemu_build
+from ..errors import shown
+from ..pipeline import Outcome
+from ..rules import PROPERTIES
 
 
 def _features(features) -> dict:
@@ -66,7 +64,7 @@ def to_json(o: Outcome) -> dict:
 
 
 def shared_json(r) -> str:
-    """The resolution's part of the JSON line (the same for every clone of a template: pipeline keeps it)."""
+    """The resolution's part of the JSON line (the same for every clone of a template)."""
     return json.dumps(_shared(r), separators=(",", ":"))
 
 
@@ -74,15 +72,25 @@ def decision_json(o: Outcome) -> str:
     return json.dumps(_decision(o), separators=(",", ":"))
 
 
-def json_line(o: Outcome, shared: str, decision: str) -> str:
+def _joined(o: Outcome, shared: str, decision: str) -> str:
     """One line of JSON from its encoded parts: the same object as to_json."""
     own = json.dumps(_own(o), separators=(",", ":"))
     return own[:-1] + ',"decision":' + decision + "," + shared[1:]
 
 
 def to_json_line(o: Outcome) -> str:
-    """One line of JSON: the same object as to_json (pipeline.json_line shares the parts clones share)."""
-    return json_line(o, shared_json(o.resolution), decision_json(o))
+    """One line of JSON: the same object as to_json, every part encoded afresh."""
+    return _joined(o, shared_json(o.resolution), decision_json(o))
+
+
+def json_line(o: Outcome) -> str:
+    """to_json_line, with the parts clones share encoded once: the resolution's part kept in the pipeline's
+    memo under the outcome's key (what decides the resolution), the decision's under the decision itself."""
+    if not o.key:  # not built by pipeline.decide(): nothing says what it shares
+        return to_json_line(o)
+    shared = pipeline.MEMO.get(("shared-json", o.key), lambda: shared_json(o.resolution))
+    decision = pipeline.MEMO.get(("decision-json", o.decision, o.policy_source, o.style), lambda: decision_json(o))
+    return _joined(o, shared, decision)
 
 
 def table(o: Outcome, verbose: bool = False) -> str:
