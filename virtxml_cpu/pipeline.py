@@ -47,8 +47,11 @@ class Outcome(NamedTuple):
 
 
 def host_key(host: HostFacts) -> tuple:
-    """The host's facts as a hashable value (its mappings frozen; free when they are FrozenDicts already)."""
-    return tuple(map(frozen, host))
+    """The host's facts as a hashable value: themselves when assembled (hostfacts.combine freezes their
+    mappings), else with their mappings frozen."""
+    if dict not in (type(host.cpuid), type(host.aliases), type(host.descriptions)):
+        return host
+    return tuple(map(frozen, host))  # built by hand with plain dicts
 
 
 def resolution_key(facts: domain.DomainFacts, host: HostFacts) -> Key:
