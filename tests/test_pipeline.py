@@ -56,7 +56,8 @@ def test_equal_facts_share_one_answer_whoever_built_them(calls):
     data = (FIXTURES / "rhel9-q35.xml").read_bytes()
     first = process(data, "a.xml", recorded_host(), Config(), render=False)
     again = process(clone(data, 1), "b.xml", recorded_host(), Config(), render=False)
-    assert calls == {"resolve": 1, "decide": 1}
+    assembled = process(clone(data, 2), "c.xml", combine([recorded_host()]), Config(), render=False)
+    assert calls == {"resolve": 1, "decide": 1} and assembled.decision == first.decision
     assert again.resolution.facts.name == "clone-1" and first.resolution.facts.name != "clone-1"
     assert again.resolution.facts.uuid == "00000000-0000-4000-8000-000000000001"
     assert again.resolution.features == first.resolution.features and again.decision == first.decision

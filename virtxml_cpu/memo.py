@@ -55,8 +55,8 @@ class FrozenDict(dict):
     __setitem__ = __delitem__ = __ior__ = clear = pop = popitem = setdefault = update = _refuse  # type: ignore
 
 
-class Key(tuple):
-    """A key made of values, its hash computed once: looked up under several kinds of answer."""
+class HashedTuple(tuple):
+    """A tuple whose hash is worked out once (a host's CPU model and its features, hashed per domain)."""
 
     def __hash__(self) -> int:
         try:
@@ -67,5 +67,7 @@ class Key(tuple):
 
 
 def frozen(value):
-    """`value` usable in a key: a dict as a FrozenDict (kept as it is when it is one already)."""
-    return FrozenDict(value) if type(value) is dict else value
+    """`value` usable in a key, its hash worked out once: a dict as a FrozenDict, a tuple as a HashedTuple (kept as
+    it is when it is one already)."""
+    kind = type(value)
+    return FrozenDict(value) if kind is dict else HashedTuple(value) if kind is tuple else value

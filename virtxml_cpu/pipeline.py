@@ -8,6 +8,7 @@ policy stay pure.
 
 from __future__ import annotations
 
+from operator import itemgetter
 from typing import NamedTuple
 
 from lxml import etree
@@ -15,7 +16,7 @@ from lxml import etree
 from . import domain, engine, policy, rewrite
 from .config import Config
 from .hostfacts import HostFacts
-from .memo import Key, Memo, frozen
+from .memo import Memo, frozen
 from .xmlio import parse_domain, parse_domain_lean
 
 MEMO = Memo()
@@ -54,9 +55,14 @@ def host_key(host: HostFacts) -> tuple:
     return tuple(map(frozen, host))  # built by hand with plain dicts
 
 
-def resolution_key(facts: domain.DomainFacts, host: HostFacts) -> Key:
-    """Everything engine.resolve reads: the domain's facts but its name and uuid, and the host's facts."""
-    return Key((facts._replace(name=None, uuid=None), host_key(host)))
+IDENTITY = ("name", "uuid")  # the only facts that differ between clones of one template; decide nothing
+_DECIDING = itemgetter(*(i for i, f in enumerate(domain.DomainFacts._fields) if f not in IDENTITY))
+
+
+def resolution_key(facts: domain.DomainFacts, host: HostFacts) -> tuple:
+    """Everything engine.resolve reads: the domain's facts but its name and uuid (by field name), and the
+    host's facts."""
+    return _DECIDING(facts), host_key(host)
 
 
 def read(data: bytes, label: str, render: bool = True) -> Document:
