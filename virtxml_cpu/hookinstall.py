@@ -269,12 +269,22 @@ def status_record(hooks_dir: str) -> dict:
         settings = dict(re.findall(r"^(MODE|CONFIG|PACKAGE_DIR|LIB_DIRS) = (.*?)\s+#", text, flags=re.M))
         mode = settings.get("MODE", "None")
         hooks.append({"path": str(path), "ours": True, "mode": None if mode == "None" else mode.strip("'"),
-                      "config": settings.get("CONFIG"), "interpreter": python,
+                      "config": _literal(settings.get("CONFIG")), "interpreter": python,
                       "interpreter_ok": os.access(python, os.X_OK) and os.access(path, os.X_OK),
                       "problems": installed_problems(path, python, settings)})
     ours = [h for h in hooks if h["ours"]]
     return {"libvirt": ".".join(map(str, v)) if v else None, "hooks_dir": hooks_dir, "installed": bool(ours),
             "trusted": bool(ours) and not any(h["problems"] for h in ours), "hooks": hooks}
+
+
+def _literal(text: str | None):
+    """A setting as the script spells it (a Python literal), as its value; None when it is not one."""
+    import ast
+
+    try:
+        return ast.literal_eval(text) if text else None
+    except (ValueError, SyntaxError):
+        return None
 
 
 def status(hooks_dir: str) -> tuple[bool, list[str]]:
@@ -285,7 +295,7 @@ def status(hooks_dir: str) -> tuple[bool, list[str]]:
         if not h["ours"]:
             lines.append(f"{h['path']}: present, not ours")
             continue
-        lines.append(f"{h['path']}: installed, mode {h['mode'] or 'from config, else audit'}, config {h['config']}, "
+        lines.append(f"{h['path']}: installed, mode {h['mode'] or 'from config, else audit'}, config {h['config']!r}, "
                      f"interpreter {h['interpreter']} {'ok' if h['interpreter_ok'] else 'MISSING or not executable'}")
         lines += [f"{h['path']}: UNTRUSTED: {p}" for p in h["problems"]] or [
             f"{h['path']}: trusted: only root can change what it runs and reads"]
