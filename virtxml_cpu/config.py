@@ -13,11 +13,8 @@
 from __future__ import annotations
 
 import os
-from typing import NamedTuple
 
 from .errors import BadInput, EnvironmentProblem, shown
-from .flavours import NAMES as FLAVOURS
-from .policy import POLICIES, STYLES
 from .safefs import Untrusted, read_regular
 
 DEFAULT_PATH = "/etc/virtxml-cpu/config.toml"
@@ -25,18 +22,39 @@ HOOK_MODES = ("audit", "enforce", "queue")
 DEFAULT_SPOOL = "/var/lib/virtxml-cpu/pending"
 
 
-class Config(NamedTuple):
-    policy: str | None = None
-    style: str = "pvspinlock"
-    hook_mode: str | None = None  # None: the mode `hook install` baked in, else audit
-    spool: str = DEFAULT_SPOOL
-    syslog_socket: str | None = None
-    path: str | None = None
-    qemu_flavour: str | None = None
-    timeout: float | None = None  # seconds a libvirt host may stay silent (connecting, any call)
-    host_timeout: float | None = None  # seconds for a whole host (default: 10 x timeout)
-    qemu_version: str | None = None  # the QEMU release the guests run on, X.Y[.Z] (default: detected)
-    given: frozenset[str] = frozenset()  # settings that came from the command line, not this file
+class Config:
+    """The settings (a plain class, not a typing.NamedTuple: the hook's repeat starts import this module
+    and pay for no typing machinery). Fields as named in FIELDS; `_replace` as a named tuple's."""
+
+    __slots__ = ("policy", "style", "hook_mode", "spool", "syslog_socket", "path", "qemu_flavour", "timeout",
+                 "host_timeout", "qemu_version", "given")
+
+    def __init__(self, policy: str | None = None, style: str = "pvspinlock",
+                 hook_mode: str | None = None,  # None: the mode `hook install` baked in, else audit
+                 spool: str = DEFAULT_SPOOL, syslog_socket: str | None = None, path: str | None = None,
+                 qemu_flavour: str | None = None,
+                 timeout: float | None = None,  # seconds a libvirt host may stay silent (connecting, any call)
+                 host_timeout: float | None = None,  # seconds for a whole host (default: 10 x timeout)
+                 qemu_version: str | None = None,  # the QEMU release the guests run on (default: detected)
+                 given: frozenset = frozenset()):  # settings from the command line, not this file
+        self.policy, self.style, self.hook_mode, self.spool = policy, style, hook_mode, spool
+        self.syslog_socket, self.path, self.qemu_flavour, self.timeout = syslog_socket, path, qemu_flavour, timeout
+        self.host_timeout, self.qemu_version, self.given = host_timeout, qemu_version, given
+
+    def _values(self) -> tuple:
+        return tuple(getattr(self, f) for f in self.__slots__)
+
+    def _replace(self, **changes) -> "Config":
+        return Config(**dict(zip(self.__slots__, self._values()), **changes))
+
+    def __eq__(self, other) -> bool:
+        return type(other) is Config and self._values() == other._values()
+
+    def __hash__(self) -> int:
+        return hash(self._values())
+
+    def __repr__(self) -> str:
+        return "Config(" + ", ".join(f"{f}={getattr(self, f)!r}" for f in self.__slots__) + ")"
 
 
 MAX_CONFIG_BYTES = 64 * 1024  # a config is a few lines; /dev/zero or a log file by mistake is not
@@ -71,6 +89,9 @@ def parse(text: str, path: str = "<config>") -> Config:
     for key in ("timeout", "host_timeout"):
         if key in data and not 0 < data[key] <= 86400:
             raise BadInput(f"config {path}: {key} must be above 0 and at most 86400 seconds")
+    from .flavours import NAMES as FLAVOURS  # here: the hook's repeat starts read the file, never parse it
+    from .policy import POLICIES, STYLES
+
     cfg = Config(data.get("policy"), data.get("style", "pvspinlock"), hook.get("mode"),
                  hook.get("spool", DEFAULT_SPOOL), hook.get("syslog_socket"), path, data.get("qemu_flavour"),
                  data.get("timeout"), data.get("host_timeout"), data.get("qemu_version"))
@@ -90,27 +111,37 @@ def is_release(text: str) -> bool:
     return 2 <= len(parts) <= 3 and all(p.isascii() and p.isdigit() for p in parts)
 
 
-def load(path: str | None) -> Config:
+def load(path: str | None, environ=os.environ) -> Config:
     """Read the config; an explicitly named file must exist, the default one may be absent.
 
     Errors map as for input files: missing or not a regular file (a directory, FIFO or device: opened
-    without blocking, never waited on) is bad usage (2), unreadable is the environment (3)."""
-    explicit = path is not None or "VIRTXML_CPU_CONFIG" in os.environ
-    path = path or os.environ.get("VIRTXML_CPU_CONFIG", DEFAULT_PATH)
+    without blocking, never waited on) is bad usage (2), unreadable is the environment (3). `environ`
+    names the file through VIRTXML_CPU_CONFIG; the hook passes {}: nothing in its environment steers it."""
+    raw = read_raw(path, environ)
+    if raw is None:
+        return Config()
+    path = path or environ.get("VIRTXML_CPU_CONFIG", DEFAULT_PATH)
     try:
-        raw = read_regular(path, MAX_CONFIG_BYTES, follow=True)[0]
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise BadInput(f"config {shown(path)} is not UTF-8 (byte {e.start})") from None
+    return parse(text, shown(path))
+
+
+def read_raw(path: str | None, environ=os.environ) -> bytes | None:
+    """The config file's bytes as `load` reads them (the same checks), None when the default file is
+    absent; the hook keys its decision digest on them."""
+    explicit = path is not None or "VIRTXML_CPU_CONFIG" in environ
+    path = path or environ.get("VIRTXML_CPU_CONFIG", DEFAULT_PATH)
+    try:
+        return read_regular(path, MAX_CONFIG_BYTES, follow=True)[0]
     except FileNotFoundError:
         if explicit:
             raise BadInput(f"config {shown(path)} does not exist") from None
-        return Config()
+        return None
     except Untrusted as e:  # a directory, FIFO, device (never waited on) or an oversized file
         what = f"is larger than {MAX_CONFIG_BYTES // 1024} KiB" if "larger" in str(e) else str(e)
         raise BadInput(f"config {shown(path)} {what}") from None
     except OSError as e:
         reason = "permission denied" if isinstance(e, PermissionError) else e.strerror
         raise EnvironmentProblem(f"config {shown(path)}: {reason}") from None
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise BadInput(f"config {shown(path)} is not UTF-8 (byte {e.start})") from None
-    return parse(text, shown(path))

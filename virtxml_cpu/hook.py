@@ -8,18 +8,17 @@ from __future__ import annotations
 
 import os
 import sys
-import time
 
 from . import config as configmod
-from . import qemucaps
-from .domain import OWN_NS, DomainFacts, canonical_uuid
-from .errors import shown
+from . import digest, qemucaps
+from .domain import DomainFacts, canonical_uuid
+from .hookentry import act, enforce_message
 from .hostfacts import HostFacts, probe_kvm
-from .logline import SYSLOG_SOCKET, Log, field, kv
+from .logline import SYSLOG_SOCKET, Log, kv
 from .pipeline import process
 from .xmlio import MAX_INPUT_BYTES
 
-__all__ = ["Log", "SYSLOG_SOCKET", "hook_host_facts", "run"]
+__all__ = ["Log", "SYSLOG_SOCKET", "enforce_message", "evaluate", "hook_host_facts", "run"]
 
 
 def hook_host_facts(dom: DomainFacts, cfg, caps_dir: str = qemucaps.CACHE_DIR) -> HostFacts:
@@ -36,70 +35,73 @@ def hook_host_facts(dom: DomainFacts, cfg, caps_dir: str = qemucaps.CACHE_DIR) -
     return facts.merged(cached)._replace(flavour_source=f"build unknown: {why}")
 
 
-def enforce_message(name: str, why: str) -> str:
-    """The one line `virsh start` shows: what is missing, the fix, the exemption."""
-    name = shown(name)
-    return (f"virtxml-cpu: refusing to start '{name}': it lacks kvm-pv-unhalt (paravirtual spinlocks; {why}). "
-            f"Fix: virtxml-cpu apply {name} --yes, then start it. "
-            f"Exempt: add <vxc:cpu xmlns:vxc='{OWN_NS}' policy='never'/> to its <metadata>.")
+def dependencies(dom: DomainFacts, cfg, caps_dir: str = qemucaps.CACHE_DIR) -> list[str]:
+    """The files hook_host_facts reads besides the definition and the config: a digest entry stands only
+    while each looks as it did."""
+    paths = [digest.KVM_DEVICE]
+    if not cfg.qemu_flavour:
+        paths.append(caps_dir)
+        if dom.emulator and os.path.isabs(dom.emulator) and "\0" not in dom.emulator:
+            paths.append(qemucaps.cache_file(dom.emulator, caps_dir))
+    return paths
 
 
 def run(argv: list[str], mode: str | None = None, config_path: str | None = None,
-        stdin=None, log: Log | None = None) -> int:
-    """Hook entry: argv = [domain, op, subop, extra]. Returns the exit status for libvirt."""
-    stdin = stdin if stdin is not None else sys.stdin.buffer
+        stdin=None, log: Log | None = None, data: bytes | None = None, digest_dir: str | None = None,
+        digest_key: str | None = None) -> int:
+    """Hook entry: argv = [domain, op, subop, extra]. Returns the exit status for libvirt. With
+    `digest_dir` and `digest_key` (hookentry), the verdict is kept for the next start."""
     name, op = (argv + ["-", "-"])[:2]
     log = log or Log()
     try:
-        cfg = configmod.load(config_path)
+        cfg = configmod.load(config_path, environ={})  # only the rendered path: no variable steers root
     except Exception as e:  # noqa: BLE001 - fail open
         log(f"{kv(domain=name, op=op)} config unusable ({e}); guest not checked", warning=True)
         return 0
     log = Log(cfg.syslog_socket) if cfg.syslog_socket and log.path == SYSLOG_SOCKET else log
     try:
-        data = stdin.read(MAX_INPUT_BYTES + 1)
-        hosts: list[HostFacts] = []  # what was learnt about the QEMU build, for the log line
-
-        def host_for(dom: DomainFacts) -> HostFacts:
-            hosts.append(hook_host_facts(dom, cfg))
-            return hosts[-1]
-
-        outcome = process(data, name, host_for, cfg, render=False)
+        if data is None:
+            data = (stdin if stdin is not None else sys.stdin.buffer).read(MAX_INPUT_BYTES + 1)
+        verdict, deps = evaluate(data, name, cfg, mode)
     except Exception as e:  # noqa: BLE001 - fail open, whatever went wrong
         log(f"{kv(domain=name, op=op)} cannot evaluate ({type(e).__name__}: {e}); guest not checked", warning=True)
         return 0
-    r, d = outcome.resolution, outcome.decision
-    hook_mode = cfg.hook_mode or mode or "audit"
-    uuid = canonical_uuid(r.facts.uuid)
-    fields = dict(domain=r.facts.name or name, uuid=uuid or "-", op=op,
-                  machine=r.machine.label(), cpu_mode=r.facts.cpu_mode,
-                  pv_unhalt=r.features["kvm-pv-unhalt"].state, decision=d.action, rule=d.rule, mode=hook_mode)
-    host = hosts[-1]
-    fields["qemu"] = host.qemu_flavour or "unknown"
-    if not host.qemu_flavour:
-        fields["qemu_basis"] = host.flavour_source
-    if r.facts.orchestrator:
-        fields["managed_by"] = r.facts.orchestrator  # its definition is regenerated: see the note
-    if op in ("migrate", "restore"):
-        extra = " needs a cold boot to gain kvm-pv-unhalt (guest ABI is fixed here)" if d.action == "inject" else ""
-        log(kv(**fields, reason=d.reason) + extra)
-        return 0  # print nothing: the XML stays as it is
-    if d.action == "inject" and hook_mode == "enforce":
-        log(kv(**fields, reason=d.reason, result="refused"), warning=True, fallback=False)
-        v = r.features["kvm-pv-unhalt"]
-        why = f"{v.state} from {v.source} on {r.machine.label()}, CPU {r.facts.cpu_mode}"
-        sys.stderr.write(enforce_message(r.facts.name or name, why) + "\n")
-        return 1
-    if d.action == "inject" and hook_mode == "queue":
-        from . import spool  # queue mode only: the other paths do not pay for it
+    if digest_dir and digest_key and deps is not None:
+        digest.store(digest_dir, digest_key, verdict, deps)
+    return act(verdict, op, log)
 
-        try:
-            if uuid is None:
-                raise spool.Refused(f"the domain's uuid {field(r.facts.uuid or '')} is not a uuid")
-            spool.write(cfg.spool, uuid, {"domain": r.facts.name, "rule": d.rule, "reason": d.reason,
-                                          "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
-            fields["queued"] = cfg.spool
-        except (OSError, spool.Refused) as e:
-            log(f"{kv(domain=name, spool=cfg.spool)} fix not queued: {e}", warning=True)
-    log(kv(**fields, reason=d.reason))
-    return 0
+
+def evaluate(data: bytes, name: str, cfg, mode: str | None) -> tuple[dict, list[tuple[str, str]] | None]:
+    """The decision for one definition as the verdict `act` carries out, and the dependencies it read
+    (path, identity) as they were before and after (None when one changed meanwhile: not kept)."""
+    hosts: list[HostFacts] = []  # what was learnt about the QEMU build, for the log line
+    before: list[tuple[str, str]] = []
+
+    caps_dir = qemucaps.CACHE_DIR
+
+    def host_for(dom: DomainFacts) -> HostFacts:
+        before.extend((p, digest.identity(p)) for p in dependencies(dom, cfg, caps_dir))
+        hosts.append(hook_host_facts(dom, cfg, caps_dir))
+        return hosts[-1]
+
+    outcome = process(data, name, host_for, cfg, render=False)
+    deps = before if all(digest.identity(p) == was for p, was in before) else None
+    r, d = outcome.resolution, outcome.decision
+    uuid = canonical_uuid(r.facts.uuid)
+    fields = [("domain", r.facts.name or name), ("uuid", uuid or "-"), ("machine", r.machine.label()),
+              ("cpu_mode", r.facts.cpu_mode), ("pv_unhalt", r.features["kvm-pv-unhalt"].state),
+              ("decision", d.action), ("rule", d.rule), ("mode", cfg.hook_mode or mode or "audit")]
+    host = hosts[-1]
+    fields.append(("qemu", host.qemu_flavour or "unknown"))
+    if not host.qemu_flavour:
+        fields.append(("qemu_basis", host.flavour_source))
+    if r.facts.orchestrator:
+        fields.append(("managed_by", r.facts.orchestrator))  # its definition is regenerated: see the note
+    v = r.features["kvm-pv-unhalt"]
+    verdict = {"fields": fields, "name": r.facts.name or name, "uuid": uuid or "", "raw_uuid": r.facts.uuid or "",
+               "rule": d.rule, "reason": d.reason, "action": d.action, "mode": cfg.hook_mode or mode or "audit",
+               "why": f"{v.state} from {v.source} on {r.machine.label()}, CPU {r.facts.cpu_mode}",
+               "spool": cfg.spool, "syslog": cfg.syslog_socket or ""}
+    if r.facts.name is not None:
+        verdict["domain"] = r.facts.name
+    return verdict, deps

@@ -39,7 +39,7 @@ def libvirt_version() -> tuple[int, ...] | None:
 
 
 def template() -> str:
-    """The hook script, shipped as package data (wheel, sdist and source tree alike)."""
+    """The hook's shell front, shipped as package data (wheel, sdist and source tree alike)."""
     return resources.files("virtxml_cpu").joinpath("data", "qemu-hook").read_text(encoding="utf-8")
 
 
@@ -53,17 +53,40 @@ def lib_dirs(package_dir: str = PACKAGE_PARENT) -> tuple[str, ...]:
     return () if where == os.path.realpath(package_dir) else (where,)
 
 
+DEFAULT_DIGEST_DIR = "/var/lib/virtxml-cpu/decisions"  # beside the default spool
+SETTINGS = ("PYTHON", "PACKAGE_DIR", "LIB_DIRS", "MODE", "CONFIG", "DIGEST_DIR")
+
+
 def render(template: str, python: str, package_dir: str, mode: str | None, config: str | None,
-           lib: tuple[str, ...] = ()) -> str:
-    """The installed script: our interpreter with -S, the package location and settings filled in."""
-    lines = template.splitlines()
-    lines[0] = f"#!{python} -S"
-    out = "\n".join(lines) + "\n"
-    for name, value in (("PACKAGE_DIR", package_dir), ("LIB_DIRS", tuple(lib) or None), ("MODE", mode),
-                        ("CONFIG", config)):
-        out = re.sub(rf"^{name} = None(.*)$", lambda m, n=name, v=value: f"{n} = {v!r}{m.group(1)}", out,
+           lib: tuple[str, ...] = (), digest_dir: str | None = DEFAULT_DIGEST_DIR) -> str:
+    """The installed script: the POSIX shell front with our interpreter (run -I -S), the package and lxml
+    locations and the settings filled in, each shell-quoted. A value holding a newline or NUL is
+    refused (LIB_DIRS is one directory a line)."""
+    values = {"PYTHON": python, "PACKAGE_DIR": package_dir, "LIB_DIRS": "\n".join(lib), "MODE": mode or "",
+              "CONFIG": config or "", "DIGEST_DIR": digest_dir or ""}
+    for name, value in values.items():
+        if "\0" in value or (name != "LIB_DIRS" and "\n" in value) or any("\n" in d or not d for d in lib):
+            raise BadInput(f"cannot render the hook: {name} {value!r} holds a newline or NUL")
+    out = template
+    for name, value in values.items():
+        quoted = "'" + value.replace("'", "'\\''") + "'"
+        out = re.sub(rf"^{name}='[^'\n]*'(.*)$", lambda m, n=name, q=quoted: f"{n}={q}{m.group(1)}", out,
                      count=1, flags=re.M)
-    return out.replace('"""\nimport sys', f'"""\n{MARKER}\nimport sys', 1)
+    first, _, rest = out.partition("\n")
+    return f"{first}\n{MARKER}\n{rest}"
+
+
+def installed_settings(text: str) -> dict[str, str]:
+    """The settings of a rendered hook (SETTINGS as the front assigns them, unquoted)."""
+    import shlex
+
+    out = {}
+    for name, value in re.findall(rf"^({'|'.join(SETTINGS)})=('(?:[^']|'\\'')*')", text, flags=re.M):
+        try:
+            out[name] = shlex.split(value)[0] if value != "''" else ""
+        except (ValueError, IndexError):
+            out[name] = value
+    return out
 
 
 def is_ours(path: Path) -> bool:
@@ -105,7 +128,8 @@ def _file_problem(path: str, owners: tuple[int, ...]) -> str | None:
     return f"{path} {problem}" if problem else None
 
 
-def install(hooks_dir: str, mode: str | None, config: str | None, legacy: bool | None = None) -> list[str]:
+def install(hooks_dir: str, mode: str | None, config: str | None, legacy: bool | None = None,
+            digest_dir: str | None = DEFAULT_DIGEST_DIR) -> list[str]:
     why = untrusted_code()
     if why:
         raise BadInput(f"not installing a hook libvirtd would run as root: {why}; install virtxml-cpu where only "
@@ -117,7 +141,7 @@ def install(hooks_dir: str, mode: str | None, config: str | None, legacy: bool |
         raise BadInput(f"{path} exists and was not written by virtxml-cpu; not touching it ({how})")
     if config and not os.path.isabs(config):
         config = os.path.abspath(config)
-    text = render(template(), sys.executable, PACKAGE_PARENT, mode, config, lib_dirs())
+    text = render(template(), sys.executable, PACKAGE_PARENT, mode, config, lib_dirs(), digest_dir)
     what = f"mode {mode or 'from config, else audit'}, interpreter {sys.executable}"
     try:
         if path.read_text() == text and os.access(path, os.X_OK):
@@ -160,12 +184,11 @@ def status(hooks_dir: str) -> tuple[bool, list[str]]:
             lines.append(f"{path}: present, not ours")
             continue
         installed = True
-        python = text.splitlines()[0][2:].split()[0]
-        settings = dict(re.findall(r"^(MODE|CONFIG|PACKAGE_DIR) = (.*?)\s+#", text, flags=re.M))
-        ok = os.access(python, os.X_OK) and os.access(path, os.X_OK)
-        mode = settings.get("MODE", "None")
-        mode = "from config, else audit" if mode == "None" else mode.strip("'")
-        lines.append(f"{path}: installed, mode {mode}, config {settings.get('CONFIG')}, "
+        settings = installed_settings(text)
+        python = settings.get("PYTHON", "")
+        ok = bool(python) and os.access(python, os.X_OK) and os.access(path, os.X_OK)
+        mode = settings.get("MODE") or "from config, else audit"
+        lines.append(f"{path}: installed, mode {mode}, config {settings.get('CONFIG') or None}, "
                      f"interpreter {python} {'ok' if ok else 'MISSING or not executable'}")
     if not installed:
         lines.append("virtxml-cpu hook: not installed")
