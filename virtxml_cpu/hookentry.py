@@ -13,7 +13,7 @@ import sys
 from .logline import SYSLOG_SOCKET, Log, field, kv
 
 HANDLED = (("prepare", "begin"), ("migrate", "begin"), ("restore", "begin"))
-MAX_DEFINITION_BYTES = 4 * 1024 * 1024  # libvirt's limit; xmlio.MAX_INPUT_BYTES (a test keeps them equal)
+MAX_DEFINITION_BYTES = 10 * 1024 * 1024  # xmlio.MAX_INPUT_BYTES (a test keeps them equal)
 COLD_BOOT = " needs a cold boot to gain kvm-pv-unhalt (guest ABI is fixed here)"
 
 
