@@ -14,7 +14,8 @@ imports lxml nor the rule tables. The key covers everything the decision reads:
 
 What the decision read from other files is recorded as dependencies and compared at every hit: the
 capabilities cache file libvirt keeps for the domain's emulator and its directory (device, inode, size,
-mtime, ctime, owner and mode; or that it was absent), and /dev/kvm (a reloaded module is a new node).
+mtime, ctime, owner and mode; or that it was absent), and /dev/kvm (its node: a reloaded module makes a
+new one; its times change whenever guests start).
 
 The store is a directory only the effective user can change, checked like the spool (no link, 0700, every
 directory above it root's or ours); entries are regular files of at most MAX_ENTRY_BYTES, never read
@@ -180,13 +181,16 @@ def key(definition: bytes, name: str, mode: str, config_path: str, config_bytes:
 
 
 def identity(path: str) -> str:
-    """What a dependency looked like: its inode, size, times, owner and mode; or `absent`."""
+    """What a dependency looked like: its inode, size, times, owner and mode (a device: its node); or
+    `absent`."""
     try:
         st = os.lstat(path)
     except FileNotFoundError:
         return "absent"
     except OSError as e:
         return f"error:{e.errno}"
+    if stat.S_ISCHR(st.st_mode):  # /dev/kvm: its times and owner change as guests start; a new node is new
+        return f"device:{st.st_dev}:{st.st_ino}:{st.st_rdev}"
     return (f"{st.st_dev}:{st.st_ino}:{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}:{st.st_uid}:"
             f"{stat.S_IFMT(st.st_mode)}:{stat.S_IMODE(st.st_mode)}:{st.st_rdev}")
 
