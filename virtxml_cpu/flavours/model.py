@@ -9,7 +9,7 @@ build, and compat rows apply to machines at or below a version (pc_compat_X_Y).
 from __future__ import annotations
 
 import re
-from typing import NamedTuple
+from collections import namedtuple
 
 Version = tuple[int, ...]
 
@@ -18,25 +18,28 @@ Q35 = "pc-q35"
 PC = frozenset({I440FX, Q35})
 
 
-class Rule(NamedTuple):
+class Rule(namedtuple("Rule", "layer prop value source origin families up_to own_up_to when since until models",
+                      defaults=(None,) * 7)):
     """One row: a kvm_default_props entry, an x86_cpu_change_kvm_default() call or a compat property.
 
     `since`/`until` are releases of the build's QEMU (Ubuntu's and RHEL's packages carry the upstream
     release they are based on): a row applies only to a QEMU that has it. With the release unknown every
     row may apply: a machine whose chain holds a row comes from a QEMU that had it."""
 
+    __slots__ = ()  # a plain named tuple: its fields, annotated below for readers
+
     layer: str  # "kvm-default" (named CPU models under KVM) | "compat" (every x86 CPU, counts as user-set)
     prop: str
     value: str | None  # "on" | "off" | None (x86_cpu_change_kvm_default(prop, NULL): keep the model's bit)
     source: str
     origin: str  # whose table the row is from: "upstream", "ubuntu", "rhel"
-    families: frozenset[str] | None = None  # None: every machine family
-    up_to: Version | None = None  # machines whose upstream compat level is <= up_to (pc_compat_X_Y)
-    own_up_to: Version | None = None  # machines whose own (downstream) version is <= own_up_to
-    when: str | None = None  # "irqchip=split" | "irqchip=off"
-    since: Version | None = None  # the first QEMU release with this row
-    until: Version | None = None  # the first QEMU release without it
-    models: frozenset[str] | None = None  # a compat row for these CPU models only ("Conroe-x86_64-cpu")
+    families: frozenset[str] | None  # None: every machine family
+    up_to: Version | None  # machines whose upstream compat level is <= up_to (pc_compat_X_Y)
+    own_up_to: Version | None  # machines whose own (downstream) version is <= own_up_to
+    when: str | None  # "irqchip=split" | "irqchip=off"
+    since: Version | None  # the first QEMU release with this row
+    until: Version | None  # the first QEMU release without it
+    models: frozenset[str] | None  # a compat row for these CPU models only ("Conroe-x86_64-cpu")
 
     @property
     def machine_keyed(self) -> bool:
@@ -49,19 +52,22 @@ class Rule(NamedTuple):
                                    and (self.until is None or release < self.until))
 
 
-class Release(NamedTuple):
+class Release(namedtuple("Release", "key bases source irqchip since until described",
+                         defaults=({}, None, None, "",))):
     """A downstream machine version (an Ubuntu codename, a RHEL X.Y.Z) and the upstream options it is built
     from, per family (a family it lacks has no such machine). `irqchip` overrides the default
     kernel_irqchip of that upstream base. `since`/`until`: the build's QEMU releases that define it so
     (a name redefined later has one row per definition)."""
 
+    __slots__ = ()  # a plain named tuple: its fields, annotated below for readers
+
     key: str
     bases: dict[str, Version]
     source: str
-    irqchip: dict[str, str] = {}  # never mutated
-    since: Version | None = None
-    until: Version | None = None
-    described: str = ""  # the release its machine description names ("Ubuntu 24.04 PC ..." -> "24.04")
+    irqchip: dict[str, str]  # never mutated
+    since: Version | None
+    until: Version | None
+    described: str  # the release its machine description names ("Ubuntu 24.04 PC ..." -> "24.04")
 
     def exists_in(self, release: Version | None) -> bool:
         if release is None:
@@ -69,7 +75,9 @@ class Release(NamedTuple):
         return (self.since is None or release >= self.since) and (self.until is None or release < self.until)
 
 
-class NameTable(NamedTuple):
+class NameTable(namedtuple("NameTable", "pattern releases order source suffix_overrides family_of_bare arrays "
+                           "dated_by",
+                           defaults=({}, None, "upstream", None,))):
     """A grammar `family-KEY[suffix]` whose KEY is looked up in `releases` (oldest first).
 
     `order` says what an unknown KEY is: "version" (RHEL X.Y.Z: its compat level lies between its known
@@ -79,27 +87,37 @@ class NameTable(NamedTuple):
     these machines take (Ubuntu's are built from upstream's, RHEL's have their own).
     """
 
+    __slots__ = ()  # a plain named tuple: its fields, annotated below for readers
+
     pattern: re.Pattern
     releases: tuple[Release, ...]
     order: str
     source: str
-    suffix_overrides: dict[str, tuple[Release, ...]] = {}  # never mutated
-    family_of_bare: str | None = None  # for patterns without a family group (rhel6.x.0 is i440fx)
-    arrays: str = "upstream"
-    dated_by: re.Pattern | None = None  # finds (?P<release>...) in a machine description
+    suffix_overrides: dict[str, tuple[Release, ...]]  # never mutated
+    family_of_bare: str | None  # for patterns without a family group (rhel6.x.0 is i440fx)
+    arrays: str
+    dated_by: re.Pattern | None  # finds (?P<release>...) in a machine description
 
 
-class Alias(NamedTuple):
+class Alias(namedtuple("Alias", "family floor source canonical",
+                       defaults=(None,))):
     """`pc`, `q35`, `ubuntu`: the newest machine of a family in whatever build runs. Its lowest possible
     compat level: libvirt >= 8.1 requires QEMU >= 4.2, so an alias stands for 4.2 or newer."""
+
+    __slots__ = ()  # a plain named tuple: its fields, annotated below for readers
 
     family: str
     floor: Version | None
     source: str
-    canonical: str | None = None  # when the build fixes what the alias means (RHEL: pc-i440fx-rhel7.6.0)
+    canonical: str | None  # when the build fixes what the alias means (RHEL: pc-i440fx-rhel7.6.0)
 
 
-class Flavour(NamedTuple):
+class Flavour(namedtuple("Flavour", "name title versioned tables aliases default_machine fixed "
+                         "irqchip_defaults kvm_defaults machine_rows version_marker emulator_marker "
+                         "registered",
+                         defaults=(None, (),))):
+
+    __slots__ = ()  # a plain named tuple: its fields, annotated below for readers
     name: str  # upstream | ubuntu | rhel
     title: str
     versioned: tuple[tuple[re.Pattern, str | None], ...]  # upstream numeric names: (pattern, family or group)
@@ -111,6 +129,6 @@ class Flavour(NamedTuple):
     kvm_defaults: tuple[Rule, ...]  # this build's kvm_default_props (+ kvm_cpu_instance_init changes)
     machine_rows: tuple[Rule, ...]  # machine-keyed rows, oldest-first semantics as pc_compat_X_Y
     version_marker: re.Pattern | None  # matches `qemu-system-x86_64 --version` of this build
-    emulator_marker: re.Pattern | None = None  # matches the emulator path of this build
-    registered: tuple[tuple[re.Pattern, str | None], ...] = ()  # upstream names this build registers as its
+    emulator_marker: re.Pattern | None  # matches the emulator path of this build
+    registered: tuple[tuple[re.Pattern, str | None], ...]  # upstream names this build registers as its
     # own machines: read only when the build is known (they do not make a name this build's)
