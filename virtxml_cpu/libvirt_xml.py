@@ -9,13 +9,17 @@ checked against libvirt 9.0 and 11.3 by the lab tests.
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from collections import namedtuple
 
 ON_OFF = {"on": "on", "off": "off"}
 
 
-class Setting(NamedTuple):
+class Setting(namedtuple("Setting", "key path attr option prop values source detail libvirt bare select "
+                         "verified refused_with_named",
+                         defaults=(None, None, "", {},))):
     """One element/attribute of the domain XML and the QEMU option libvirt writes for it."""
+
+    __slots__ = ()  # a plain named tuple: its fields, annotated below for readers
 
     key: str  # the name it has in DomainFacts.settings
     path: tuple[str, ...]  # element path below <domain>
@@ -26,10 +30,10 @@ class Setting(NamedTuple):
     source: str  # the provenance label explain shows
     detail: str  # "{v}": the XML value, "{q}": the QEMU value
     libvirt: str  # the libvirt function this row mirrors
-    bare: str | None = None  # the value of the element written without the attribute
-    select: tuple[str, str] | None = None  # (attribute, value) picking one of several sibling elements
-    verified: str = ""  # libvirt's error when the started vCPU lacks what "on" asked for
-    refused_with_named: dict[str, str] = {}  # XML value -> libvirt's error with a named CPU model
+    bare: str | None  # the value of the element written without the attribute
+    select: tuple[str, str] | None  # (attribute, value) picking one of several sibling elements
+    verified: str  # libvirt's error when the started vCPU lacks what "on" asked for
+    refused_with_named: dict[str, str]  # XML value -> libvirt's error with a named CPU model
 
 
 SETTINGS: tuple[Setting, ...] = (
@@ -85,8 +89,10 @@ def cpu_feature_value(policy: str) -> str | None:
     return CPU_FEATURE_POLICIES.get(policy)
 
 
-class Style(NamedTuple):
+class Style(namedtuple("Style", "parent tag attrs")):
     """How the tool turns kvm-pv-unhalt on: the element it adds and where (rewrite.plan writes it)."""
+
+    __slots__ = ()  # a plain named tuple: its fields, annotated below for readers
 
     parent: str  # the child of <domain> that holds it
     tag: str
