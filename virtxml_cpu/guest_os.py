@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
-from typing import NamedTuple
+from collections import namedtuple
 
 MISHANDLES = "mishandles-pv-spinlocks"
 MAY_MISHANDLE = "some-releases-mishandle-pv-spinlocks"
@@ -40,9 +40,11 @@ IGNORES = "no-pv-spinlocks"
 EFFECTS = (MISHANDLES, MAY_MISHANDLE, IGNORES)
 
 
-class GuestKernel(NamedTuple):
+class GuestKernel(namedtuple("GuestKernel", "prefix first last effect name why source")):
     """One finding: the libosinfo ids `prefix` + version with first <= version <= last (last compared on as
     many parts as it has: (14,) takes in 14.3), what their kernel does, and where that is shown."""
+
+    __slots__ = ()  # a plain named tuple: its fields, annotated below for readers
 
     prefix: str  # the libosinfo id up to the version, e.g. "http://redhat.com/rhel/"
     first: tuple[int, ...]

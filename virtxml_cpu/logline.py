@@ -29,7 +29,7 @@ def field(value) -> str:
         return str(value)
     if len(value) > MAX_FIELD:
         value = value[:MAX_FIELD] + "..."
-    return value if 0 < len(value) <= 256 and not value.strip(_PLAIN) else _quoted(value)  # no re: the hook pays for none
+    return value if 0 < len(value) <= 256 and not value.strip(_PLAIN) else _quoted(value)  # no re to import
 
 
 def kv(**fields) -> str:

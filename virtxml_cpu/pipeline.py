@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from collections import namedtuple
 from collections.abc import Callable
-from typing import NamedTuple
 
 from . import domain, engine, policy, rewrite
 from .config import Config
@@ -11,7 +11,9 @@ from .hostfacts import HostFacts
 from .xmlio import parse_domain, parse_domain_lean
 
 
-class Outcome(NamedTuple):
+class Outcome(namedtuple("Outcome", "label resolution decision policy_source style source output")):
+
+    __slots__ = ()  # a plain named tuple: its fields, annotated below for readers
     label: str
     resolution: engine.Resolution
     decision: policy.Decision

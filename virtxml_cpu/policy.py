@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from collections import namedtuple
 
 from . import guest_os
 from . import libvirt_xml
@@ -23,12 +23,15 @@ DECISION_RULES = ("policy-never", "not-x86", "not-kvm", "user-choice", "qemu-cpu
                   "policy-always", "metadata-invalid")
 
 
-class Decision(NamedTuple):
+class Decision(namedtuple("Decision", "action rule reason policy notes",
+                          defaults=((),))):
+
+    __slots__ = ()  # a plain named tuple: its fields, annotated below for readers
     action: str  # inject | keep
     rule: str  # short id of the rule that decided
     reason: str
     policy: str
-    notes: tuple[str, ...] = ()
+    notes: tuple[str, ...]
 
 
 def effective_policy(cli_policy: str | None, config_policy: str | None, override: str | None) -> tuple[str, str]:

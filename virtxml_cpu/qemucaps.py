@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import stat
-from typing import NamedTuple
+from collections import namedtuple
 
 from .hostfacts import HostFacts, flavour_of_package, probe_local_qemu, which
 from .safefs import (Untrusted, check_private_dir, check_trusted, create_temp, make_private_dir, read_regular,
@@ -32,13 +32,17 @@ DIGEST_BYTES = 256 * 1024
 DIGEST_FORMAT = 1
 
 
-class Machine(NamedTuple):
+class Machine(namedtuple("Machine", "name alias default")):
+
+    __slots__ = ()  # a plain named tuple: its fields, annotated below for readers
     name: str
     alias: str | None
     default: bool
 
 
-class QemuCaps(NamedTuple):
+class QemuCaps(namedtuple("QemuCaps", "emulator version package machines")):
+
+    __slots__ = ()  # a plain named tuple: its fields, annotated below for readers
     emulator: str
     version: tuple[int, int, int] | None
     package: str
