@@ -214,7 +214,7 @@ def _imports(tmp_path, lib, config=None, digest_dir="", xml=NEEDS_FIX):
 def test_prepare_path_imports_from_the_rendered_directories_without_site(tmp_path):
     r, modules = _imports(tmp_path, hookinstall.lib_dirs())
     assert r.returncode == 1 and b"refusing to start 'scratch'" in r.stderr  # the full evaluation ran
-    assert "lxml.etree" in modules and not {"site", "socket", "json", "pathlib"} & modules, sorted(modules)
+    assert "lxml.etree" in modules and not {"site", "socket", "json", "pathlib", "typing"} & modules, sorted(modules)
     if not os.path.exists("/etc/virtxml-cpu/config.toml"):  # no config file: no TOML parser either
         assert "tomllib" not in modules
 
