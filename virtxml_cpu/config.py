@@ -66,14 +66,9 @@ HOOK_KEYS = {"mode": str, "spool": str, "syslog_socket": str}
 def parse(text: str, path: str = "<config>") -> Config:
     if all(not line.strip() or line.lstrip().startswith("#") for line in text.splitlines()):
         return Config(path=path)  # comments only (the packaged config): nothing to parse
-    import tomllib  # here, not at the top: a host without settings (the hook's usual case) never pays for it
-
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as e:
-        raise BadInput(f"config {path}: {str(e).splitlines()[0]}") from None
-    except RecursionError:
-        raise BadInput(f"config {path}: nested too deeply") from None
+    data = plain_toml(text)
+    if data is None:
+        data = _toml(text, path)
     hook = data.get("hook", {})
     for table, keys, prefix in ((data, KEYS, ""), (hook if isinstance(hook, dict) else {}, HOOK_KEYS, "hook.")):
         unknown = sorted(set(table) - set(keys))
@@ -145,3 +140,80 @@ def read_raw(path: str | None, environ=os.environ) -> bytes | None:
     except OSError as e:
         reason = "permission denied" if isinstance(e, PermissionError) else e.strerror
         raise EnvironmentProblem(f"config {shown(path)}: {reason}") from None
+
+
+def _toml(text: str, path: str) -> dict:
+    import tomllib  # here, not at the top: tomllib and the typing it imports cost the hook ~3 ms
+
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise BadInput(f"config {path}: {str(e).splitlines()[0]}") from None
+    except RecursionError:
+        raise BadInput(f"config {path}: nested too deeply") from None
+
+
+_BARE_KEY = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")
+_DIGITS = frozenset("0123456789")
+
+
+def plain_toml(text: str) -> dict | None:
+    """What tomllib.loads makes of a config written the plain way (comments, `[hook]` once, `key = "text"`,
+    `key = 12`, `key = 1.5`, `key = true`), or None for anything else, which tomllib then reads (and
+    refuses, with its message). Same result as tomllib wherever it answers (tests/test_config_plain.py)."""
+    data: dict = {}
+    table = data
+    lines = text.split("\n")
+    for n, line in enumerate(lines):
+        line = line[:-1] if line.endswith("\r") and n < len(lines) - 1 else line  # CRLF, never a bare CR
+        if any(c < " " and c != "\t" or c == "\x7f" for c in line):
+            return None  # control characters: tomllib's to judge
+        line = line.strip(" \t")
+        if not line or line.startswith("#"):
+            continue
+        if line.startswith("["):
+            head, _, rest = line.partition("]")
+            if head != "[hook" or "hook" in data or not _comment(rest):
+                return None
+            table = data["hook"] = {}
+            continue
+        key, eq, rest = line.partition("=")
+        key, rest = key.strip(" \t"), rest.strip(" \t")
+        if not eq or not key or not set(key) <= _BARE_KEY or key in table or (table is data and key == "hook"):
+            return None
+        value, rest = _plain_value(rest)
+        if value is None or not _comment(rest):
+            return None
+        table[key] = value
+    return data
+
+
+def _comment(rest: str) -> bool:
+    rest = rest.strip(" \t")
+    return not rest or rest.startswith("#")
+
+
+def _plain_value(text: str):
+    """A basic string without escapes, a decimal integer or float, or a boolean; (None, "") else."""
+    if text.startswith('"'):
+        end = text.find('"', 1)
+        body = text[1:end]
+        if end < 0 or "\\" in body:
+            return None, ""
+        return body, text[end + 1:]
+    token, _, rest = text.replace("\t", " ").partition(" ")
+    if token.startswith("#"):
+        return None, ""
+    if "#" in token:
+        token, rest = token[:token.index("#")], token[token.index("#"):] + " " + rest
+    if token in ("true", "false"):
+        return token == "true", rest
+    sign, digits = (token[0], token[1:]) if token[:1] in ("-", "+") else ("", token)
+    whole, dot, frac = digits.partition(".")
+    if not whole or not set(whole) <= _DIGITS or (len(whole) > 1 and whole[0] == "0"):
+        return None, ""
+    if dot:
+        if not frac or not set(frac) <= _DIGITS:
+            return None, ""
+        return float(sign + digits), rest
+    return int(sign + digits), rest

@@ -291,12 +291,14 @@ def store(directory: str, k: str, verdict: dict, deps: list[tuple[str, str]]) ->
 
 
 def _trim(directory: str) -> None:
-    names = []
+    """Room for one more entry: the oldest go when MAX_ENTRIES are there (only then is anything stat'ed)."""
     with os.scandir(directory) as it:
-        for e in it:
-            if e.name.endswith(SUFFIX) and len(e.name) == 64 + len(SUFFIX) and e.is_file(follow_symlinks=False):
-                names.append((e.stat(follow_symlinks=False).st_mtime_ns, e.name))
-    for _mtime, name in sorted(names)[:max(0, len(names) - MAX_ENTRIES + 1)]:
+        entries = [e for e in it if e.name.endswith(SUFFIX) and len(e.name) == 64 + len(SUFFIX)]
+    if len(entries) < MAX_ENTRIES:
+        return
+    names = sorted((e.stat(follow_symlinks=False).st_mtime_ns, e.name) for e in entries
+                   if e.is_file(follow_symlinks=False))
+    for _mtime, name in names[:max(0, len(names) - MAX_ENTRIES + 1)]:
         try:
             os.unlink(os.path.join(directory, name))
         except OSError:

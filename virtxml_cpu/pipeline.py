@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import namedtuple
 from collections.abc import Callable
 
-from . import domain, engine, policy, rewrite
+from . import domain, engine, policy
 from .config import Config
 from .hostfacts import HostFacts
 from .xmlio import parse_domain, parse_domain_lean
@@ -45,5 +45,7 @@ def process(data: bytes, label: str, host: HostFacts | Callable[[domain.DomainFa
         decision = policy.decide(resolution, chosen, style)
     if not render:
         return Outcome(label, resolution, decision, source, style, data, None)
+    from . import rewrite  # here: deciding alone (the hook, audit, explain) never renders
+
     insertions = rewrite.plan(tree.getroot(), style) if decision.action == "inject" else []
     return Outcome(label, resolution, decision, source, style, data, rewrite.render(data, tree, insertions))
