@@ -16,10 +16,9 @@ host-dependent, with each build's answer in its detail.
 
 from __future__ import annotations
 
-import re
 from collections import namedtuple
 
-from . import libvirt_xml, rules
+from . import lazyre, libvirt_xml, rules
 from .cpu_models import MODEL_BITS
 from .domain import DomainFacts
 from .flavours import FLAVOURS, UPSTREAM, Flavour, Rule
@@ -536,7 +535,7 @@ def _supported(p: Property, accel: str, irqchip: str, host: HostFacts) -> tuple[
     return sup, ("the host's KVM supports it" if sup else "the host's KVM does not support it") + " (/dev/kvm)"
 
 
-_UNHALT = re.compile(r"(^|,)[+-]?kvm[-_]pv[-_]unhalt($|[,=])")
+_UNHALT = lazyre.compile(r"(^|,)[+-]?kvm[-_]pv[-_]unhalt($|[,=])")
 
 
 def _explicit_unhalt(facts: DomainFacts) -> str | None:

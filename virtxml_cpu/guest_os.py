@@ -30,9 +30,10 @@ what `--policy always` and the per-domain `<vxc:cpu policy='always'/>` (or `'nev
 
 from __future__ import annotations
 
-import re
-from functools import lru_cache
 from collections import namedtuple
+from functools import lru_cache
+
+from . import lazyre
 
 MISHANDLES = "mishandles-pv-spinlocks"
 MAY_MISHANDLE = "some-releases-mishandle-pv-spinlocks"
@@ -87,7 +88,7 @@ GUEST_KERNELS: tuple[GuestKernel, ...] = (
                 "its kernel reads only the kvmclock bits of the KVM leaf", _FREEBSD),
 )
 
-_VERSIONED = re.compile(r"^(.*/)(\d+(?:\.\d+)*)$")
+_VERSIONED = lazyre.compile(r"^(.*/)(\d+(?:\.\d+)*)$")
 
 
 @lru_cache(maxsize=256)
