@@ -116,7 +116,7 @@ def manpage(parser: argparse.ArgumentParser | None = None, date: datetime.date |
 
 
 FILE_DESTS = ("files", "output", "config", "capabilities", "domcapabilities")  # options naming a file
-DIR_DESTS = ("hooks_dir",)
+DIR_DESTS = ("hooks_dir", "digest_dir")
 
 
 def completion(parser: argparse.ArgumentParser | None = None) -> str:

@@ -24,10 +24,10 @@ DEFAULT_SPOOL = "/var/lib/virtxml-cpu/pending"
 
 class Config:
     """The settings (a plain class, not a typing.NamedTuple: the hook's repeat starts import this module
-    and pay for no typing machinery). Fields as named in FIELDS; `_replace` as a named tuple's."""
+    and pay for no typing machinery). Fields as named in __slots__; `_replace` as a named tuple's."""
 
     __slots__ = ("policy", "style", "hook_mode", "spool", "syslog_socket", "path", "qemu_flavour", "timeout",
-                 "host_timeout", "qemu_version", "given")
+                 "host_timeout", "qemu_version")
 
     def __init__(self, policy: str | None = None, style: str = "pvspinlock",
                  hook_mode: str | None = None,  # None: the mode `hook install` baked in, else audit
@@ -35,11 +35,10 @@ class Config:
                  qemu_flavour: str | None = None,
                  timeout: float | None = None,  # seconds a libvirt host may stay silent (connecting, any call)
                  host_timeout: float | None = None,  # seconds for a whole host (default: 10 x timeout)
-                 qemu_version: str | None = None,  # the QEMU release the guests run on (default: detected)
-                 given: frozenset = frozenset()):  # settings from the command line, not this file
+                 qemu_version: str | None = None):  # the QEMU release the guests run on, X.Y[.Z] (default: detected)
         self.policy, self.style, self.hook_mode, self.spool = policy, style, hook_mode, spool
         self.syslog_socket, self.path, self.qemu_flavour, self.timeout = syslog_socket, path, qemu_flavour, timeout
-        self.host_timeout, self.qemu_version, self.given = host_timeout, qemu_version, given
+        self.host_timeout, self.qemu_version = host_timeout, qemu_version
 
     def _values(self) -> tuple:
         return tuple(getattr(self, f) for f in self.__slots__)

@@ -13,36 +13,35 @@ from . import config as configmod
 from . import digest, qemucaps
 from .domain import DomainFacts, canonical_uuid
 from .hookentry import act, enforce_message
-from .hostfacts import HostFacts, probe_kvm
+from .hostfacts import HostFacts
+from .hostsrc import HostSources, assemble
 from .logline import SYSLOG_SOCKET, Log, kv
+from .machines import format_version
 from .pipeline import process
 from .xmlio import MAX_INPUT_BYTES
 
-__all__ = ["Log", "SYSLOG_SOCKET", "enforce_message", "evaluate", "hook_host_facts", "run"]
+__all__ = ["Log", "SYSLOG_SOCKET", "enforce_message", "evaluate", "hook_host_facts", "hook_sources", "run"]
 
 
-def hook_host_facts(dom: DomainFacts, cfg, caps_dir: str = qemucaps.CACHE_DIR) -> HostFacts:
-    """/dev/kvm, and the QEMU build: configured, else what libvirt cached for the domain's
-    devices/emulator, else unknown (with the reason). Nothing is executed: the hook must not run a path a
-    domain definition names, and must not call back into libvirt."""
-    facts = probe_kvm()
-    if cfg.qemu_flavour:
-        return facts.merged(HostFacts(qemu_flavour=cfg.qemu_flavour, flavour_source=f"qemu_flavour in {cfg.path}"))
+def hook_sources(dom: DomainFacts, cfg, caps_dir: str | None = None) -> HostSources:
+    """The hook's sources: the config, libvirt's capabilities cache for the domain's devices/emulator
+    (release, aliases, the build its package string names), /dev/kvm. Nothing is executed (the hook must
+    not run a path a domain definition names) and libvirt is not called back."""
     digests = os.path.join(os.path.dirname(cfg.spool.rstrip("/")) or "/", "qemu-caps")  # beside the spool
-    cached, why = qemucaps.lookup(dom.emulator, caps_dir, digests)
-    if cached.qemu_flavour:
-        return facts.merged(cached)
-    return facts.merged(cached)._replace(flavour_source=f"build unknown: {why}")
+    return HostSources(config=cfg, caps_cache=dom.emulator or "", caps_dir=caps_dir, digest_dir=digests, kvm=True)
 
 
-def dependencies(dom: DomainFacts, cfg, caps_dir: str = qemucaps.CACHE_DIR) -> list[str]:
+def hook_host_facts(dom: DomainFacts, cfg, caps_dir: str | None = None) -> HostFacts:
+    return assemble(hook_sources(dom, cfg, caps_dir))
+
+
+def dependencies(dom: DomainFacts, caps_dir: str | None = None) -> list[str]:
     """The files hook_host_facts reads besides the definition and the config: a digest entry stands only
     while each looks as it did."""
-    paths = [digest.KVM_DEVICE]
-    if not cfg.qemu_flavour:
-        paths.append(caps_dir)
-        if dom.emulator and os.path.isabs(dom.emulator) and "\0" not in dom.emulator:
-            paths.append(qemucaps.cache_file(dom.emulator, caps_dir))
+    caps_dir = caps_dir or qemucaps.CACHE_DIR
+    paths = [digest.KVM_DEVICE, caps_dir]
+    if dom.emulator and os.path.isabs(dom.emulator) and "\0" not in dom.emulator:
+        paths.append(qemucaps.cache_file(dom.emulator, caps_dir))
     return paths
 
 
@@ -77,11 +76,9 @@ def evaluate(data: bytes, name: str, cfg, mode: str | None) -> tuple[dict, list[
     hosts: list[HostFacts] = []  # what was learnt about the QEMU build, for the log line
     before: list[tuple[str, str]] = []
 
-    caps_dir = qemucaps.CACHE_DIR
-
     def host_for(dom: DomainFacts) -> HostFacts:
-        before.extend((p, digest.identity(p)) for p in dependencies(dom, cfg, caps_dir))
-        hosts.append(hook_host_facts(dom, cfg, caps_dir))
+        before.extend((p, digest.identity(p)) for p in dependencies(dom))
+        hosts.append(hook_host_facts(dom, cfg))
         return hosts[-1]
 
     outcome = process(data, name, host_for, cfg, render=False)
@@ -93,8 +90,12 @@ def evaluate(data: bytes, name: str, cfg, mode: str | None) -> tuple[dict, list[
               ("decision", d.action), ("rule", d.rule), ("mode", cfg.hook_mode or mode or "audit")]
     host = hosts[-1]
     fields.append(("qemu", host.qemu_flavour or "unknown"))
+    fields.append(("release", format_version(host.qemu_version) if host.qemu_version else "unknown"))
+    unused = "; ".join(host.unused)  # each source that could not be used, and why
     if not host.qemu_flavour:
-        fields.append(("qemu_basis", host.flavour_source))
+        fields.append(("qemu_basis", f"build unknown: {unused or 'no source names it'}"))
+    elif unused:
+        fields.append(("unused", unused))
     if r.facts.orchestrator:
         fields.append(("managed_by", r.facts.orchestrator))  # its definition is regenerated: see the note
     v = r.features["kvm-pv-unhalt"]
