@@ -36,7 +36,7 @@ XML = XML[XML.index(b"<domain"):].replace(b"<domain type='kvm'>", b"<domain type
 ENV = {"LC_ALL": "C", "PATH": "/usr/bin:/bin", "HOME": "/root"}  # what libvirt gives a hook
 SYSTEM_PYTHON = "/usr/bin/python3"
 SYSTEM_LIB = "/usr/lib/python3/dist-packages"
-TARGETS = {"fast": 1.1, "cold": 1.3, "cached": 1.3}
+TARGETS = {"fast": 1.1, "cold": 1.3, "cached": None}  # cached: its target is the lab's (bench/hook_start.py)
 
 
 def timed(cmd: list[str], stdin: bytes, before=None) -> float:
@@ -110,10 +110,11 @@ def main() -> int:
                 print(f"  {k:<40} {v:7.1f} ms (median of {args.runs})")
             names = list(med)
             for kind, (floor, path) in zip(TARGETS, ((names[0], names[1]), (names[2], names[3]), (names[4], names[5]))):
-                ratio = med[path] / med[floor]
-                ok &= ratio <= TARGETS[kind]
-                print(f"  {kind + ' / floor':<22} = {ratio:.2f}x (target <= {TARGETS[kind]}x"
-                      f"{'' if ratio <= TARGETS[kind] else ': MISSED'})")
+                ratio, target = med[path] / med[floor], TARGETS[kind]
+                ok &= target is None or ratio <= target
+                verdict = ("no target of its own: a guest start's +5% is bench/hook_start.py's" if target is None
+                           else f"target <= {target}x{'' if ratio <= target else ': MISSED'}")
+                print(f"  {kind + ' / floor':<22} = {ratio:.2f}x ({verdict})")
         sock.close()
     print("all targets met" if ok else "some target MISSED")
     return 0
