@@ -3,7 +3,8 @@
 (64 MiB, 1 vCPU, no disk) with and without the installed hook, medians and their ratio.
 
 Batches with and without the hook alternate; libvirtd discovers hooks when it starts and on SIGHUP, so it
-is reloaded between batches (tests/lab/harness.py). The hook is installed as `virtxml-cpu hook install`
+is reloaded between batches (tests/lab/harness.py). A third kind of batch has only a script that exits 0
+in qemu.d: what any hook costs (libvirtd forks and waits for it at each operation). The hook is installed as `virtxml-cpu hook install`
 does (audit mode, logging to a socket this script reads, as syslog would); its first start of the guest
 evaluates in full, the later ones are answered from the decision digest, as repeat starts are. Root and
 /dev/kvm only; run it under the lab lock: flock /tmp/virtxml-lab.lock .venv/bin/python bench/hook_start.py
@@ -91,7 +92,8 @@ def main() -> int:
         print(f"SKIPPED: {installed} is installed already; not touching it")
         return 0
     name = harness.unique_name("bench")
-    samples: dict[str, list[tuple[float, float]]] = {"without": [], "with": []}
+    samples: dict[str, list[tuple[float, float]]] = {"without": [], "null hook": [], "with": []}
+    null = Path(HOOKS) / "qemu.d" / "zz-virtxml-cpu-bench-null"
     with tempfile.TemporaryDirectory() as tmp:
         log = LogReader(f"{tmp}/log.sock")
         log.start()
@@ -102,17 +104,23 @@ def main() -> int:
         virsh("define", str(xml))
         try:
             cycle(name)  # QEMU and libvirt warm
-            for batch in range(2 * args.batches):
-                kind = ("without", "with")[batch % 2]
+            for batch in range(3 * args.batches):
+                kind = ("without", "null hook", "with")[batch % 3]
                 if kind == "with":
                     hookinstall.install(HOOKS, "audit", str(cfg), legacy=False, digest_dir=f"{tmp}/decisions")
+                elif kind == "null hook":  # what any hook costs: libvirtd forking and waiting for a script
+                    null.parent.mkdir(parents=True, exist_ok=True)
+                    null.write_text("#!/bin/sh\nexit 0\n")
+                    null.chmod(0o755)
                 harness.reload_hooks()
                 samples[kind] += [cycle(name) for _ in range(args.runs)]
                 if kind == "with":
                     hookinstall.uninstall(HOOKS)
+                null.unlink(missing_ok=True)
         finally:
             if installed.exists():
                 hookinstall.uninstall(HOOKS)
+            null.unlink(missing_ok=True)
             harness.reload_hooks()
             subprocess.run(["virsh", "-q", "-c", harness.URI, "undefine", name], capture_output=True)
         log.sock.close()
@@ -124,9 +132,11 @@ def main() -> int:
     for what, pick in (("start + destroy", lambda s: s[0] + s[1]), ("start alone", lambda s: s[0])):
         med = {k: statistics.median(pick(x) for x in v) * 1000 for k, v in samples.items()}
         ratio = med["with"] / med["without"]
-        print(f"  {what:<16} without the hook {med['without']:6.0f} ms, with it {med['with']:6.0f} ms "
-              f"(medians of {len(samples['with'])}): {ratio:.3f}x (+{med['with'] - med['without']:.1f} ms; "
-              f"target <= {TARGET}x{'' if ratio <= TARGET else ': MISSED'})")
+        print(f"  {what:<16} without a hook {med['without']:6.0f} ms, a null hook {med['null hook']:6.0f} ms, "
+              f"the hook {med['with']:6.0f} ms (medians of {len(samples['with'])})")
+        print(f"  {'':<16} the hook / without = {ratio:.3f}x (+{med['with'] - med['without']:.1f} ms; target <= "
+              f"{TARGET}x{'' if ratio <= TARGET else ': MISSED'}); the hook / a null hook = "
+              f"{med['with'] / med['null hook']:.3f}x")
     return 0
 
 

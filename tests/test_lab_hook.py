@@ -59,7 +59,8 @@ class HookEnv:
 def hook(lab, tmp_path_factory):
     env = HookEnv(tmp_path_factory.mktemp("hook"))
     env.mode("audit")
-    cli("hook", "install", "--hooks-dir", HOOKS, "--config", str(env.config), "--digest-dir", str(env.root / "decisions"))
+    cli("hook", "install", "--hooks-dir", HOOKS, "--config", str(env.config),
+        "--digest-dir", str(env.root / "decisions"))
     harness.reload_hooks()
     yield env
     cli("hook", "uninstall", "--hooks-dir", HOOKS)
