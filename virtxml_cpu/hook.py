@@ -1,7 +1,9 @@
 """The libvirt qemu hook's work: decide at `prepare`, log, refuse (enforce) or queue (queue mode).
 
 Never calls libvirt (the daemon is waiting for us), never changes the XML (prepare ignores stdout;
-migrate/restore must keep the guest ABI), and fails open: any error is logged and the guest starts.
+migrate/restore must keep the guest ABI), and fails open: any error is logged and the guest starts. Every
+line is logfmt fields only; an error's text is one quoted `error=` field, so nothing in it (a domain name)
+can add fields.
 """
 
 from __future__ import annotations
@@ -55,7 +57,7 @@ def run(argv: list[str], mode: str | None = None, config_path: str | None = None
     try:
         cfg = configmod.load(config_path, environ={})  # only the rendered path: no variable steers root
     except Exception as e:  # noqa: BLE001 - fail open
-        log(f"{kv(domain=name, op=op)} config unusable ({e}); guest not checked", warning=True)
+        log(kv(domain=name, op=op, result="guest not checked", error=f"config unusable: {e}"), warning=True)
         return 0
     log = Log(cfg.syslog_socket) if cfg.syslog_socket and log.path == SYSLOG_SOCKET else log
     try:
@@ -63,7 +65,8 @@ def run(argv: list[str], mode: str | None = None, config_path: str | None = None
             data = (stdin if stdin is not None else sys.stdin.buffer).read(MAX_INPUT_BYTES + 1)
         verdict, deps = evaluate(data, name, cfg, mode)
     except Exception as e:  # noqa: BLE001 - fail open, whatever went wrong
-        log(f"{kv(domain=name, op=op)} cannot evaluate ({type(e).__name__}: {e}); guest not checked", warning=True)
+        log(kv(domain=name, op=op, result="guest not checked", error=f"cannot evaluate: {type(e).__name__}: {e}"),
+            warning=True)
         return 0
     if digest_dir and digest_key and deps is not None:
         digest.store(digest_dir, digest_key, verdict, deps)

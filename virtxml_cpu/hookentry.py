@@ -77,7 +77,7 @@ def act(verdict: dict, op: str, log, cached: bool = False) -> int:
                                                  "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
             fields.insert(len(fields) - 1, ("queued", where))
         except (OSError, spool.Refused) as e:
-            log(f"{kv(domain=verdict['fields'][0][1], spool=where)} fix not queued: {e}", warning=True)
+            log(kv(domain=verdict["fields"][0][1], spool=where, result="fix not queued", error=str(e)), warning=True)
     log(kv(**dict(fields), **tail))
     return 0
 

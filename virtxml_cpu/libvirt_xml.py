@@ -14,8 +14,8 @@ from collections import namedtuple
 ON_OFF = {"on": "on", "off": "off"}
 
 
-class Setting(namedtuple("Setting", "key path attr option prop values source detail libvirt bare select "
-                         "verified refused_with_named",
+class Setting(namedtuple("Setting", "key path attr option prop values source detail bare select verified "
+                         "refused_with_named",
                          defaults=(None, None, "", {},))):
     """One element/attribute of the domain XML and the QEMU option libvirt writes for it."""
 
@@ -28,8 +28,7 @@ class Setting(namedtuple("Setting", "key path attr option prop values source det
     prop: str  # the QEMU property or -machine option it becomes
     values: dict[str, str]  # XML value -> QEMU value; any other value: libvirt writes nothing
     source: str  # the provenance label explain shows
-    detail: str  # "{v}": the XML value, "{q}": the QEMU value
-    libvirt: str  # the libvirt function this row mirrors
+    detail: str  # "{v}": the XML value, "{q}": the QEMU value (the libvirt function each row mirrors: its comment)
     bare: str | None  # the value of the element written without the attribute
     select: tuple[str, str] | None  # (attribute, value) picking one of several sibling elements
     verified: str  # libvirt's error when the started vCPU lacks what "on" asked for
@@ -38,36 +37,86 @@ class Setting(namedtuple("Setting", "key path attr option prop values source det
 
 SETTINGS: tuple[Setting, ...] = (
     # In the order the engine applies them; a later one wins for the same property.
+    # qemuBuildCpuCommandLine (VIR_DOMAIN_KVM_HIDDEN)
     Setting("kvm-hidden", ("features", "kvm", "hidden"), "state", "-cpu", "kvm", {"on": "off"},
-            "<features><kvm>", "<hidden state='{v}'/> -> kvm={q}", "qemuBuildCpuCommandLine (VIR_DOMAIN_KVM_HIDDEN)"),
+            "<features><kvm>", "<hidden state='{v}'/> -> kvm={q}"),
+    # qemuBuildCpuCommandLine (VIR_DOMAIN_KVM_DEDICATED)
     Setting("hint-dedicated", ("features", "kvm", "hint-dedicated"), "state", "-cpu", "kvm-hint-dedicated", ON_OFF,
-            "<features><kvm>", "<kvm><hint-dedicated state='{v}'/> -> kvm-hint-dedicated={q}",
-            "qemuBuildCpuCommandLine (VIR_DOMAIN_KVM_DEDICATED)"),
+            "<features><kvm>", "<kvm><hint-dedicated state='{v}'/> -> kvm-hint-dedicated={q}"),
+    # qemuBuildCpuCommandLine (VIR_DOMAIN_KVM_POLLCONTROL)
     Setting("poll-control", ("features", "kvm", "poll-control"), "state", "-cpu", "kvm-poll-control", ON_OFF,
-            "<features><kvm>", "<kvm><poll-control state='{v}'/> -> kvm-poll-control={q}",
-            "qemuBuildCpuCommandLine (VIR_DOMAIN_KVM_POLLCONTROL)"),
+            "<features><kvm>", "<kvm><poll-control state='{v}'/> -> kvm-poll-control={q}"),
+    # qemuBuildCpuCommandLine (VIR_DOMAIN_KVM_PVIPI)
     Setting("pv-ipi", ("features", "kvm", "pv-ipi"), "state", "-cpu", "kvm-pv-ipi", ON_OFF,
-            "<features><kvm>", "<kvm><pv-ipi state='{v}'/> -> kvm-pv-ipi={q}",
-            "qemuBuildCpuCommandLine (VIR_DOMAIN_KVM_PVIPI)"),
+            "<features><kvm>", "<kvm><pv-ipi state='{v}'/> -> kvm-pv-ipi={q}"),
+    # qemuBuildCpuCommandLine (VIR_DOMAIN_FEATURE_PVSPINLOCK)
     Setting("pvspinlock", ("features", "pvspinlock"), "state", "-cpu", "kvm-pv-unhalt", ON_OFF,
-            "<features><pvspinlock>", "<pvspinlock state='{v}'/> -> kvm-pv-unhalt={q}",
-            "qemuBuildCpuCommandLine (VIR_DOMAIN_FEATURE_PVSPINLOCK)", bare="on",
+            "<features><pvspinlock>", "<pvspinlock state='{v}'/> -> kvm-pv-unhalt={q}", bare="on",
             verified="host doesn't support paravirtual spinlocks"),
+    # qemuBuildCpuCommandLine (apic_eoi)
     Setting("apic-eoi", ("features", "apic"), "eoi", "-cpu", "kvm-pv-eoi", ON_OFF,
-            "<features><apic>", "<apic eoi='{v}'/> -> kvm-pv-eoi={q}", "qemuBuildCpuCommandLine (apic_eoi)"),
+            "<features><apic>", "<apic eoi='{v}'/> -> kvm-pv-eoi={q}"),
+    # qemuBuildCpuCommandLine (VIR_DOMAIN_TIMER_NAME_KVMCLOCK)
     Setting("kvmclock", ("clock", "timer"), "present", "-cpu", "kvmclock", {"yes": "on", "no": "off"},
-            "<clock><timer>", "<timer name='kvmclock' present='{v}'/> -> kvmclock={q}",
-            "qemuBuildCpuCommandLine (VIR_DOMAIN_TIMER_NAME_KVMCLOCK)", select=("name", "kvmclock")),
+            "<clock><timer>", "<timer name='kvmclock' present='{v}'/> -> kvmclock={q}", select=("name", "kvmclock")),
+    # qemuBuildCpuCommandLine (def->cpu->cache)
     Setting("cache", ("cpu", "cache"), "mode", "-cpu", "l3-cache",
             {"emulate": "on", "passthrough": "off", "disable": "off"},
             "<cpu><cache>", "<cache mode='{v}'/> -> l3-cache={q} (qemuBuildCpuCommandLine)",
-            "qemuBuildCpuCommandLine (def->cpu->cache)",
             refused_with_named={"passthrough": "CPU cache mode 'passthrough' can only be used with"}),
+    # qemuBuildMachineCommandLine (VIR_DOMAIN_FEATURE_IOAPIC)
     Setting("ioapic", ("features", "ioapic"), "driver", "-machine", "kernel_irqchip", {"qemu": "split", "kvm": "on"},
-            "<features><ioapic>", "<ioapic driver='{v}'/> -> kernel_irqchip={q}",
-            "qemuBuildMachineCommandLine (VIR_DOMAIN_FEATURE_IOAPIC)"),
+            "<features><ioapic>", "<ioapic driver='{v}'/> -> kernel_irqchip={q}"),
 )
 BY_KEY: dict[str, Setting] = {s.key: s for s in SETTINGS}
+
+class Placement(namedtuple("Placement", "key path first cpus of attrs libvirt meaning empty missing single",
+                           defaults=(None, None,))):
+    """One element that places vCPU or emulator threads on host CPUs, read as libvirt's domain parser reads
+    it. Its set attribute is in libvirt's cpuset syntax (cpuset.parse); `errors` are libvirt's refusals."""
+
+    __slots__ = ()  # a plain named tuple: its fields, annotated below for readers
+
+    key: str  # the name it has in DomainFacts.placement
+    path: tuple[str, ...]  # element path below <domain>
+    first: bool  # only the first such element counts (libvirt's XPath ends in [1]); else every one
+    cpus: str  # the attribute in cpuset syntax
+    of: str  # what its numbers are: "host" CPUs or "vcpu" ids
+    attrs: tuple[str, ...]  # other attributes read
+    libvirt: str  # the libvirt function this row mirrors
+    meaning: str  # what libvirt does with it
+    empty: str  # libvirt's error for a cpuset that names no CPU ({v}: the attribute's text)
+    missing: str | None  # libvirt's error when the set attribute is absent (None: the element is a no-op)
+    single: str | None  # libvirt's error when there is more than one
+
+
+# Sources: libvirt 9.0.0 src/conf/domain_conf.c (virDomainVcpuParse, virDomainVcpuPinDefParseXML,
+# virDomainEmulatorPinDefParseXML, virDomainThreadSchedParseHelper, virDomainDefGetVcpuPinInfoHelper: a
+# vCPU's affinity is its <vcpupin>, else numad's choice with placement='auto', else <vcpu cpuset>, else every
+# host CPU), src/qemu/qemu_process.c (qemuProcessSetupPid: the same order when QEMU's threads start).
+PLACEMENT: tuple[Placement, ...] = (
+    Placement("vcpu-cpuset", ("vcpu",), True, "cpuset", "host", ("placement",),
+              "virDomainVcpuParse (def->cpumask)",
+              "the host CPUs of every vCPU that has no <vcpupin>; ignored with placement='auto'",
+              "Invalid value of 'cpuset': {v}"),
+    Placement("vcpupin", ("cputune", "vcpupin"), False, "cpuset", "host", ("vcpu",),
+              "virDomainVcpuPinDefParseXML (vcpu->cpumask)",
+              "the host CPUs of one vCPU; one for a vCPU id >= <vcpu> is ignored ('Ignoring vcpupin for missing "
+              "vcpus')", "Invalid value of 'cpuset': {v}", missing="missing cpuset for vcpupin"),
+    Placement("emulatorpin", ("cputune", "emulatorpin"), False, "cpuset", "host", (),
+              "virDomainEmulatorPinDefParseXML (cputune.emulatorpin)",
+              "the host CPUs of QEMU's emulator threads (not the vCPUs)", "Invalid value of 'cpuset': {v}",
+              missing="missing cpuset for emulatorpin", single="only one emulatorpin is supported"),
+    Placement("vcpusched", ("cputune", "vcpusched"), False, "vcpus", "vcpu", ("scheduler", "priority"),
+              "virDomainVcpuThreadSchedParse (vcpu->sched)",
+              "the host scheduler (fifo/rr: realtime) of the vCPUs it names; places nothing",
+              "'vcpus' scheduler bitmap '{v}' is empty",
+              missing="Missing attribute 'vcpus' in element 'vcpusched'"),
+)
+PLACEMENT_BY_KEY: dict[str, Placement] = {p.key: p for p in PLACEMENT}
+# The form that tells a guest its vCPUs have host CPUs of their own (KVM_HINTS_REALTIME, CPUID 0x40000001
+# EDX bit 0): qemuBuildCpuCommandLine writes kvm-hint-dedicated=on for it; libvirt 5.7.0 / QEMU 2.12.
+HINT_DEDICATED = "<features><kvm><hint-dedicated state='on'/></kvm></features>"
 
 # <cpu><feature name policy>: one -cpu flag per element (qemuBuildCpuFeatureArg / virQEMUCapsCPUFeatureToQEMU).
 CPU_FEATURE_POLICIES = {"require": "on", "force": "on", "disable": "off", "forbid": "off"}  # optional: nothing

@@ -7,6 +7,7 @@ import json
 
 from . import guest_os
 from . import qemu_build
+from .errors import shown
 from .memo import MISSING, Kept
 from .pipeline import Outcome
 from .rules import PROPERTIES
@@ -30,6 +31,9 @@ def _shared(r) -> dict:
         "machine": r.facts.machine,
         "machine_resolved": r.machine.alias_of or r.facts.machine,
         "machine_family": r.machine.family,
+        "machine_base": r.machine.base,
+        "machine_status": r.machine_status,
+        "machine_status_reason": r.machine_status_why,
         "qemu_flavour": r.flavour,
         "qemu_flavour_basis": r.flavour_basis,
         "qemu_release": qemu_build.described(r.host),
@@ -92,14 +96,14 @@ def table(o: Outcome, verbose: bool = False) -> str:
     accel = {"kvm": "KVM", "tcg": "TCG"}.get(r.accel, r.accel)
     model = f" ({r.model})" if r.model and r.cpu_kind == "named" else ""
     lines = [f"== {r.facts.name or '?'}  [{o.label}]",
-             f"   machine {r.machine.label()}, CPU {r.facts.cpu_mode}{model}, {accel}, kernel_irqchip={r.irqchip}",
+             f"   machine {r.machine.described()}, CPU {r.facts.cpu_mode}{model}, {accel}, kernel_irqchip={r.irqchip}",
+             f"   machine status: {r.machine_status} ({r.machine_status_why})",
              f"   QEMU build: {r.flavour_basis}; {qemu_build.described(r.host)}"]
     lines.extend(f"   host facts: {u}" for u in r.host.unused)
     if r.facts.os_id:
         row = guest_os.lookup(r.facts.os_id)
         known = f" ({row.name}: {row.effect})" if row else " (no finding about its kernel)"
-        shown = r.facts.os_id if r.facts.os_id.isprintable() else repr(r.facts.os_id)
-        lines.append(f"   guest OS: {shown}{known}")
+        lines.append(f"   guest OS: {r.facts.os_id}{known}")
     width = max(len(p) for p in PROPERTIES)
     lines.append(f"   {'FEATURE':<{width}}  {'STATE':<14}  {'SOURCE':<26}  REASON")
     for p in PROPERTIES:
@@ -110,7 +114,7 @@ def table(o: Outcome, verbose: bool = False) -> str:
     lines.append(f"   decision: {verb} [{d.rule}, policy {d.policy} from {o.policy_source}]")
     lines.append(f"   why: {d.reason}")
     lines.extend(f"   note: {n}" for n in d.notes)
-    return "\n".join(lines)
+    return "\n".join(shown(line) for line in lines)  # names, machine types, reasons: each line one line
 
 
 def unified_diff(o: Outcome) -> str:

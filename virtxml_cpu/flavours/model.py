@@ -76,8 +76,8 @@ class Release(namedtuple("Release", "key bases source irqchip since until descri
 
 
 class NameTable(namedtuple("NameTable", "pattern releases order source suffix_overrides family_of_bare arrays "
-                           "dated_by",
-                           defaults=({}, None, "upstream", None,))):
+                           "dated_by release_label",
+                           defaults=({}, None, "upstream", None, "",))):
     """A grammar `family-KEY[suffix]` whose KEY is looked up in `releases` (oldest first).
 
     `order` says what an unknown KEY is: "version" (RHEL X.Y.Z: its compat level lies between its known
@@ -97,10 +97,11 @@ class NameTable(namedtuple("NameTable", "pattern releases order source suffix_ov
     family_of_bare: str | None  # for patterns without a family group (rhel6.x.0 is i440fx)
     arrays: str
     dated_by: re.Pattern | None  # finds (?P<release>...) in a machine description
+    release_label: str  # names a row's distribution release: "Ubuntu {described}", "RHEL {key}"
 
 
-class Alias(namedtuple("Alias", "family floor source canonical",
-                       defaults=(None,))):
+class Alias(namedtuple("Alias", "family floor source canonical newest",
+                       defaults=(None, "",))):
     """`pc`, `q35`, `ubuntu`: the newest machine of a family in whatever build runs. Its lowest possible
     compat level: libvirt >= 8.1 requires QEMU >= 4.2, so an alias stands for 4.2 or newer."""
 
@@ -110,12 +111,63 @@ class Alias(namedtuple("Alias", "family floor source canonical",
     floor: Version | None
     source: str
     canonical: str | None  # when the build fixes what the alias means (RHEL: pc-i440fx-rhel7.6.0)
+    newest: str  # what it stands for in a known release: "version" (FAMILY-X.Y of the QEMU X.Y), "table"
+    # (the newest row of the build's name table defined in that release); "": not known from the release
+
+
+class Span(namedtuple("Span", "prefix low high release source")):
+    """Versioned machine types `prefix` + X.Y with low <= X.Y <= high (inclusive) and a QEMU release where
+    their status changes: `removed` (the first release whose code has none of them; (0,) = never existed
+    under this prefix) or `deprecated` (the first release that marks them so, until they are removed)."""
+
+    __slots__ = ()  # a plain named tuple: its fields, annotated below for readers
+
+    prefix: str  # "pc-i440fx-", "pc-q35-", "pc-" (the i440fx names before 1.4)
+    low: Version
+    high: Version
+    release: Version  # the QEMU release the change comes with
+    source: str
+
+    def covers(self, name_prefix: str, version: Version) -> bool:
+        return name_prefix == self.prefix and self.low <= version[:2] <= self.high
+
+
+class AgeRule(namedtuple("AgeRule", "deprecate_after delete_after since delete_since source counted "
+                         "delete_after_by_major",
+                         defaults=("qemu", {},))):
+    """include/hw/core/boards.h's versioned machine lifecycle: a machine (major, minor) is deprecated once
+    the build's major release is `deprecate_after` majors on (the same minor or later in the last year),
+    and not registered once it is `delete_after` majors on; counted against the QEMU release (upstream) or
+    the RHEL major release the package is built for (RHEL's RHEL_VERSION)."""
+
+    __slots__ = ()  # a plain named tuple: its fields, annotated below for readers
+
+    deprecate_after: int
+    delete_after: int
+    since: Version  # the first QEMU release with these macros
+    delete_since: Version  # the first QEMU release where the deletion takes effect
+    source: str
+    counted: str  # "qemu": QEMU_VERSION_MAJOR/MINOR | "rhel": RHEL_VERSION (the RHEL major)
+    delete_after_by_major: dict[int, int]  # RHEL: the deletion cutoff each RHEL major builds with
+
+
+class Lifecycle(namedtuple("Lifecycle", "age removals deprecations",
+                           defaults=(None, (), (),))):
+    """Which versioned machine types a build's release offers: the age rule, and what releases removed
+    from the code or marked deprecated before it (an unversioned or downstream codename machine has no
+    lifecycle: it exists in the releases its Release row names)."""
+
+    __slots__ = ()  # a plain named tuple: its fields, annotated below for readers
+
+    age: AgeRule | None
+    removals: tuple[Span, ...]
+    deprecations: tuple[Span, ...]
 
 
 class Flavour(namedtuple("Flavour", "name title versioned tables aliases default_machine fixed "
                          "irqchip_defaults kvm_defaults machine_rows version_marker emulator_marker "
-                         "registered",
-                         defaults=(None, (),))):
+                         "registered lifecycle downstream_lifecycle",
+                         defaults=(None, (), Lifecycle(), Lifecycle(),))):
 
     __slots__ = ()  # a plain named tuple: its fields, annotated below for readers
     name: str  # upstream | ubuntu | rhel
@@ -132,3 +184,5 @@ class Flavour(namedtuple("Flavour", "name title versioned tables aliases default
     emulator_marker: re.Pattern | None  # matches the emulator path of this build
     registered: tuple[tuple[re.Pattern, str | None], ...]  # upstream names this build registers as its
     # own machines: read only when the build is known (they do not make a name this build's)
+    lifecycle: Lifecycle  # which versioned machine types each release offers or deprecates
+    downstream_lifecycle: Lifecycle  # the same for the build's own versioned names (RHEL)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from ..errors import shown
 from ..records import HostResult
 
 PREFIX = "virtxml_cpu"
@@ -23,14 +24,19 @@ FAMILIES = {  # name: (type, help), in the order written
     "host_reachable": ("gauge", "1 when the libvirt host answered the audit"),
     "host_domains": ("gauge", "domains audited on the host"),
     "host_domains_needs_fix": ("gauge", "domains on the host whose definition should get kvm-pv-unhalt"),
-    "host_domain_errors": ("gauge", "domains named but not audited (unknown or vanished)"),
+    "host_domain_errors": ("gauge", "domains not audited (unknown, vanished or unreadable)"),
+    "host_domains_machine_status": ("gauge", "domains on the host whose machine type its QEMU marks deprecated "
+                                             "(status=deprecated) or does not offer (status=not-offered)"),
     "host_audit_seconds": ("gauge", "how long the host's audit took"),
     "audit_timestamp_seconds": ("gauge", "when this audit finished (Unix time)"),
 }
 
 
 def _label(value) -> str:
-    text = str(value)
+    """A label value: the exposition format's escapes (backslash, quote, newline), and every other control,
+    format or separator character (CR, TAB, NEL, U+2028, U+202E ...) shown escaped first: the format has no
+    escape of its own for them, and raw they would reach whoever reads the file."""
+    text = "\n".join(shown(part) for part in str(value).split("\n"))
     return text.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
 
 
@@ -59,6 +65,9 @@ def tail(hosts: Sequence[HostResult], now: float) -> str:
         add("host_domains", _labels(host=h.uri), len(audited))
         add("host_domains_needs_fix", _labels(host=h.uri), sum(r.needs_fix for r in audited))
         add("host_domain_errors", _labels(host=h.uri), len(h.rows) - len(audited))
+        for status in ("deprecated", "not-offered"):
+            add("host_domains_machine_status", _labels(host=h.uri, status=status),
+                sum(r.machine_status == status for r in audited))
         add("host_audit_seconds", _labels(host=h.uri), f"{h.seconds:.3f}")
         for r in audited:
             base = dict(host=h.uri, domain=r.domain, uuid=r.uuid or "")
