@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from virtxml_cpu import digest, domain, hookentry, qemucaps, xmlio
+from virtxml_cpu import digest, domain, hookact, hookentry, qemucaps, xmlio
 
 from .conftest import FIXTURES, ROOT
 
@@ -212,5 +212,5 @@ def test_the_hit_path_imports_neither_lxml_nor_the_tables(host, tmp_path):
 
 def test_the_entry_keeps_the_limits_and_names_of_the_modules_it_avoids():
     assert hookentry.MAX_DEFINITION_BYTES == xmlio.MAX_INPUT_BYTES
-    assert hookentry.OWN_NS == domain.OWN_NS
+    assert hookact.OWN_NS == domain.OWN_NS
     assert (ROOT / "virtxml_cpu" / "flavours").is_dir()  # package_identity's second directory

@@ -14,12 +14,12 @@ import sys
 from . import config as configmod
 from . import digest, qemucaps
 from .domain import DomainFacts, canonical_uuid
-from .hookentry import act, enforce_message
+from .hookact import act, enforce_message
 from .hostfacts import HostFacts
 from .hostsrc import HostSources, assemble
 from .logline import SYSLOG_SOCKET, Log, kv
 from .machines import format_version
-from .pipeline import process
+from .pipeline import decide, read
 from .xmlio import MAX_INPUT_BYTES
 
 __all__ = ["Log", "SYSLOG_SOCKET", "enforce_message", "evaluate", "hook_host_facts", "hook_sources", "run"]
@@ -76,22 +76,16 @@ def run(argv: list[str], mode: str | None = None, config_path: str | None = None
 def evaluate(data: bytes, name: str, cfg, mode: str | None) -> tuple[dict, list[tuple[str, str]] | None]:
     """The decision for one definition as the verdict `act` carries out, and the dependencies it read
     (path, identity) as they were before and after (None when one changed meanwhile: not kept)."""
-    hosts: list[HostFacts] = []  # what was learnt about the QEMU build, for the log line
-    before: list[tuple[str, str]] = []
-
-    def host_for(dom: DomainFacts) -> HostFacts:
-        before.extend((p, digest.identity(p)) for p in dependencies(dom))
-        hosts.append(hook_host_facts(dom, cfg))
-        return hosts[-1]
-
-    outcome = process(data, name, host_for, cfg, render=False)
+    doc = read(data, name, render=False)
+    before = [(p, digest.identity(p)) for p in dependencies(doc.facts)]
+    host = hook_host_facts(doc.facts, cfg)  # from the domain's own devices/emulator, read from this one parse
+    outcome = decide(doc, host, cfg)
     deps = before if all(digest.identity(p) == was for p, was in before) else None
     r, d = outcome.resolution, outcome.decision
     uuid = canonical_uuid(r.facts.uuid)
     fields = [("domain", r.facts.name or name), ("uuid", uuid or "-"), ("machine", r.machine.label()),
               ("cpu_mode", r.facts.cpu_mode), ("pv_unhalt", r.features["kvm-pv-unhalt"].state),
               ("decision", d.action), ("rule", d.rule), ("mode", cfg.hook_mode or mode or "audit")]
-    host = hosts[-1]
     fields.append(("qemu", host.qemu_flavour or "unknown"))
     fields.append(("release", format_version(host.qemu_version) if host.qemu_version else "unknown"))
     unused = "; ".join(host.unused)  # each source that could not be used, and why
