@@ -13,7 +13,7 @@ from operator import itemgetter
 
 from lxml import etree
 
-from . import domain, engine, policy, rewrite
+from . import domain, engine, policy
 from .config import Config
 from .hostfacts import HostFacts
 from .memo import Memo, frozen
@@ -95,6 +95,8 @@ def decide(doc: Document, host: HostFacts, config: Config, cli_policy: str | Non
         decision = MEMO.get(("decision", key, chosen, style), lambda: policy.decide(resolution, chosen, style))
     if doc.tree is None:
         return Outcome(doc.label, resolution, decision, source, style, doc.source, None, key)
+    from . import rewrite  # here: deciding alone (the hook, audit, explain) never renders
+
     insertions = rewrite.plan(doc.tree.getroot(), style) if decision.action == "inject" else []
     return Outcome(doc.label, resolution, decision, source, style, doc.source,
                    rewrite.render(doc.source, doc.tree, insertions), key)
