@@ -2,6 +2,7 @@
 # `make test`: set everything up and run the whole suite. As root on a KVM host this installs Debian's
 # QEMU + libvirt, starts libvirtd, builds the Debian package and runs the real-QEMU tests; elsewhere
 # those tests skip, loudly.
+# `make bench`: the benchmarks in bench/ (as root on a KVM host also the lab's guest-start cost of the hook).
 # `make deb`: build virtxml-cpu_VERSION_all.deb and cockpit-virtxml-cpu_VERSION_all.deb (the Cockpit page)
 # here with Debian's tools (debhelper, dh-python), in a copy of the tree under /tmp, and check them with
 # lintian; as root, installs what is missing for that.
@@ -79,6 +80,10 @@ bench: $(STAMP)
 	$(PY) bench/audit_scale.py
 	$(PY) bench/file_cost.py
 	$(PY) bench/fleet_faults.py
+	@if [ "$$(id -u)" = 0 ] && [ -e /dev/kvm ]; then \
+	  $(PY) -c 'import libvirt' 2>/dev/null || $(MAKE) --no-print-directory lab; \
+	  flock /tmp/virtxml-lab.lock $(PY) bench/hook_start.py; \
+	else echo "!!! not root or no /dev/kvm: bench/hook_start.py (the hook's cost to a real guest start) SKIPPED"; fi
 
 clean:
 	rm -rf $(VENV) build demo-out .pytest_cache virtxml-cpu_*_all.deb cockpit-virtxml-cpu_*_all.deb

@@ -85,19 +85,86 @@ def test_syslog_socket_receives_the_line(tmp_path):
     assert msg.startswith("<14>virtxml-cpu[") and "decision=inject" in msg
 
 
-def _script(*args, stdin=b""):
-    return subprocess.run([sys.executable, "-S", "-X", "importtime", str(HOOK), *args], input=stdin,
-                          capture_output=True, timeout=60)
+ENV = {"LC_ALL": "C", "PATH": "/usr/bin:/bin", "HOME": "/root"}  # what libvirt gives a hook
+
+
+def _front(tmp_path, python=sys.executable, lib=None, config=None, mode="enforce", digest_dir=""):
+    """The hook as `hook install` renders it, in tmp_path."""
+    path = tmp_path / "virtxml-cpu"
+    lib = hookinstall.lib_dirs() if lib is None else lib
+    path.write_text(hookinstall.render(hookinstall.template(), python, hookinstall.PACKAGE_PARENT, mode, config, lib,
+                                       digest_dir))
+    path.chmod(0o755)
+    return path
+
+
+def _recorder(tmp_path):
+    """An interpreter stand-in that records that it was started, then runs the real one."""
+    marker = tmp_path / "started"
+    rec = tmp_path / "python"
+    rec.write_text(f"#!/bin/sh\necho \"$@\" >> {marker}\nexec {sys.executable} \"$@\"\n")
+    rec.chmod(0o755)
+    return str(rec), marker
 
 
 @pytest.mark.parametrize("op", [("start", "begin"), ("started", "begin"), ("stopped", "end"),
-                                ("release", "end"), ("reconnect", "begin"), ("attach", "begin"), ("unknown", "x")])
-def test_fast_path_exits_0_prints_nothing_imports_nothing(op):
-    r = _script("vm", *op, "-", stdin=NEEDS_FIX)
-    assert r.returncode == 0 and r.stdout == b""
-    imported = r.stderr.decode()
-    modules = [line.rsplit("|", 1)[-1].strip() for line in imported.splitlines() if "|" in line]
-    assert modules and not {"site", "lxml", "virtxml_cpu", "json", "socket"} & set(modules), modules
+                                ("release", "end"), ("reconnect", "begin"), ("attach", "begin"), ("unknown", "x"),
+                                ("prepare", "end"), ("migrate", "end")])
+def test_ignored_operations_start_no_interpreter(tmp_path, op):
+    python, marker = _recorder(tmp_path)
+    hook_path = _front(tmp_path, python)
+    r = subprocess.run([str(hook_path), "vm", *op, "-"], input=NEEDS_FIX, capture_output=True, env=ENV, timeout=60)
+    assert r.returncode == 0 and r.stdout == r.stderr == b""
+    assert not marker.exists()
+
+
+def test_handled_operations_run_the_isolated_interpreter(tmp_path):
+    python, marker = _recorder(tmp_path)
+    hook_path = _front(tmp_path, python, config=cfg(tmp_path, "enforce"))
+    r = subprocess.run([str(hook_path), "scratch", "prepare", "begin", "-"], input=NEEDS_FIX, capture_output=True,
+                       env=ENV, timeout=60)
+    assert r.returncode == 1 and b"refusing to start 'scratch'" in r.stderr
+    assert marker.read_text().startswith("-I -S -c ")
+
+
+def test_the_source_tree_hook_runs_from_the_checkout(tmp_path):
+    """hooks/qemu (the unrendered front) finds virtxml_cpu above itself, lxml through site."""
+    r = subprocess.run(["/bin/sh", str(HOOK), "scratch", "prepare", "begin", "-"], input=NEEDS_FIX,
+                       capture_output=True, env=ENV, timeout=60)
+    assert r.returncode == 0 and b"decision=inject" in r.stderr, r.stderr
+
+
+def test_a_missing_interpreter_fails_open(tmp_path):
+    hook_path = _front(tmp_path, str(tmp_path / "gone" / "python3"))
+    r = subprocess.run([str(hook_path), "scratch", "prepare", "begin", "-"], input=NEEDS_FIX, capture_output=True,
+                       env=ENV, timeout=60)
+    assert r.returncode == 0 and b"guest start not checked" in r.stderr
+
+
+def test_no_environment_variable_steers_the_installed_hook(tmp_path):
+    """A root hook must not depend on libvirt not passing PYTHONPATH or VIRTXML_CPU_CONFIG: a module
+    planted on PYTHONPATH is never imported, a config named by VIRTXML_CPU_CONFIG never read."""
+    planted = tmp_path / "planted"
+    for mod in ("lxml", "virtxml_cpu"):
+        (planted / mod).mkdir(parents=True)
+        (planted / mod / "__init__.py").write_text(f"open({str(tmp_path / 'ran')!r}, 'a').write({mod!r})\n")
+    (tmp_path / "env.toml").write_text('[hook]\nmode = "enforce"\n')
+    hook_path = _front(tmp_path, mode="audit")  # no config named: the default path
+    env = dict(ENV, PYTHONPATH=str(planted), VIRTXML_CPU_CONFIG=str(tmp_path / "env.toml"), PYTHONHOME=str(planted))
+    r = subprocess.run([str(hook_path), "scratch", "prepare", "begin", "-"], input=NEEDS_FIX, capture_output=True,
+                       env=env, timeout=60)
+    assert not (tmp_path / "ran").exists()
+    if not os.path.exists("/etc/virtxml-cpu/config.toml"):
+        assert r.returncode == 0 and b"mode=audit" in r.stderr and b"decision=inject" in r.stderr, r.stderr
+
+
+def test_hook_run_ignores_virtxml_cpu_config(tmp_path, monkeypatch):
+    (tmp_path / "env.toml").write_text('[hook]\nmode = "enforce"\n')
+    monkeypatch.setenv("VIRTXML_CPU_CONFIG", str(tmp_path / "env.toml"))
+    log = Capture()
+    rc = hook.run(["scratch", "prepare", "begin", "-"], mode="audit", stdin=io.BytesIO(NEEDS_FIX), log=log)
+    if not os.path.exists("/etc/virtxml-cpu/config.toml"):
+        assert rc == 0 and "mode=audit" in log.lines[0]
 
 
 def test_install_uninstall_status_never_touch_foreign_hooks(tmp_path):
@@ -105,8 +172,10 @@ def test_install_uninstall_status_never_touch_foreign_hooks(tmp_path):
     lines = hookinstall.install(str(hooks), "queue", None, legacy=False)
     path = hooks / "qemu.d" / "virtxml-cpu"
     text = path.read_text()
-    assert os.access(path, os.X_OK) and text.startswith(f"#!{sys.executable} -S\n")
-    assert "MODE = 'queue'" in text and hookinstall.MARKER in text and "SIGHUP" in lines[-1]
+    settings = hookinstall.installed_settings(text)
+    assert os.access(path, os.X_OK) and text.startswith("#!/bin/sh\n")
+    assert settings["PYTHON"] == sys.executable and settings["MODE"] == "queue"
+    assert hookinstall.MARKER in text and "SIGHUP" in lines[-1]
     installed, status = hookinstall.status(str(hooks))
     assert installed and any("mode queue" in s for s in status)
     # legacy location: refuses to overwrite someone else's script, explains how to chain
@@ -120,32 +189,36 @@ def test_install_uninstall_status_never_touch_foreign_hooks(tmp_path):
 
 def test_installed_copy_runs_standalone(tmp_path):
     hooks = tmp_path / "hooks"
-    hookinstall.install(str(hooks), "enforce", cfg(tmp_path, "enforce"), legacy=False)
+    hookinstall.install(str(hooks), "enforce", cfg(tmp_path, "enforce"), legacy=False, digest_dir=str(tmp_path / "d"))
     installed = hooks / "qemu.d" / "virtxml-cpu"
-    env = {"LC_ALL": "C", "PATH": "/usr/bin:/bin", "HOME": "/root"}  # what libvirt gives a hook
     r = subprocess.run([str(installed), "scratch", "prepare", "begin", "-"], input=NEEDS_FIX, capture_output=True,
-                       env=env, timeout=60)
+                       env=ENV, timeout=60)
     assert r.returncode == 1 and b"refusing to start" in r.stderr
     r = subprocess.run([str(installed), "scratch", "started", "begin", "-"], input=NEEDS_FIX, capture_output=True,
-                       env=env, timeout=60)
+                       env=ENV, timeout=60)
     assert r.returncode == 0 and r.stdout == r.stderr == b""
 
 
-def _rendered(tmp_path, lib, config=None):
-    path = tmp_path / "virtxml-cpu"
-    path.write_text(hookinstall.render(hookinstall.template(), sys.executable, hookinstall.PACKAGE_PARENT,
-                                       "enforce", config, lib))
-    env = {"LC_ALL": "C", "PATH": "/usr/bin:/bin", "HOME": "/root"}
-    r = subprocess.run([sys.executable, "-S", "-X", "importtime", str(path), "scratch", "prepare", "begin", "-"],
-                       input=NEEDS_FIX, capture_output=True, env=env, timeout=60)
+def _imports(tmp_path, lib, config=None, digest_dir="", xml=NEEDS_FIX):
+    """Run the rendered front with an interpreter that reports its imports (-X importtime)."""
+    wrap = tmp_path / "python-importtime"
+    wrap.write_text(f"#!/bin/sh\nexec {sys.executable} -X importtime \"$@\"\n")
+    wrap.chmod(0o755)
+    path = _front(tmp_path, str(wrap), lib, config, digest_dir=digest_dir)
+    r = subprocess.run([str(path), "scratch", "prepare", "begin", "-"], input=xml, capture_output=True, env=ENV,
+                       timeout=60)
     modules = {line.rsplit("|", 1)[-1].strip() for line in r.stderr.decode().splitlines() if "|" in line}
     return r, modules
 
 
 def test_prepare_path_imports_from_the_rendered_directories_without_site(tmp_path):
-    r, modules = _rendered(tmp_path, hookinstall.lib_dirs())
+    r, modules = _imports(tmp_path, hookinstall.lib_dirs())
     assert r.returncode == 1 and b"refusing to start 'scratch'" in r.stderr  # the full evaluation ran
-    assert "lxml.etree" in modules and not {"site", "socket", "json", "pathlib"} & modules, sorted(modules)
+    lxml_alone = subprocess.run([sys.executable, "-I", "-S", "-X", "importtime", "-c",
+                                 f"import sys; sys.path += {list(hookinstall.lib_dirs())!r}; import lxml.etree"],
+                                capture_output=True, timeout=60).stderr.decode()
+    ours = modules - {line.rsplit("|", 1)[-1].strip() for line in lxml_alone.splitlines() if "|" in line}
+    assert "lxml.etree" in modules and not {"site", "socket", "json", "pathlib", "typing"} & ours, sorted(ours)
     if not os.path.exists("/etc/virtxml-cpu/config.toml"):  # no config file: no TOML parser either
         assert "tomllib" not in modules
 
@@ -154,15 +227,16 @@ def test_a_comments_only_config_costs_no_toml_parser(tmp_path):
     """The Debian package ships its config as comments only: the hook must not pay for tomllib there."""
     conf = tmp_path / "config.toml"
     conf.write_text((ROOT / "contrib" / "config.toml").read_text())
-    r, modules = _rendered(tmp_path, hookinstall.lib_dirs(), str(conf))
+    r, modules = _imports(tmp_path, hookinstall.lib_dirs(), str(conf))
     assert r.returncode == 1 and b"refusing to start 'scratch'" in r.stderr
     assert "tomllib" not in modules
 
 
-def test_prepare_path_falls_back_to_site_when_lxml_is_not_where_rendered(tmp_path):
-    r, modules = _rendered(tmp_path, (str(tmp_path / "gone"),), cfg(tmp_path, "enforce"))
-    assert r.returncode == 1 and b"refusing to start 'scratch'" in r.stderr
-    assert {"site", "tomllib"} <= modules
+def test_lxml_not_where_rendered_fails_open_without_site(tmp_path):
+    """The rendered directories are all the hook imports from: no site, no .pth file run as root."""
+    r, modules = _imports(tmp_path, (str(tmp_path / "gone"),), cfg(tmp_path, "enforce"))
+    assert r.returncode == 0 and b"cannot load virtxml_cpu" in r.stderr and b"guest start not checked" in r.stderr
+    assert "site" not in modules
 
 
 def test_lib_dirs_name_where_lxml_is_unless_beside_the_package():

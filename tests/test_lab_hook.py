@@ -59,7 +59,8 @@ class HookEnv:
 def hook(lab, tmp_path_factory):
     env = HookEnv(tmp_path_factory.mktemp("hook"))
     env.mode("audit")
-    cli("hook", "install", "--hooks-dir", HOOKS, "--config", str(env.config))
+    cli("hook", "install", "--hooks-dir", HOOKS, "--config", str(env.config),
+        "--digest-dir", str(env.root / "decisions"))
     harness.reload_hooks()
     yield env
     cli("hook", "uninstall", "--hooks-dir", HOOKS)
@@ -110,6 +111,23 @@ def test_audit_logs_decisions_and_both_guests_start(lab, hook):
         lines = [line for line in hook.logs() if f"domain={name}" in line]
         assert len(lines) == 1, lines
         assert decision in lines[0] and "op=prepare" in lines[0] and f"uuid={uuid}" in lines[0]
+
+
+def test_a_repeat_start_is_answered_from_the_digest(lab, hook):
+    """libvirt hands `prepare` a new `id` at every start: the second start is still a digest hit, its line
+    the first one's plus cached=yes."""
+    hook.mode("audit")
+    hook.logs()
+    dom = define(lab, "repeat", HM)
+    try:
+        lines = []
+        for _ in range(2):
+            dom.createWithFlags(libvirt.VIR_DOMAIN_START_PAUSED)
+            dom.destroy()
+            lines += [line.split(": ", 1)[1] for line in hook.logs() if f"domain={dom.name()}" in line]
+        assert len(lines) == 2 and lines[1] == lines[0] + " cached=yes", lines
+    finally:
+        dom.undefine()
 
 
 def test_enforce_refuses_with_a_visible_message_then_starts_once_fixed(lab, hook):

@@ -5,6 +5,7 @@ guest when libvirt runs it (through its shebang, with libvirt's bare environment
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import tarfile
@@ -63,11 +64,14 @@ def test_installed_package_installs_a_hook_that_libvirt_can_run(venv, tmp_path):
     config = tmp_path / "config.toml"
     config.write_text(f'[hook]\nsyslog_socket = "{tmp_path}/no-syslog"\nspool = "{tmp_path}/spool/pending"\n')
     r = subprocess.run([cli, "hook", "install", "--hooks-dir", str(hooks), "--qemu-d", "--mode", "audit",
-                        "--config", str(config)], capture_output=True, text=True, cwd="/")
+                        "--config", str(config), "--digest-dir", str(tmp_path / "decisions")],
+                       capture_output=True, text=True, cwd="/")
     assert r.returncode == 0, r.stderr
     script = hooks / "qemu.d" / "virtxml-cpu"
-    first = script.read_text().splitlines()[0]
-    assert first == f"#!{venv}/bin/python -S" or first.startswith(f"#!{venv}/bin/python"), first
+    text = script.read_text()
+    settings = dict(re.findall(r"^(PYTHON|DIGEST_DIR)='([^']*)'", text, flags=re.M))
+    assert text.startswith("#!/bin/sh\n") and settings["PYTHON"].startswith(f"{venv}/bin/python"), settings
+    assert settings["DIGEST_DIR"] == str(tmp_path / "decisions")
     r = subprocess.run([cli, "hook", "status", "--hooks-dir", str(hooks)], capture_output=True, text=True, cwd="/")
     assert r.returncode == 0 and "installed, mode audit" in r.stdout and "ok" in r.stdout, r.stdout
     xml = (FIXTURES / "handwritten-no-cpu.xml").read_bytes()

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from virtxml_cpu import __version__, config
+from virtxml_cpu import __version__, config, hookinstall
 from virtxml_cpu.cli import build_parser
 
 from .conftest import ROOT
@@ -155,9 +155,11 @@ def test_completion_offers_every_option_of_every_verb(completion_script):
 
 def test_installed_hook_runs_the_system_python_on_the_system_package():
     text = gen.hook()
-    assert text.startswith("#!/usr/bin/python3 -S\n")
-    assert "PACKAGE_DIR = '/usr/lib/python3/dist-packages'" in text and "MODE = 'audit'" in text
-    assert "CONFIG = None" in text  # the default /etc/virtxml-cpu/config.toml
+    settings = hookinstall.installed_settings(text)
+    assert text.startswith("#!/bin/sh\n") and settings["PYTHON"] == "/usr/bin/python3"
+    assert settings["PACKAGE_DIR"] == "/usr/lib/python3/dist-packages" and settings["MODE"] == "audit"
+    assert settings["CONFIG"] == "" and settings["LIB_DIRS"] == ""  # the default config; lxml beside the package
+    assert settings["DIGEST_DIR"] == "/var/lib/virtxml-cpu/decisions"
 
 
 def unit(name: str) -> dict[str, list[str]]:

@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from virtxml_cpu import __version__, config  # noqa: E402
 from virtxml_cpu.cli import build_parser  # noqa: E402
-from virtxml_cpu.hookinstall import render, template  # noqa: E402
+from virtxml_cpu.hookinstall import DEFAULT_DIGEST_DIR, render, template  # noqa: E402
 
 SYSTEM_PYTHON = "/usr/bin/python3"
 SYSTEM_PACKAGE_DIR = "/usr/lib/python3/dist-packages"
@@ -116,7 +116,7 @@ def manpage(parser: argparse.ArgumentParser | None = None, date: datetime.date |
 
 
 FILE_DESTS = ("files", "output", "config", "capabilities", "domcapabilities")  # options naming a file
-DIR_DESTS = ("hooks_dir",)
+DIR_DESTS = ("hooks_dir", "digest_dir")
 
 
 def completion(parser: argparse.ArgumentParser | None = None) -> str:
@@ -177,7 +177,7 @@ def _reply(action: argparse.Action) -> str:
 def hook() -> str:
     """The hook the package installs: the system interpreter, the system package dir, audit mode (the
     config file's [hook] mode still wins)."""
-    return render(template(), SYSTEM_PYTHON, SYSTEM_PACKAGE_DIR, HOOK_MODE, None)
+    return render(template(), SYSTEM_PYTHON, SYSTEM_PACKAGE_DIR, HOOK_MODE, None, (), DEFAULT_DIGEST_DIR)
 
 
 def main(argv: list[str] | None = None) -> int:

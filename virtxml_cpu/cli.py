@@ -12,7 +12,7 @@ from .config import HOOK_MODES
 from .flavours import NAMES as FLAVOUR_NAMES
 from .errors import (EXIT_BAD_INPUT, EXIT_ENVIRONMENT, EXIT_OK, EXIT_WORK_FOUND, BadInput, EnvironmentProblem,
                      VirtxmlCpuError)
-from .hookinstall import DEFAULT_HOOKS_DIR
+from .hookinstall import DEFAULT_DIGEST_DIR, DEFAULT_HOOKS_DIR
 from .libvirt_conn import DEFAULT_URI
 from .errors import shown
 from .files import read_input, update_in_place, write_output
@@ -173,6 +173,9 @@ def build_parser() -> argparse.ArgumentParser:
     hk.add_argument("--config", help="config file the hook reads (default /etc/virtxml-cpu/config.toml)")
     hk.add_argument("--format", choices=("table", "json"), default="table",
                     help="status: json gives the hook, libvirt and the local QEMU build with its last verify pass")
+    hk.add_argument("--digest-dir", default=DEFAULT_DIGEST_DIR, metavar="DIR",
+                    help=f"where the hook keeps its decisions for repeat starts, a directory only root can change "
+                         f"(default {DEFAULT_DIGEST_DIR}; '' keeps none)")
     place = hk.add_mutually_exclusive_group()
     place.add_argument("--legacy", action="store_true", default=None,
                        help="install as DIR/qemu (libvirt < 6.5); default: decided from libvirtd --version")
@@ -427,7 +430,7 @@ def _hook(args) -> int:
     from . import hookinstall
 
     if args.action == "install":
-        lines = hookinstall.install(args.hooks_dir, args.mode, args.config, args.legacy)
+        lines = hookinstall.install(args.hooks_dir, args.mode, args.config, args.legacy, args.digest_dir)
         _unverified_note([DEFAULT_URI])
     elif args.action == "uninstall":
         lines = hookinstall.uninstall(args.hooks_dir)

@@ -13,11 +13,8 @@
 from __future__ import annotations
 
 import os
-from typing import NamedTuple
 
 from .errors import BadInput, EnvironmentProblem, shown
-from .flavours import NAMES as FLAVOURS
-from .policy import POLICIES, STYLES
 from .safefs import Untrusted, check_trusted, read_regular, resolve_trusted
 
 DEFAULT_PATH = "/etc/virtxml-cpu/config.toml"
@@ -25,17 +22,38 @@ HOOK_MODES = ("audit", "enforce", "queue")
 DEFAULT_SPOOL = "/var/lib/virtxml-cpu/pending"
 
 
-class Config(NamedTuple):
-    policy: str | None = None
-    style: str = "pvspinlock"
-    hook_mode: str | None = None  # None: the mode `hook install` baked in, else audit
-    spool: str = DEFAULT_SPOOL
-    syslog_socket: str | None = None
-    path: str | None = None
-    qemu_flavour: str | None = None
-    timeout: float | None = None  # seconds a libvirt host may stay silent (connecting, any call)
-    host_timeout: float | None = None  # seconds for a whole host (default: 10 x timeout)
-    qemu_version: str | None = None  # the QEMU release the guests run on, X.Y[.Z] (default: detected)
+class Config:
+    """The settings (a plain class, not a typing.NamedTuple: the hook's repeat starts import this module
+    and pay for no typing machinery). Fields as named in __slots__; `_replace` as a named tuple's."""
+
+    __slots__ = ("policy", "style", "hook_mode", "spool", "syslog_socket", "path", "qemu_flavour", "timeout",
+                 "host_timeout", "qemu_version")
+
+    def __init__(self, policy: str | None = None, style: str = "pvspinlock",
+                 hook_mode: str | None = None,  # None: the mode `hook install` baked in, else audit
+                 spool: str = DEFAULT_SPOOL, syslog_socket: str | None = None, path: str | None = None,
+                 qemu_flavour: str | None = None,
+                 timeout: float | None = None,  # seconds a libvirt host may stay silent (connecting, any call)
+                 host_timeout: float | None = None,  # seconds for a whole host (default: 10 x timeout)
+                 qemu_version: str | None = None):  # the QEMU release the guests run on, X.Y[.Z] (default: detected)
+        self.policy, self.style, self.hook_mode, self.spool = policy, style, hook_mode, spool
+        self.syslog_socket, self.path, self.qemu_flavour, self.timeout = syslog_socket, path, qemu_flavour, timeout
+        self.host_timeout, self.qemu_version = host_timeout, qemu_version
+
+    def _values(self) -> tuple:
+        return tuple(getattr(self, f) for f in self.__slots__)
+
+    def _replace(self, **changes) -> "Config":
+        return Config(**dict(zip(self.__slots__, self._values()), **changes))
+
+    def __eq__(self, other) -> bool:
+        return type(other) is Config and self._values() == other._values()
+
+    def __hash__(self) -> int:
+        return hash(self._values())
+
+    def __repr__(self) -> str:
+        return "Config(" + ", ".join(f"{f}={getattr(self, f)!r}" for f in self.__slots__) + ")"
 
 
 MAX_CONFIG_BYTES = 64 * 1024  # a config is a few lines; /dev/zero or a log file by mistake is not
@@ -47,14 +65,9 @@ HOOK_KEYS = {"mode": str, "spool": str, "syslog_socket": str}
 def parse(text: str, path: str = "<config>") -> Config:
     if all(not line.strip() or line.lstrip().startswith("#") for line in text.splitlines()):
         return Config(path=path)  # comments only (the packaged config): nothing to parse
-    import tomllib  # here, not at the top: a host without settings (the hook's usual case) never pays for it
-
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as e:
-        raise BadInput(f"config {path}: {str(e).splitlines()[0]}") from None
-    except RecursionError:
-        raise BadInput(f"config {path}: nested too deeply") from None
+    data = plain_toml(text)
+    if data is None:
+        data = _toml(text, path)
     hook = data.get("hook", {})
     for table, keys, prefix in ((data, KEYS, ""), (hook if isinstance(hook, dict) else {}, HOOK_KEYS, "hook.")):
         unknown = sorted(set(table) - set(keys))
@@ -70,6 +83,9 @@ def parse(text: str, path: str = "<config>") -> Config:
     for key in ("timeout", "host_timeout"):
         if key in data and not 0 < data[key] <= 86400:
             raise BadInput(f"config {path}: {key} must be above 0 and at most 86400 seconds")
+    from .flavours import NAMES as FLAVOURS  # here: the hook's repeat starts read the file, never parse it
+    from .policy import POLICIES, STYLES
+
     cfg = Config(data.get("policy"), data.get("style", "pvspinlock"), hook.get("mode"),
                  hook.get("spool", DEFAULT_SPOOL), hook.get("syslog_socket"), path, data.get("qemu_flavour"),
                  data.get("timeout"), data.get("host_timeout"), data.get("qemu_version"))
@@ -122,27 +138,114 @@ def read_trusted(path: str) -> bytes:
     return raw
 
 
-def load(path: str | None) -> Config:
+def load(path: str | None, environ=os.environ) -> Config:
     """Read the config; an explicitly named file must exist, the default one may be absent.
 
     Errors map as for input files: missing or not a regular file (a directory, FIFO or device: opened
-    without blocking, never waited on) is bad usage (2), unreadable is the environment (3)."""
-    explicit = path is not None or "VIRTXML_CPU_CONFIG" in os.environ
-    path = path or os.environ.get("VIRTXML_CPU_CONFIG", DEFAULT_PATH)
+    without blocking, never waited on) is bad usage (2), unreadable is the environment (3). `environ`
+    names the file through VIRTXML_CPU_CONFIG; the hook passes {}: nothing in its environment steers it."""
+    raw = read_raw(path, environ)
+    if raw is None:
+        return Config()
+    path = path or environ.get("VIRTXML_CPU_CONFIG", DEFAULT_PATH)
     try:
-        raw = read_trusted(path)
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise BadInput(f"config {shown(path)} is not UTF-8 (byte {e.start})") from None
+    return parse(text, shown(path))
+
+
+def read_raw(path: str | None, environ=os.environ) -> bytes | None:
+    """The config file's bytes as `load` reads them (the same checks), None when the default file is
+    absent; the hook keys its decision digest on them."""
+    explicit = path is not None or "VIRTXML_CPU_CONFIG" in environ
+    path = path or environ.get("VIRTXML_CPU_CONFIG", DEFAULT_PATH)
+    try:
+        return read_trusted(path)
     except FileNotFoundError:
         if explicit:
             raise BadInput(f"config {shown(path)} does not exist") from None
-        return Config()
+        return None
     except Untrusted as e:  # another user's, a directory, FIFO, device (never waited on), an oversized file
         what = f"is larger than {MAX_CONFIG_BYTES // 1024} KiB" if "larger" in str(e) else str(e)
         raise BadInput(f"config {shown(path)} {what}") from None
     except OSError as e:
         reason = "permission denied" if isinstance(e, PermissionError) else e.strerror
         raise EnvironmentProblem(f"config {shown(path)}: {reason}") from None
+
+
+def _toml(text: str, path: str) -> dict:
+    import tomllib  # here, not at the top: tomllib and the typing it imports cost the hook ~3 ms
+
     try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise BadInput(f"config {shown(path)} is not UTF-8 (byte {e.start})") from None
-    return parse(text, shown(path))
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise BadInput(f"config {path}: {str(e).splitlines()[0]}") from None
+    except RecursionError:
+        raise BadInput(f"config {path}: nested too deeply") from None
+
+
+_BARE_KEY = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")
+_DIGITS = frozenset("0123456789")
+
+
+def plain_toml(text: str) -> dict | None:
+    """What tomllib.loads makes of a config written the plain way (comments, `[hook]` once, `key = "text"`,
+    `key = 12`, `key = 1.5`, `key = true`), or None for anything else, which tomllib then reads (and
+    refuses, with its message). Same result as tomllib wherever it answers (tests/test_config_plain.py)."""
+    data: dict = {}
+    table = data
+    lines = text.split("\n")
+    for n, line in enumerate(lines):
+        line = line[:-1] if line.endswith("\r") and n < len(lines) - 1 else line  # CRLF, never a bare CR
+        if any(c < " " and c != "\t" or c == "\x7f" for c in line):
+            return None  # control characters: tomllib's to judge
+        line = line.strip(" \t")
+        if not line or line.startswith("#"):
+            continue
+        if line.startswith("["):
+            head, _, rest = line.partition("]")
+            if head != "[hook" or "hook" in data or not _comment(rest):
+                return None
+            table = data["hook"] = {}
+            continue
+        key, eq, rest = line.partition("=")
+        key, rest = key.strip(" \t"), rest.strip(" \t")
+        if not eq or not key or not set(key) <= _BARE_KEY or key in table or (table is data and key == "hook"):
+            return None
+        value, rest = _plain_value(rest)
+        if value is None or not _comment(rest):
+            return None
+        table[key] = value
+    return data
+
+
+def _comment(rest: str) -> bool:
+    rest = rest.strip(" \t")
+    return not rest or rest.startswith("#")
+
+
+def _plain_value(text: str):
+    """A basic string without escapes, a decimal integer or float, or a boolean; (None, "") else."""
+    if text.startswith('"'):
+        end = text.find('"', 1)
+        body = text[1:end]
+        if end < 0 or "\\" in body:
+            return None, ""
+        return body, text[end + 1:]
+    token, _, rest = text.replace("\t", " ").partition(" ")
+    if token.startswith("#"):
+        return None, ""
+    if "#" in token:
+        token, rest = token[:token.index("#")], token[token.index("#"):] + " " + rest
+    if token in ("true", "false"):
+        return token == "true", rest
+    sign, digits = (token[0], token[1:]) if token[:1] in ("-", "+") else ("", token)
+    whole, dot, frac = digits.partition(".")
+    if not whole or not set(whole) <= _DIGITS or (len(whole) > 1 and whole[0] == "0"):
+        return None, ""
+    if dot:
+        if not frac or not set(frac) <= _DIGITS:
+            return None, ""
+        return float(sign + digits), rest
+    return int(sign + digits), rest

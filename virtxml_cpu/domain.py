@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import NamedTuple
+from collections import namedtuple
 
 from lxml import etree
 
@@ -28,26 +28,36 @@ NO_ARG_OPTIONS = frozenset({
 })
 
 
-class QemuArgs(NamedTuple):
+class QemuArgs(namedtuple("QemuArgs", "cpu globals cpu_pm accel_irqchip",
+                          defaults=(None, (), False, None,))):
     """What `<qemu:commandline>` does to the CPU."""
 
-    cpu: str | None = None  # last -cpu value (QEMU uses the last one)
-    globals: tuple[tuple[str, str, str], ...] = ()  # (driver, property, value) from -global
-    cpu_pm: bool = False  # -overcommit cpu-pm=on
-    accel_irqchip: str | None = None  # kernel_irqchip / kernel-irqchip from -machine/-accel
+    __slots__ = ()  # a plain named tuple: its fields, annotated below for readers
+
+    cpu: str | None  # last -cpu value (QEMU uses the last one)
+    globals: tuple[tuple[str, str, str], ...]  # (driver, property, value) from -global
+    cpu_pm: bool  # -overcommit cpu-pm=on
+    accel_irqchip: str | None  # kernel_irqchip / kernel-irqchip from -machine/-accel
 
 
-class Placed(NamedTuple):
+class Placed(namedtuple("Placed", "key cpus attrs")):
     """One element of a libvirt_xml.PLACEMENT row as written: its attributes' text, None when absent."""
+
+    __slots__ = ()  # a plain named tuple: its fields, annotated below for readers
 
     key: str  # the row's key
     cpus: str | None  # the set attribute (cpuset / vcpus)
     attrs: tuple[str | None, ...]  # the row's other attributes, in its order
 
 
-class DomainFacts(NamedTuple):
+class DomainFacts(namedtuple("DomainFacts", "name uuid virt_type arch machine cpu_mode cpu_model cpu_features "
+                             "settings hyperv hyperv_spinlocks vcpus numa_cells qemu override_policy os_id "
+                             "emulator orchestrator placement launch_security",
+                             defaults=(None, (), None,))):
     """Every input the rules read (a tuple: built once per document, cheap to build and to hash). name and
     uuid come first: they are the only facts that differ between clones of one template."""
+
+    __slots__ = ()  # a plain named tuple: its fields, annotated below for readers
 
     name: str | None
     uuid: str | None
@@ -66,9 +76,9 @@ class DomainFacts(NamedTuple):
     override_policy: str | None  # from <metadata><virtxml-cpu:cpu policy=...>
     os_id: str | None  # libosinfo id, e.g. http://microsoft.com/win/10
     emulator: str | None
-    orchestrator: str | None = None  # who generates this definition (orchestrators.ORCHESTRATORS)
-    placement: tuple[Placed, ...] = ()  # <vcpu cpuset>, <cputune> pins and schedulers, in PLACEMENT order
-    launch_security: str | None = None  # <launchSecurity type='tdx'|'sev'|...>
+    orchestrator: str | None  # who generates this definition (orchestrators.ORCHESTRATORS)
+    placement: tuple[Placed, ...]  # <vcpu cpuset>, <cputune> pins and schedulers, in PLACEMENT order
+    launch_security: str | None  # <launchSecurity type='tdx'|'sev'|...>
 
     @property
     def looks_windows(self) -> bool:

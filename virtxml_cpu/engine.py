@@ -16,7 +16,7 @@ host-dependent, with each build's answer in its detail.
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from collections import namedtuple
 
 from . import libvirt_xml, lifecycle, rules
 from .cpu_models import MODEL_BITS
@@ -35,20 +35,28 @@ SRC_FILTERED, SRC_FLAVOUR, SRC_ABSENT = "filtered", "qemu-flavour", "qemu-releas
 MODEL_OWN = tuple(p.name for p in TABLE if p.named_default is None)  # bits each CPU model defines itself
 
 
-class Value(NamedTuple):
+class Value(namedtuple("Value", "state source detail qom",
+                       defaults=(None,))):
     """One property's answer (a tuple: 18 are built per domain)."""
+
+    __slots__ = ()  # a plain named tuple: its fields, annotated below for readers
 
     state: str  # on | off | host-dependent
     source: str  # where the value comes from, short
     detail: str  # why, with the QEMU/libvirt/KVM reference
-    qom: str | None = None  # what QMP qom-get reports, when KVM changes it afterwards (cpu-pm)
+    qom: str | None  # what QMP qom-get reports, when KVM changes it afterwards (cpu-pm)
 
     @property
     def qemu_property(self) -> str:
         return self.qom or self.state
 
 
-class Resolution(NamedTuple):
+class Resolution(namedtuple("Resolution", "facts machine accel irqchip cpu_kind model features "
+                            "explicit_unhalt warnings start_refusal host flavour flavour_basis support "
+                            "cpu_from_commandline machine_status machine_status_why qemu_refusal",
+                            defaults=((), None, HostFacts(), "upstream", "", {}, False, lifecycle.OFFERED, "", None,))):
+
+    __slots__ = ()  # a plain named tuple: its fields, annotated below for readers
     facts: DomainFacts
     machine: Machine
     accel: str  # kvm | tcg | other
@@ -57,16 +65,16 @@ class Resolution(NamedTuple):
     model: str | None  # QEMU CPU model for named CPUs
     features: dict[str, Value]
     explicit_unhalt: str | None  # who chose kvm-pv-unhalt explicitly, if anyone
-    warnings: tuple[str, ...] = ()
-    start_refusal: str | None = None  # libvirt's error when it will refuse to start the domain
-    host: HostFacts = HostFacts()
-    flavour: str = "upstream"  # the QEMU build assumed; "a|b" when unknown and the answers were merged
-    flavour_basis: str = ""  # why that build
-    support: dict[str, tuple[bool | None, str]] = {}  # would the accelerator keep it (never mutated)
-    cpu_from_commandline: bool = False  # <qemu:commandline> -cpu replaced libvirt's -cpu
-    machine_status: str = lifecycle.OFFERED  # offered | deprecated | not-offered (lifecycle.py)
-    machine_status_why: str = ""
-    qemu_refusal: str | None = None  # QEMU's own error when it refuses a <qemu:commandline> spelling
+    warnings: tuple[str, ...]
+    start_refusal: str | None  # libvirt's error when it will refuse to start the domain
+    host: HostFacts
+    flavour: str  # the QEMU build assumed; "a|b" when unknown and the answers were merged
+    flavour_basis: str  # why that build
+    support: dict[str, tuple[bool | None, str]]  # would the accelerator keep it (never mutated)
+    cpu_from_commandline: bool  # <qemu:commandline> -cpu replaced libvirt's -cpu
+    machine_status: str  # offered | deprecated | not-offered (lifecycle.py)
+    machine_status_why: str
+    qemu_refusal: str | None  # QEMU's own error when it refuses a <qemu:commandline> spelling
 
 
 class _Slot:
@@ -112,7 +120,9 @@ _qemu_name = libvirt_xml.qemu_name
 _BOOL_PROPS = frozenset(PROPERTIES) | {"kvm"}  # the boolean properties read here (kvm=off hides the KVM leaf)
 
 
-class CpuOption(NamedTuple):
+class CpuOption(namedtuple("CpuOption", "model props refused")):
+
+    __slots__ = ()  # a plain named tuple: its fields, annotated below for readers
     model: str
     props: list[tuple[str, bool]]
     refused: list[tuple[str, str]]  # (property as written, value) QEMU will not take

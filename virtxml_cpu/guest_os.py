@@ -30,9 +30,10 @@ what `--policy always` and the per-domain `<vxc:cpu policy='always'/>` (or `'nev
 
 from __future__ import annotations
 
-import re
+from collections import namedtuple
 from functools import lru_cache
-from typing import NamedTuple
+
+from . import lazyre
 
 MISHANDLES = "mishandles-pv-spinlocks"
 MAY_MISHANDLE = "some-releases-mishandle-pv-spinlocks"
@@ -40,9 +41,11 @@ IGNORES = "no-pv-spinlocks"
 EFFECTS = (MISHANDLES, MAY_MISHANDLE, IGNORES)
 
 
-class GuestKernel(NamedTuple):
+class GuestKernel(namedtuple("GuestKernel", "prefix first last effect name why source")):
     """One finding: the libosinfo ids `prefix` + version with first <= version <= last (last compared on as
     many parts as it has: (14,) takes in 14.3), what their kernel does, and where that is shown."""
+
+    __slots__ = ()  # a plain named tuple: its fields, annotated below for readers
 
     prefix: str  # the libosinfo id up to the version, e.g. "http://redhat.com/rhel/"
     first: tuple[int, ...]
@@ -85,7 +88,7 @@ GUEST_KERNELS: tuple[GuestKernel, ...] = (
                 "its kernel reads only the kvmclock bits of the KVM leaf", _FREEBSD),
 )
 
-_VERSIONED = re.compile(r"^(.*/)(\d+(?:\.\d+)*)$")
+_VERSIONED = lazyre.compile(r"^(.*/)(\d+(?:\.\d+)*)$")
 
 
 @lru_cache(maxsize=256)

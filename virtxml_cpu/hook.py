@@ -10,19 +10,19 @@ from __future__ import annotations
 
 import os
 import sys
-import time
 
 from . import config as configmod
-from .domain import OWN_NS, DomainFacts, canonical_uuid
-from .errors import shown
+from . import digest, qemucaps
+from .domain import DomainFacts, canonical_uuid
+from .hookact import act, enforce_message
 from .hostfacts import HostFacts
 from .hostsrc import HostSources, assemble
+from .logline import SYSLOG_SOCKET, Log, kv
 from .machines import format_version
-from .logline import SYSLOG_SOCKET, Log, field, kv
 from .pipeline import decide, read
 from .xmlio import MAX_INPUT_BYTES
 
-__all__ = ["Log", "SYSLOG_SOCKET", "hook_host_facts", "run"]
+__all__ = ["Log", "SYSLOG_SOCKET", "enforce_message", "evaluate", "hook_host_facts", "hook_sources", "run"]
 
 
 def hook_sources(dom: DomainFacts, cfg, caps_dir: str | None = None) -> HostSources:
@@ -37,69 +37,69 @@ def hook_host_facts(dom: DomainFacts, cfg, caps_dir: str | None = None) -> HostF
     return assemble(hook_sources(dom, cfg, caps_dir))
 
 
-def enforce_message(name: str, why: str) -> str:
-    """The one line `virsh start` shows: what is missing, the fix, the exemption."""
-    name = shown(name)
-    return (f"virtxml-cpu: refusing to start '{name}': it lacks kvm-pv-unhalt (paravirtual spinlocks; {why}). "
-            f"Fix: virtxml-cpu apply {name} --yes, then start it. "
-            f"Exempt: add <vxc:cpu xmlns:vxc='{OWN_NS}' policy='never'/> to its <metadata>.")
+def dependencies(dom: DomainFacts, caps_dir: str | None = None) -> list[str]:
+    """The files hook_host_facts reads besides the definition and the config: a digest entry stands only
+    while each looks as it did."""
+    caps_dir = caps_dir or qemucaps.CACHE_DIR
+    paths = [digest.KVM_DEVICE, caps_dir]
+    if dom.emulator and os.path.isabs(dom.emulator) and "\0" not in dom.emulator:
+        paths.append(qemucaps.cache_file(dom.emulator, caps_dir))
+    return paths
 
 
 def run(argv: list[str], mode: str | None = None, config_path: str | None = None,
-        stdin=None, log: Log | None = None) -> int:
-    """Hook entry: argv = [domain, op, subop, extra]. Returns the exit status for libvirt."""
-    stdin = stdin if stdin is not None else sys.stdin.buffer
+        stdin=None, log: Log | None = None, data: bytes | None = None, digest_dir: str | None = None,
+        digest_key: str | None = None) -> int:
+    """Hook entry: argv = [domain, op, subop, extra]. Returns the exit status for libvirt. With
+    `digest_dir` and `digest_key` (hookentry), the verdict is kept for the next start."""
     name, op = (argv + ["-", "-"])[:2]
     log = log or Log()
     try:
-        cfg = configmod.load(config_path)
+        cfg = configmod.load(config_path, environ={})  # only the rendered path: no variable steers root
     except Exception as e:  # noqa: BLE001 - fail open
         log(kv(domain=name, op=op, result="guest not checked", error=f"config unusable: {e}"), warning=True)
         return 0
     log = Log(cfg.syslog_socket) if cfg.syslog_socket and log.path == SYSLOG_SOCKET else log
     try:
-        doc = read(stdin.read(MAX_INPUT_BYTES + 1), name, render=False)
-        host = hook_host_facts(doc.facts, cfg)  # from the domain's own devices/emulator, read from this one parse
-        outcome = decide(doc, host, cfg)
+        if data is None:
+            data = (stdin if stdin is not None else sys.stdin.buffer).read(MAX_INPUT_BYTES + 1)
+        verdict, deps = evaluate(data, name, cfg, mode)
     except Exception as e:  # noqa: BLE001 - fail open, whatever went wrong
         log(kv(domain=name, op=op, result="guest not checked", error=f"cannot evaluate: {type(e).__name__}: {e}"),
             warning=True)
         return 0
+    if digest_dir and digest_key and deps is not None:
+        digest.store(digest_dir, digest_key, verdict, deps)
+    return act(verdict, op, log)
+
+
+def evaluate(data: bytes, name: str, cfg, mode: str | None) -> tuple[dict, list[tuple[str, str]] | None]:
+    """The decision for one definition as the verdict `act` carries out, and the dependencies it read
+    (path, identity) as they were before and after (None when one changed meanwhile: not kept)."""
+    doc = read(data, name, render=False)
+    before = [(p, digest.identity(p)) for p in dependencies(doc.facts)]
+    host = hook_host_facts(doc.facts, cfg)  # from the domain's own devices/emulator, read from this one parse
+    outcome = decide(doc, host, cfg)
+    deps = before if all(digest.identity(p) == was for p, was in before) else None
     r, d = outcome.resolution, outcome.decision
-    hook_mode = cfg.hook_mode or mode or "audit"
     uuid = canonical_uuid(r.facts.uuid)
-    fields = dict(domain=r.facts.name or name, uuid=uuid or "-", op=op,
-                  machine=r.machine.label(), cpu_mode=r.facts.cpu_mode,
-                  pv_unhalt=r.features["kvm-pv-unhalt"].state, decision=d.action, rule=d.rule, mode=hook_mode)
-    fields["qemu"] = host.qemu_flavour or "unknown"
-    fields["release"] = format_version(host.qemu_version) if host.qemu_version else "unknown"
+    fields = [("domain", r.facts.name or name), ("uuid", uuid or "-"), ("machine", r.machine.label()),
+              ("cpu_mode", r.facts.cpu_mode), ("pv_unhalt", r.features["kvm-pv-unhalt"].state),
+              ("decision", d.action), ("rule", d.rule), ("mode", cfg.hook_mode or mode or "audit")]
+    fields.append(("qemu", host.qemu_flavour or "unknown"))
+    fields.append(("release", format_version(host.qemu_version) if host.qemu_version else "unknown"))
     unused = "; ".join(host.unused)  # each source that could not be used, and why
     if not host.qemu_flavour:
-        fields["qemu_basis"] = f"build unknown: {unused or 'no source names it'}"
+        fields.append(("qemu_basis", f"build unknown: {unused or 'no source names it'}"))
     elif unused:
-        fields["unused"] = unused
+        fields.append(("unused", unused))
     if r.facts.orchestrator:
-        fields["managed_by"] = r.facts.orchestrator  # its definition is regenerated: see the note
-    if op in ("migrate", "restore"):
-        extra = " needs a cold boot to gain kvm-pv-unhalt (guest ABI is fixed here)" if d.action == "inject" else ""
-        log(kv(**fields, reason=d.reason) + extra)
-        return 0  # print nothing: the XML stays as it is
-    if d.action == "inject" and hook_mode == "enforce":
-        log(kv(**fields, reason=d.reason, result="refused"), warning=True, fallback=False)
-        v = r.features["kvm-pv-unhalt"]
-        why = f"{v.state} from {v.source} on {r.machine.label()}, CPU {r.facts.cpu_mode}"
-        sys.stderr.write(enforce_message(r.facts.name or name, why) + "\n")
-        return 1
-    if d.action == "inject" and hook_mode == "queue":
-        from . import spool  # queue mode only: the other paths do not pay for it
-
-        try:
-            if uuid is None:
-                raise spool.Refused(f"the domain's uuid {field(r.facts.uuid or '')} is not a uuid")
-            spool.write(cfg.spool, uuid, {"domain": r.facts.name, "rule": d.rule, "reason": d.reason,
-                                          "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
-            fields["queued"] = cfg.spool
-        except (OSError, spool.Refused) as e:
-            log(kv(domain=name, spool=cfg.spool, result="fix not queued", error=str(e)), warning=True)
-    log(kv(**fields, reason=d.reason))
-    return 0
+        fields.append(("managed_by", r.facts.orchestrator))  # its definition is regenerated: see the note
+    v = r.features["kvm-pv-unhalt"]
+    verdict = {"fields": fields, "name": r.facts.name or name, "uuid": uuid or "", "raw_uuid": r.facts.uuid or "",
+               "rule": d.rule, "reason": d.reason, "action": d.action, "mode": cfg.hook_mode or mode or "audit",
+               "why": f"{v.state} from {v.source} on {r.machine.label()}, CPU {r.facts.cpu_mode}",
+               "spool": cfg.spool, "syslog": cfg.syslog_socket or ""}
+    if r.facts.name is not None:
+        verdict["domain"] = r.facts.name
+    return verdict, deps

@@ -39,7 +39,7 @@ def libvirt_version() -> tuple[int, ...] | None:
 
 
 def template() -> str:
-    """The hook script, shipped as package data (wheel, sdist and source tree alike)."""
+    """The hook's shell front, shipped as package data (wheel, sdist and source tree alike)."""
     return resources.files("virtxml_cpu").joinpath("data", "qemu-hook").read_text(encoding="utf-8")
 
 
@@ -53,17 +53,40 @@ def lib_dirs(package_dir: str = PACKAGE_PARENT) -> tuple[str, ...]:
     return () if where == os.path.realpath(package_dir) else (where,)
 
 
+DEFAULT_DIGEST_DIR = "/var/lib/virtxml-cpu/decisions"  # beside the default spool
+SETTINGS = ("PYTHON", "PACKAGE_DIR", "LIB_DIRS", "MODE", "CONFIG", "DIGEST_DIR")
+
+
 def render(template: str, python: str, package_dir: str, mode: str | None, config: str | None,
-           lib: tuple[str, ...] = ()) -> str:
-    """The installed script: our interpreter with -S, the package location and settings filled in."""
-    lines = template.splitlines()
-    lines[0] = f"#!{python} -S"
-    out = "\n".join(lines) + "\n"
-    for name, value in (("PACKAGE_DIR", package_dir), ("LIB_DIRS", tuple(lib) or None), ("MODE", mode),
-                        ("CONFIG", config)):
-        out = re.sub(rf"^{name} = None(.*)$", lambda m, n=name, v=value: f"{n} = {v!r}{m.group(1)}", out,
+           lib: tuple[str, ...] = (), digest_dir: str | None = DEFAULT_DIGEST_DIR) -> str:
+    """The installed script: the POSIX shell front with our interpreter (run -I -S), the package and lxml
+    locations and the settings filled in, each shell-quoted. A value holding a newline or NUL is
+    refused (LIB_DIRS is one directory a line)."""
+    values = {"PYTHON": python, "PACKAGE_DIR": package_dir, "LIB_DIRS": "\n".join(lib), "MODE": mode or "",
+              "CONFIG": config or "", "DIGEST_DIR": digest_dir or ""}
+    for name, value in values.items():
+        if "\0" in value or (name != "LIB_DIRS" and "\n" in value) or any("\n" in d or not d for d in lib):
+            raise BadInput(f"cannot render the hook: {name} {value!r} holds a newline or NUL")
+    out = template
+    for name, value in values.items():
+        quoted = "'" + value.replace("'", "'\\''") + "'"
+        out = re.sub(rf"^{name}='[^'\n]*'(.*)$", lambda m, n=name, q=quoted: f"{n}={q}{m.group(1)}", out,
                      count=1, flags=re.M)
-    return out.replace('"""\nimport sys', f'"""\n{MARKER}\nimport sys', 1)
+    first, _, rest = out.partition("\n")
+    return f"{first}\n{MARKER}\n{rest}"
+
+
+def installed_settings(text: str) -> dict[str, str]:
+    """The settings of a rendered hook (SETTINGS as the front assigns them, unquoted)."""
+    import shlex
+
+    out = {}
+    for name, value in re.findall(rf"^({'|'.join(SETTINGS)})=('(?:[^']|'\\'')*')", text, flags=re.M):
+        try:
+            out[name] = shlex.split(value)[0] if value != "''" else ""
+        except (ValueError, IndexError):
+            out[name] = value
+    return out
 
 
 def is_ours(path: Path) -> bool:
@@ -193,7 +216,8 @@ def _file_problem(path: str, owners: tuple[int, ...]) -> str | None:
     return f"{path} {problem}" if problem else None
 
 
-def install(hooks_dir: str, mode: str | None, config: str | None, legacy: bool | None = None) -> list[str]:
+def install(hooks_dir: str, mode: str | None, config: str | None, legacy: bool | None = None,
+            digest_dir: str | None = DEFAULT_DIGEST_DIR) -> list[str]:
     why = untrusted_code()
     if why:
         raise BadInput(f"not installing a hook libvirtd would run as root: {why}; install virtxml-cpu where only "
@@ -210,7 +234,7 @@ def install(hooks_dir: str, mode: str | None, config: str | None, legacy: bool |
         config = os.path.abspath(config)
     if config:
         _check_config(config)
-    text = render(template(), sys.executable, PACKAGE_PARENT, mode, config, lib_dirs())
+    text = render(template(), sys.executable, PACKAGE_PARENT, mode, config, lib_dirs(), digest_dir)
     what = f"mode {mode or 'from config, else audit'}, interpreter {sys.executable}"
     try:
         if path.read_text() == text and os.access(path, os.X_OK):
@@ -265,26 +289,15 @@ def status_record(hooks_dir: str) -> dict:
             hooks.append({"path": str(path), "ours": False, "mode": None, "config": None, "interpreter": None,
                           "interpreter_ok": None, "problems": []})
             continue
-        python = text.splitlines()[0][2:].split()[0]
-        settings = dict(re.findall(r"^(MODE|CONFIG|PACKAGE_DIR|LIB_DIRS) = (.*?)\s+#", text, flags=re.M))
-        mode = settings.get("MODE", "None")
-        hooks.append({"path": str(path), "ours": True, "mode": None if mode == "None" else mode.strip("'"),
-                      "config": _literal(settings.get("CONFIG")), "interpreter": python,
-                      "interpreter_ok": os.access(python, os.X_OK) and os.access(path, os.X_OK),
+        settings = installed_settings(text)
+        python = settings.get("PYTHON", "")
+        hooks.append({"path": str(path), "ours": True, "mode": settings.get("MODE") or None,
+                      "config": settings.get("CONFIG") or None, "interpreter": python,
+                      "interpreter_ok": bool(python) and os.access(python, os.X_OK) and os.access(path, os.X_OK),
                       "problems": installed_problems(path, python, settings)})
     ours = [h for h in hooks if h["ours"]]
     return {"libvirt": ".".join(map(str, v)) if v else None, "hooks_dir": hooks_dir, "installed": bool(ours),
             "trusted": bool(ours) and not any(h["problems"] for h in ours), "hooks": hooks}
-
-
-def _literal(text: str | None):
-    """A setting as the script spells it (a Python literal), as its value; None when it is not one."""
-    import ast
-
-    try:
-        return ast.literal_eval(text) if text else None
-    except (ValueError, SyntaxError):
-        return None
 
 
 def status(hooks_dir: str) -> tuple[bool, list[str]]:
@@ -306,21 +319,18 @@ def status(hooks_dir: str) -> tuple[bool, list[str]]:
 
 def installed_problems(path: Path, python: str, settings: dict[str, str]) -> list[str]:
     """What `hook install` would refuse about an installed hook: the script itself, its interpreter, the
-    code it imports and the config it reads (the same checks, on what the script names)."""
-    import ast
-
+    code it imports and the config it reads (the same checks, on what the script names: installed_settings)."""
     owners = tuple(sorted({0, os.geteuid()}))
     out = []
     real, why = resolve_trusted(str(path), owners)
     why = why or _file_problem(real, owners)
     if why:
         out.append(f"the script: {why}")
-    try:
-        package_dir = ast.literal_eval(settings.get("PACKAGE_DIR", "None")) or PACKAGE_PARENT
-        lib = tuple(ast.literal_eval(settings.get("LIB_DIRS", "None")) or ())
-        config = ast.literal_eval(settings.get("CONFIG", "None"))
-    except (ValueError, SyntaxError):
+    if not python:
         return out + ["its settings cannot be read"]
+    package_dir = settings.get("PACKAGE_DIR") or PACKAGE_PARENT
+    lib = tuple(d for d in settings.get("LIB_DIRS", "").split("\n") if d)
+    config = settings.get("CONFIG") or None
     why = untrusted_code(python, package_dir, lib)
     if why:
         out.append(why)

@@ -10,8 +10,8 @@ import fcntl
 import os
 import re
 import struct
+from collections import namedtuple
 from collections.abc import Iterable
-from typing import NamedTuple
 
 from .errors import BadInput
 from .flavours import FLAVOURS
@@ -24,20 +24,24 @@ _ENTRY = struct.Struct("=IIIIIIIIII")  # function, index, flags, eax, ebx, ecx, 
 _REGS = ("eax", "ebx", "ecx", "edx")
 
 
-class HostFacts(NamedTuple):
+class HostFacts(namedtuple("HostFacts", "cpuid aliases machines host_model qemu_version sources qemu_flavour "
+                           "flavour_source version_source descriptions unused",
+                           defaults=(None, {}, frozenset(), None, None, (), None, "", "", {}, (),))):
     """Everything known about the host; empty fields mean 'not known'."""
 
-    cpuid: dict[tuple[int, str], int] | None = None  # KVM_GET_SUPPORTED_CPUID (index 0 entries)
-    aliases: dict[str, str] = {}  # pc -> pc-i440fx-7.2, "" -> default (never mutated)
-    machines: frozenset[str] = frozenset()
-    host_model: tuple[str | None, tuple[tuple[str, str], ...]] | None = None  # model, features
-    qemu_version: tuple[int, ...] | None = None
-    sources: tuple[str, ...] = ()
-    qemu_flavour: str | None = None  # upstream | ubuntu | rhel, when known
-    flavour_source: str = ""  # how it is known, for explain
-    version_source: str = ""  # how qemu_version is known, for explain
-    descriptions: dict[str, str] = {}  # machine name -> QEMU's description of it (`-machine help`; never mutated)
-    unused: tuple[str, ...] = ()  # each source that could not be used, and why ("local QEMU: not asked (...)")
+    __slots__ = ()  # a plain named tuple: its fields, annotated below for readers
+
+    cpuid: dict[tuple[int, str], int] | None  # KVM_GET_SUPPORTED_CPUID (index 0 entries)
+    aliases: dict[str, str]  # pc -> pc-i440fx-7.2, "" -> default (never mutated)
+    machines: frozenset[str]
+    host_model: tuple[str | None, tuple[tuple[str, str], ...]] | None  # model, features
+    qemu_version: tuple[int, ...] | None
+    sources: tuple[str, ...]
+    qemu_flavour: str | None  # upstream | ubuntu | rhel, when known
+    flavour_source: str  # how it is known, for explain
+    version_source: str  # how qemu_version is known, for explain
+    descriptions: dict[str, str]  # machine name -> QEMU's description of it (`-machine help`; never mutated)
+    unused: tuple[str, ...]  # each source that could not be used, and why ("local QEMU: not asked (...)")
 
     def supports(self, leaf: int, reg: str, bit: int) -> bool | None:
         if self.cpuid is None:

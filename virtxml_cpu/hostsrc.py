@@ -25,7 +25,7 @@ explain and the hook show it.
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from collections import namedtuple
 
 from . import qemu_build, qemucaps
 from .config import Config
@@ -35,28 +35,34 @@ from .hostfacts import HostFacts, combine, probe_kvm
 LOCAL = "<local QEMU>"  # caps_cache: the capabilities cache of the local QEMU (rank 5's binary)
 
 
-class Off(NamedTuple):
+class Off(namedtuple("Off", "why")):
     """A source deliberately not asked, and why (said as explain shows it)."""
+
+    __slots__ = ()  # a plain named tuple: its fields, annotated below for readers
 
     why: str
 
 
-class HostSources(NamedTuple):
+class HostSources(namedtuple("HostSources", "flavour release emulator config connect capabilities "
+                             "domcapabilities libvirt_qemu caps_cache caps_dir digest_dir local_qemu kvm",
+                             defaults=(None, None, None, Config()) + (None,) * 7 + (False, False))):
     """Every source of host facts, as the shells name them (see the module docstring for the order)."""
 
-    flavour: str | None = None  # --qemu-flavour
-    release: str | None = None  # --qemu-version
-    emulator: str | HostFacts | None = None  # --emulator PATH, or what that QEMU answered (verify)
-    config: Config = Config()  # qemu_flavour, qemu_version
-    connect: str | tuple | None = None  # a libvirt URI to open, or (an open connection, its URI)
-    capabilities: str | None = None  # a `virsh capabilities` file (- for stdin)
-    domcapabilities: str | None = None  # a `virsh domcapabilities` file
-    libvirt_qemu: HostFacts | None = None  # verify --connect: what libvirt's emulator answered
-    caps_cache: str | Off | None = None  # the emulator whose libvirt capabilities cache to read, or LOCAL
-    caps_dir: str | None = None  # None: libvirt's (qemucaps.CACHE_DIR)
-    digest_dir: str | None = None  # where parsed caches are kept (the hook's, beside its spool)
-    local_qemu: bool | Off | HostFacts = False  # ask the local QEMU, or what it answered (verify)
-    kvm: bool | Off = False  # KVM_GET_SUPPORTED_CPUID on /dev/kvm
+    __slots__ = ()  # a plain named tuple: its fields, annotated below for readers
+
+    flavour: str | None  # --qemu-flavour
+    release: str | None  # --qemu-version
+    emulator: str | HostFacts | None  # --emulator PATH, or what that QEMU answered (verify)
+    config: Config  # qemu_flavour, qemu_version
+    connect: str | tuple | None  # a libvirt URI to open, or (an open connection, its URI)
+    capabilities: str | None  # a `virsh capabilities` file (- for stdin)
+    domcapabilities: str | None  # a `virsh domcapabilities` file
+    libvirt_qemu: HostFacts | None  # verify --connect: what libvirt's emulator answered
+    caps_cache: str | Off | None  # the emulator whose libvirt capabilities cache to read, or LOCAL
+    caps_dir: str | None  # None: libvirt's (qemucaps.CACHE_DIR)
+    digest_dir: str | None  # where parsed caches are kept (the hook's, beside its spool)
+    local_qemu: bool | Off | HostFacts  # ask the local QEMU, or what it answered (verify)
+    kvm: bool | Off  # KVM_GET_SUPPORTED_CPUID on /dev/kvm
 
 
 def on_connection(src: HostSources, conn, uri: str) -> HostSources:
@@ -73,8 +79,10 @@ def connection_facts(src: HostSources | None, cfg: Config, conn, uri: str) -> Ho
     return assemble(on_connection(src or HostSources(config=cfg, kvm=True), conn, uri))
 
 
-class Said(NamedTuple):
+class Said(namedtuple("Said", "src named libvirt qemus local")):
     """What each source answered, before they are put in order."""
+
+    __slots__ = ()  # a plain named tuple: its fields, annotated below for readers
 
     src: HostSources
     named: HostFacts  # rank 2

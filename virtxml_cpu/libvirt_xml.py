@@ -9,13 +9,17 @@ checked against libvirt 9.0 and 11.3 by the lab tests.
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from collections import namedtuple
 
 ON_OFF = {"on": "on", "off": "off"}
 
 
-class Setting(NamedTuple):
+class Setting(namedtuple("Setting", "key path attr option prop values source detail bare select verified "
+                         "refused_with_named",
+                         defaults=(None, None, "", {},))):
     """One element/attribute of the domain XML and the QEMU option libvirt writes for it."""
+
+    __slots__ = ()  # a plain named tuple: its fields, annotated below for readers
 
     key: str  # the name it has in DomainFacts.settings
     path: tuple[str, ...]  # element path below <domain>
@@ -25,10 +29,10 @@ class Setting(NamedTuple):
     values: dict[str, str]  # XML value -> QEMU value; any other value: libvirt writes nothing
     source: str  # the provenance label explain shows
     detail: str  # "{v}": the XML value, "{q}": the QEMU value (the libvirt function each row mirrors: its comment)
-    bare: str | None = None  # the value of the element written without the attribute
-    select: tuple[str, str] | None = None  # (attribute, value) picking one of several sibling elements
-    verified: str = ""  # libvirt's error when the started vCPU lacks what "on" asked for
-    refused_with_named: dict[str, str] = {}  # XML value -> libvirt's error with a named CPU model
+    bare: str | None  # the value of the element written without the attribute
+    select: tuple[str, str] | None  # (attribute, value) picking one of several sibling elements
+    verified: str  # libvirt's error when the started vCPU lacks what "on" asked for
+    refused_with_named: dict[str, str]  # XML value -> libvirt's error with a named CPU model
 
 
 SETTINGS: tuple[Setting, ...] = (
@@ -66,9 +70,12 @@ SETTINGS: tuple[Setting, ...] = (
 )
 BY_KEY: dict[str, Setting] = {s.key: s for s in SETTINGS}
 
-class Placement(NamedTuple):
+class Placement(namedtuple("Placement", "key path first cpus of attrs libvirt meaning empty missing single",
+                           defaults=(None, None,))):
     """One element that places vCPU or emulator threads on host CPUs, read as libvirt's domain parser reads
     it. Its set attribute is in libvirt's cpuset syntax (cpuset.parse); `errors` are libvirt's refusals."""
+
+    __slots__ = ()  # a plain named tuple: its fields, annotated below for readers
 
     key: str  # the name it has in DomainFacts.placement
     path: tuple[str, ...]  # element path below <domain>
@@ -79,8 +86,8 @@ class Placement(NamedTuple):
     libvirt: str  # the libvirt function this row mirrors
     meaning: str  # what libvirt does with it
     empty: str  # libvirt's error for a cpuset that names no CPU ({v}: the attribute's text)
-    missing: str | None = None  # libvirt's error when the set attribute is absent (None: the element is a no-op)
-    single: str | None = None  # libvirt's error when there is more than one
+    missing: str | None  # libvirt's error when the set attribute is absent (None: the element is a no-op)
+    single: str | None  # libvirt's error when there is more than one
 
 
 # Sources: libvirt 9.0.0 src/conf/domain_conf.c (virDomainVcpuParse, virDomainVcpuPinDefParseXML,
@@ -131,8 +138,10 @@ def cpu_feature_value(policy: str) -> str | None:
     return CPU_FEATURE_POLICIES.get(policy)
 
 
-class Style(NamedTuple):
+class Style(namedtuple("Style", "parent tag attrs")):
     """How the tool turns kvm-pv-unhalt on: the element it adds and where (rewrite.plan writes it)."""
+
+    __slots__ = ()  # a plain named tuple: its fields, annotated below for readers
 
     parent: str  # the child of <domain> that holds it
     tag: str

@@ -9,7 +9,7 @@ what is offered; the table still says what is deprecated.
 from __future__ import annotations
 
 import re
-from typing import NamedTuple
+from collections import namedtuple
 
 from .flavours import FLAVOURS, PC, AgeRule, Flavour, Lifecycle
 from .machines import Machine, format_version
@@ -21,7 +21,9 @@ _RHEL_NAME = re.compile(r"pc-(?:i440fx|q35)-rhel(?P<major>[0-9]+)\.(?P<minor>[0-
 _EL = re.compile(r"[.+]el(?P<major>[0-9]+)", re.ASCII)  # qemu-kvm-10.1.0-17.el9 -> RHEL 9
 
 
-class Status(NamedTuple):
+class Status(namedtuple("Status", "status why")):
+
+    __slots__ = ()  # a plain named tuple: its fields, annotated below for readers
     status: str  # offered | deprecated | not-offered
     why: str
 

@@ -8,7 +8,7 @@ that range cannot be decided from the name alone.
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from collections import namedtuple
 
 from .flavours import FLAVOURS, I440FX, PC, Q35, Flavour, NameTable, Release, Version
 
@@ -17,21 +17,25 @@ __all__ = ["I440FX", "Q35", "PC_FAMILIES", "Machine", "classify", "claimants", "
            "version_at_most", "own_version_at_most", "parse_version", "format_version"]
 
 
-class Machine(NamedTuple):
+class Machine(namedtuple("Machine", "name family flavour low high own_version alias_of irqchip how arrays "
+                         "defined_in downstream",
+                         defaults=(None, None, None, None, "on", "", "upstream", None, "",))):
     """What the rules need to know about a machine type, under one flavour."""
+
+    __slots__ = ()  # a plain named tuple: its fields, annotated below for readers
 
     name: str | None  # as written in the XML (None when absent)
     family: str  # pc-i440fx, pc-q35, microvm, isapc, xenfv, ..., unknown
     flavour: str  # the flavour whose naming data read it
-    low: Version | None = None  # compat level range (upstream machine version), inclusive
-    high: Version | None = None
-    own_version: Version | None = None  # a downstream machine's own version (RHEL X.Y.Z)
-    alias_of: str | None = None  # the canonical name an alias or absent machine resolved to
-    irqchip: str = "on"  # default kernel_irqchip
-    how: str = ""  # which table row or grammar read the name
-    arrays: str = "upstream"  # whose machine compat arrays it takes: "upstream" (pc_compat_X_Y) | "rhel"
-    defined_in: str | None = None  # when this QEMU release does not define the name: which releases do
-    downstream: str = ""  # the distribution release a downstream name belongs to ("Ubuntu 25.04", "RHEL 9.8.0")
+    low: Version | None  # compat level range (upstream machine version), inclusive
+    high: Version | None
+    own_version: Version | None  # a downstream machine's own version (RHEL X.Y.Z)
+    alias_of: str | None  # the canonical name an alias or absent machine resolved to
+    irqchip: str  # default kernel_irqchip
+    how: str  # which table row or grammar read the name
+    arrays: str  # whose machine compat arrays it takes: "upstream" (pc_compat_X_Y) | "rhel"
+    defined_in: str | None  # when this QEMU release does not define the name: which releases do
+    downstream: str  # the distribution release a downstream name belongs to ("Ubuntu 25.04", "RHEL 9.8.0")
 
     @property
     def version(self) -> Version | None:

@@ -3,10 +3,12 @@ write) and what a change made in libvirt means for their guests."""
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from collections import namedtuple
 
 
-class Orchestrator(NamedTuple):
+class Orchestrator(namedtuple("Orchestrator", "name namespace element note dedicated")):
+
+    __slots__ = ()  # a plain named tuple: its fields, annotated below for readers
     name: str
     namespace: str  # the metadata namespace, matched as a prefix (Nova versions it)
     element: str

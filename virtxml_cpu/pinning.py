@@ -10,7 +10,7 @@ dedicated or stops it being so. Elements libvirt refuses make nothing dedicated 
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import NamedTuple
+from collections import namedtuple
 
 from . import cpuset
 from .libvirt_xml import PLACEMENT_BY_KEY, Placement
@@ -24,7 +24,9 @@ class Refused(Exception):
     """libvirt's own message for placement elements it refuses to define."""
 
 
-class Pinning(NamedTuple):
+class Pinning(namedtuple("Pinning", "written vcpus affinity emulator realtime error dedicated why")):
+
+    __slots__ = ()  # a plain named tuple: its fields, annotated below for readers
     written: bool  # the domain places anything (a PLACEMENT element beyond a bare <vcpu>)
     vcpus: int
     affinity: tuple[frozenset[int] | None, ...]  # per vCPU id: its host CPUs; None: not placed by the XML

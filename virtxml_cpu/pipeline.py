@@ -8,12 +8,12 @@ policy stay pure.
 
 from __future__ import annotations
 
+from collections import namedtuple
 from operator import itemgetter
-from typing import NamedTuple
 
 from lxml import etree
 
-from . import domain, engine, policy, rewrite
+from . import domain, engine, policy
 from .config import Config
 from .hostfacts import HostFacts
 from .memo import Memo, frozen
@@ -22,8 +22,10 @@ from .xmlio import parse_domain, parse_domain_lean
 MEMO = Memo()
 
 
-class Document(NamedTuple):
+class Document(namedtuple("Document", "label source facts tree")):
     """A domain document read: its bytes, its facts, and its tree when it is to be rewritten."""
+
+    __slots__ = ()  # a plain named tuple: its fields, annotated below for readers
 
     label: str
     source: bytes
@@ -31,7 +33,10 @@ class Document(NamedTuple):
     tree: etree._ElementTree | None  # None: read only for deciding (a lean parse)
 
 
-class Outcome(NamedTuple):
+class Outcome(namedtuple("Outcome", "label resolution decision policy_source style source output key",
+                         defaults=((),))):
+
+    __slots__ = ()  # a plain named tuple: its fields, annotated below for readers
     label: str
     resolution: engine.Resolution
     decision: policy.Decision
@@ -39,7 +44,7 @@ class Outcome(NamedTuple):
     style: str
     source: bytes
     output: bytes | None  # None when not rendered (explain, --check, audit, the hook)
-    key: tuple = ()  # what decides the resolution (resolution_key), the memo's key for what it shares
+    key: tuple  # what decides the resolution (resolution_key), the memo's key for what it shares
 
     @property
     def changed(self) -> bool:
@@ -90,6 +95,8 @@ def decide(doc: Document, host: HostFacts, config: Config, cli_policy: str | Non
         decision = MEMO.get(("decision", key, chosen, style), lambda: policy.decide(resolution, chosen, style))
     if doc.tree is None:
         return Outcome(doc.label, resolution, decision, source, style, doc.source, None, key)
+    from . import rewrite  # here: deciding alone (the hook, audit, explain) never renders
+
     insertions = rewrite.plan(doc.tree.getroot(), style) if decision.action == "inject" else []
     return Outcome(doc.label, resolution, decision, source, style, doc.source,
                    rewrite.render(doc.source, doc.tree, insertions), key)

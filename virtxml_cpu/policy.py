@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from collections import namedtuple
 
 from . import guest_os, libvirt_xml, lifecycle, pinning
 from .engine import OFF, ON, SRC_CPU_PM, SRC_HIDDEN, SRC_TCG, Resolution
@@ -22,12 +22,15 @@ DECISION_RULES = ("policy-never", "not-x86", "machine-not-offered", "qemu-refuse
                   "metadata-invalid")
 
 
-class Decision(NamedTuple):
+class Decision(namedtuple("Decision", "action rule reason policy notes",
+                          defaults=((),))):
+
+    __slots__ = ()  # a plain named tuple: its fields, annotated below for readers
     action: str  # inject | keep
     rule: str  # short id of the rule that decided
     reason: str
     policy: str
-    notes: tuple[str, ...] = ()
+    notes: tuple[str, ...]
 
 
 def effective_policy(cli_policy: str | None, config_policy: str | None, override: str | None) -> tuple[str, str]:

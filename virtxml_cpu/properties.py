@@ -12,7 +12,7 @@ release of the commit cited.
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from collections import namedtuple
 
 Version = tuple[int, ...]
 KVM_LEAF = 0x40000001
@@ -22,29 +22,35 @@ _TCG_NO_PV = "TCG provides no KVM paravirt features"
 _NOT_FILTERED = "a property of QEMU's CPUID, not filtered"
 
 
-class Needs(NamedTuple):
+class Needs(namedtuple("Needs", "irqchips why")):
     """A condition QEMU's filter puts on a property under KVM: kept only with one of these irqchips."""
+
+    __slots__ = ()  # a plain named tuple: its fields, annotated below for readers
 
     irqchips: frozenset[str]
     why: str
 
 
-class Property(NamedTuple):
+class Property(namedtuple("Property", "name cpuid since since_source named_default default_why removed tcg "
+                          "tcg_why kvm_needs host host_why baseline auto auto_why",
+                          defaults=(None, False, _TCG_NO_PV, None, "kvm", "", False, True, "",))):
+
+    __slots__ = ()  # a plain named tuple: its fields, annotated below for readers
     name: str  # the QEMU property (the dash spelling; underscores are aliases since 2.8, fc7dfd205f)
     cpuid: tuple[int, str, int] | None  # (leaf, register, bit); None: not one bit
     since: Version  # the QEMU release that introduced it
     since_source: str  # the commit
     named_default: bool | None  # a named model's value before kvm_default_props; None: the model's own bit
     default_why: str
-    removed: Version | None = None  # the QEMU release that removed it, if any
-    tcg: bool | Version = False  # kept under TCG: always, never, or since that QEMU release
-    tcg_why: str = _TCG_NO_PV
-    kvm_needs: Needs | None = None  # what the irqchip must be for KVM to keep it
-    host: str = "kvm"  # "kvm": KVM_GET_SUPPORTED_CPUID decides; "qemu": QEMU always offers it; "none": not filtered
-    host_why: str = ""
-    baseline: bool = False  # every KVM that QEMU >= 4.2 runs on has it (Linux >= 4.5)
-    auto: bool = True  # -cpu host/max turn it on when the accelerator supports it
-    auto_why: str = ""  # why host/max leave it alone ("": they keep the QEMU default)
+    removed: Version | None  # the QEMU release that removed it, if any
+    tcg: bool | Version  # kept under TCG: always, never, or since that QEMU release
+    tcg_why: str
+    kvm_needs: Needs | None  # what the irqchip must be for KVM to keep it
+    host: str  # "kvm": KVM_GET_SUPPORTED_CPUID decides; "qemu": QEMU always offers it; "none": not filtered
+    host_why: str
+    baseline: bool  # every KVM that QEMU >= 4.2 runs on has it (Linux >= 4.5)
+    auto: bool  # -cpu host/max turn it on when the accelerator supports it
+    auto_why: str  # why host/max leave it alone ("": they keep the QEMU default)
 
     @property
     def kvm_leaf(self) -> bool:
@@ -112,8 +118,10 @@ CPU_PM_STRIPS = ("-overcommit cpu-pm=on disables HLT exits; KVM clears PV_UNHALT
                  "(caa057a2cad6)")
 
 
-class KvmStrip(NamedTuple):
+class KvmStrip(namedtuple("KvmStrip", "prop when why")):
     """A bit KVM clears from the guest's CPUID after QEMU set it (qom-get still reports QEMU's value)."""
+
+    __slots__ = ()  # a plain named tuple: its fields, annotated below for readers
 
     prop: str
     when: str  # the QEMU option that makes KVM do it: "cpu-pm" (-overcommit cpu-pm=on)
@@ -124,8 +132,10 @@ KVM_STRIPS: tuple[KvmStrip, ...] = (KvmStrip("kvm-pv-unhalt", "cpu-pm", CPU_PM_S
 PROPERTIES: tuple[str, ...] = tuple(p.name for p in TABLE)
 
 
-class Confidential(NamedTuple):
+class Confidential(namedtuple("Confidential", "launch_security since keeps source")):
     """A confidential-guest type that filters the KVM leaf: only `keeps` survive, from QEMU `since` on."""
+
+    __slots__ = ()  # a plain named tuple: its fields, annotated below for readers
 
     launch_security: str  # <launchSecurity type='...'>
     since: tuple[int, ...]

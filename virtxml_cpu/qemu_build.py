@@ -9,7 +9,8 @@ Pure.
 
 from __future__ import annotations
 
-from typing import NamedTuple, Sequence
+from collections import namedtuple
+from collections.abc import Sequence
 
 from .hostfacts import HostFacts
 from .machines import format_version, parse_version
@@ -17,8 +18,10 @@ from .machines import format_version, parse_version
 Version = tuple[int, ...]
 
 
-class Claim(NamedTuple):
+class Claim(namedtuple("Claim", "flavour release source")):
     """One source's word on the QEMU build and/or release."""
+
+    __slots__ = ()  # a plain named tuple: its fields, annotated below for readers
 
     flavour: str | None
     release: Version | None

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import stat
-from typing import NamedTuple
+from collections import namedtuple
 
 from .hostfacts import HostFacts, decode_libvirt_version, flavour_of_package
 from .atomic import replace_at
@@ -32,13 +32,17 @@ DIGEST_BYTES = 256 * 1024
 DIGEST_FORMAT = 1
 
 
-class Machine(NamedTuple):
+class Machine(namedtuple("Machine", "name alias default")):
+
+    __slots__ = ()  # a plain named tuple: its fields, annotated below for readers
     name: str
     alias: str | None
     default: bool
 
 
-class QemuCaps(NamedTuple):
+class QemuCaps(namedtuple("QemuCaps", "emulator version package machines")):
+
+    __slots__ = ()  # a plain named tuple: its fields, annotated below for readers
     emulator: str
     version: tuple[int, int, int] | None
     package: str
@@ -129,15 +133,13 @@ def _digest_path(digest_dir: str, path: str) -> str:
 def _load_digest(digest_dir: str, path: str, key: list[int]) -> QemuCaps | None:
     """The digest kept for `path` when it was made from exactly this file (same key), in a directory and
     file only the effective user can write; None for anything else (then the cache file is parsed)."""
-    import json
-
     try:
         if check_private_dir(digest_dir):
             return None
         raw, st = read_regular(_digest_path(digest_dir, path), DIGEST_BYTES)
         if st.st_uid != os.geteuid() or check_trusted(st, (os.geteuid(),)):
             return None
-        d = json.loads(raw)
+        d = _json_loads(raw.decode("utf-8"))
         if d.get("key") != key or d.get("format") != DIGEST_FORMAT:
             return None
         version = tuple(d["version"]) if d["version"] is not None else None
@@ -150,6 +152,33 @@ def _load_digest(digest_dir: str, path: str, key: list[int]) -> QemuCaps | None:
         return caps if ok else None
     except (OSError, ValueError, TypeError, KeyError, AttributeError, RecursionError):
         return None
+
+
+def _json_loads(text: str):
+    """json.loads through the C scanner, without importing the json package (the hook's prepare path)."""
+    try:
+        from _json import make_scanner
+    except ImportError:  # pragma: no cover - an interpreter without the C accelerator
+        import json
+
+        return json.loads(text)
+
+    class Context:
+        strict, object_hook, object_pairs_hook, memo = True, None, None, {}
+        parse_float, parse_int = float, int
+
+        @staticmethod
+        def parse_constant(name):
+            raise ValueError(f"{name} is not a number here")
+
+    start = len(text) - len(text.lstrip(" \t\n\r"))
+    try:
+        value, end = make_scanner(Context)(text, start)
+    except StopIteration:
+        raise ValueError("not JSON") from None
+    if text[end:].strip(" \t\n\r"):
+        raise ValueError("extra data after the JSON value")
+    return value
 
 
 def _save_digest(digest_dir: str, path: str, key: list[int], caps: QemuCaps) -> None:

@@ -6,7 +6,7 @@ per-build rules (kvm_default_props, machine compat rows, machine names) are in f
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from collections import namedtuple
 
 from .properties import PROPERTIES as _PROPERTIES, TABLE
 
@@ -41,9 +41,11 @@ def cpu_type_names(model: str) -> tuple[str, ...]:
     return tuple(model + suffix for suffix in CPU_TYPE_SUFFIXES)
 
 
-class BoolGrammar(NamedTuple):
+class BoolGrammar(namedtuple("BoolGrammar", "since true false refused source")):
     """How QEMU reads a boolean CPU property in -cpu and -global (qapi_bool_parse through the string input
     visitor; x86_cpu_parse_featurestr for +f/-f and a bare name). Case matters: ON and On are refused."""
+
+    __slots__ = ()  # a plain named tuple: its fields, annotated below for readers
 
     since: tuple[int, ...] | None  # the first QEMU release with this vocabulary (None: as far as read)
     true: frozenset[str]

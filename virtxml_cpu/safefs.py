@@ -6,11 +6,10 @@ from __future__ import annotations
 
 import errno
 import os
-import re
 import stat
 
 TEMP_PREFIX = ".virtxml-cpu."
-TEMP_NAME = re.compile(r"\.virtxml-cpu\.([0-9]{1,10})\.[0-9a-z]{8}\.tmp\Z")  # .virtxml-cpu.PID.RANDOM.tmp
+TEMP_NAME = r"\.virtxml-cpu\.([0-9]{1,10})\.[0-9a-z]{8}\.tmp\Z"  # .virtxml-cpu.PID.RANDOM.tmp (compiled where used)
 _NOFOLLOW = os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 MAX_LINKS = 40  # as the kernel's own limit on links in one lookup
 
@@ -286,8 +285,12 @@ def remove_stale_temps(directory: str | int) -> list[str]:
         names = [n for n in os.listdir(directory) if n.startswith(TEMP_PREFIX)]
     except OSError:
         return removed
+    if names:
+        import re  # here: the hook's repeat starts never list a directory with leftovers
+
+        pattern = re.compile(TEMP_NAME)
     for name in names:
-        m = TEMP_NAME.match(name)
+        m = pattern.match(name)
         if not m or _alive(int(m.group(1))):
             continue
         path = name if at is not None else os.path.join(directory, name)

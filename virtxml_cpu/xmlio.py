@@ -11,7 +11,7 @@ from __future__ import annotations
 import io
 import re
 import threading
-from typing import NamedTuple
+from collections import namedtuple
 
 from lxml import etree
 
@@ -236,7 +236,9 @@ def node_spans(text: str) -> list[Span]:
     return spans
 
 
-class Style(NamedTuple):
+class Style(namedtuple("Style", "quote unit newline")):
+
+    __slots__ = ()  # a plain named tuple: its fields, annotated below for readers
     quote: str
     unit: str
     newline: str
@@ -288,12 +290,15 @@ def _line_indent(text: str, pos: int) -> str:
     return m.group(0) if m else ""
 
 
-class Insertion(NamedTuple):
+class Insertion(namedtuple("Insertion", "parent new index",
+                           defaults=(None,))):
     """Add `new` as a child of `parent` before the node at `index` (None = append)."""
+
+    __slots__ = ()  # a plain named tuple: its fields, annotated below for readers
 
     parent: etree._Element
     new: etree._Element
-    index: int | None = None
+    index: int | None
 
 
 def apply_insertions(text: str, root: etree._Element, insertions: list[Insertion]) -> str:

@@ -9,7 +9,7 @@ build, and compat rows apply to machines at or below a version (pc_compat_X_Y).
 from __future__ import annotations
 
 import re
-from typing import NamedTuple
+from collections import namedtuple
 
 Version = tuple[int, ...]
 
@@ -18,25 +18,28 @@ Q35 = "pc-q35"
 PC = frozenset({I440FX, Q35})
 
 
-class Rule(NamedTuple):
+class Rule(namedtuple("Rule", "layer prop value source origin families up_to own_up_to when since until models",
+                      defaults=(None,) * 7)):
     """One row: a kvm_default_props entry, an x86_cpu_change_kvm_default() call or a compat property.
 
     `since`/`until` are releases of the build's QEMU (Ubuntu's and RHEL's packages carry the upstream
     release they are based on): a row applies only to a QEMU that has it. With the release unknown every
     row may apply: a machine whose chain holds a row comes from a QEMU that had it."""
 
+    __slots__ = ()  # a plain named tuple: its fields, annotated below for readers
+
     layer: str  # "kvm-default" (named CPU models under KVM) | "compat" (every x86 CPU, counts as user-set)
     prop: str
     value: str | None  # "on" | "off" | None (x86_cpu_change_kvm_default(prop, NULL): keep the model's bit)
     source: str
     origin: str  # whose table the row is from: "upstream", "ubuntu", "rhel"
-    families: frozenset[str] | None = None  # None: every machine family
-    up_to: Version | None = None  # machines whose upstream compat level is <= up_to (pc_compat_X_Y)
-    own_up_to: Version | None = None  # machines whose own (downstream) version is <= own_up_to
-    when: str | None = None  # "irqchip=split" | "irqchip=off"
-    since: Version | None = None  # the first QEMU release with this row
-    until: Version | None = None  # the first QEMU release without it
-    models: frozenset[str] | None = None  # a compat row for these CPU models only ("Conroe-x86_64-cpu")
+    families: frozenset[str] | None  # None: every machine family
+    up_to: Version | None  # machines whose upstream compat level is <= up_to (pc_compat_X_Y)
+    own_up_to: Version | None  # machines whose own (downstream) version is <= own_up_to
+    when: str | None  # "irqchip=split" | "irqchip=off"
+    since: Version | None  # the first QEMU release with this row
+    until: Version | None  # the first QEMU release without it
+    models: frozenset[str] | None  # a compat row for these CPU models only ("Conroe-x86_64-cpu")
 
     @property
     def machine_keyed(self) -> bool:
@@ -49,19 +52,22 @@ class Rule(NamedTuple):
                                    and (self.until is None or release < self.until))
 
 
-class Release(NamedTuple):
+class Release(namedtuple("Release", "key bases source irqchip since until described",
+                         defaults=({}, None, None, "",))):
     """A downstream machine version (an Ubuntu codename, a RHEL X.Y.Z) and the upstream options it is built
     from, per family (a family it lacks has no such machine). `irqchip` overrides the default
     kernel_irqchip of that upstream base. `since`/`until`: the build's QEMU releases that define it so
     (a name redefined later has one row per definition)."""
 
+    __slots__ = ()  # a plain named tuple: its fields, annotated below for readers
+
     key: str
     bases: dict[str, Version]
     source: str
-    irqchip: dict[str, str] = {}  # never mutated
-    since: Version | None = None
-    until: Version | None = None
-    described: str = ""  # the release its machine description names ("Ubuntu 24.04 PC ..." -> "24.04")
+    irqchip: dict[str, str]  # never mutated
+    since: Version | None
+    until: Version | None
+    described: str  # the release its machine description names ("Ubuntu 24.04 PC ..." -> "24.04")
 
     def exists_in(self, release: Version | None) -> bool:
         if release is None:
@@ -69,7 +75,9 @@ class Release(NamedTuple):
         return (self.since is None or release >= self.since) and (self.until is None or release < self.until)
 
 
-class NameTable(NamedTuple):
+class NameTable(namedtuple("NameTable", "pattern releases order source suffix_overrides family_of_bare arrays "
+                           "dated_by release_label",
+                           defaults=({}, None, "upstream", None, "",))):
     """A grammar `family-KEY[suffix]` whose KEY is looked up in `releases` (oldest first).
 
     `order` says what an unknown KEY is: "version" (RHEL X.Y.Z: its compat level lies between its known
@@ -79,33 +87,40 @@ class NameTable(NamedTuple):
     these machines take (Ubuntu's are built from upstream's, RHEL's have their own).
     """
 
+    __slots__ = ()  # a plain named tuple: its fields, annotated below for readers
+
     pattern: re.Pattern
     releases: tuple[Release, ...]
     order: str
     source: str
-    suffix_overrides: dict[str, tuple[Release, ...]] = {}  # never mutated
-    family_of_bare: str | None = None  # for patterns without a family group (rhel6.x.0 is i440fx)
-    arrays: str = "upstream"
-    dated_by: re.Pattern | None = None  # finds (?P<release>...) in a machine description
-    release_label: str = ""  # names a row's distribution release: "Ubuntu {described}", "RHEL {key}"
+    suffix_overrides: dict[str, tuple[Release, ...]]  # never mutated
+    family_of_bare: str | None  # for patterns without a family group (rhel6.x.0 is i440fx)
+    arrays: str
+    dated_by: re.Pattern | None  # finds (?P<release>...) in a machine description
+    release_label: str  # names a row's distribution release: "Ubuntu {described}", "RHEL {key}"
 
 
-class Alias(NamedTuple):
+class Alias(namedtuple("Alias", "family floor source canonical newest",
+                       defaults=(None, "",))):
     """`pc`, `q35`, `ubuntu`: the newest machine of a family in whatever build runs. Its lowest possible
     compat level: libvirt >= 8.1 requires QEMU >= 4.2, so an alias stands for 4.2 or newer."""
+
+    __slots__ = ()  # a plain named tuple: its fields, annotated below for readers
 
     family: str
     floor: Version | None
     source: str
-    canonical: str | None = None  # when the build fixes what the alias means (RHEL: pc-i440fx-rhel7.6.0)
-    newest: str = ""  # what it stands for in a known release: "version" (FAMILY-X.Y of the QEMU X.Y), "table"
+    canonical: str | None  # when the build fixes what the alias means (RHEL: pc-i440fx-rhel7.6.0)
+    newest: str  # what it stands for in a known release: "version" (FAMILY-X.Y of the QEMU X.Y), "table"
     # (the newest row of the build's name table defined in that release); "": not known from the release
 
 
-class Span(NamedTuple):
+class Span(namedtuple("Span", "prefix low high release source")):
     """Versioned machine types `prefix` + X.Y with low <= X.Y <= high (inclusive) and a QEMU release where
     their status changes: `removed` (the first release whose code has none of them; (0,) = never existed
     under this prefix) or `deprecated` (the first release that marks them so, until they are removed)."""
+
+    __slots__ = ()  # a plain named tuple: its fields, annotated below for readers
 
     prefix: str  # "pc-i440fx-", "pc-q35-", "pc-" (the i440fx names before 1.4)
     low: Version
@@ -117,32 +132,44 @@ class Span(NamedTuple):
         return name_prefix == self.prefix and self.low <= version[:2] <= self.high
 
 
-class AgeRule(NamedTuple):
+class AgeRule(namedtuple("AgeRule", "deprecate_after delete_after since delete_since source counted "
+                         "delete_after_by_major",
+                         defaults=("qemu", {},))):
     """include/hw/core/boards.h's versioned machine lifecycle: a machine (major, minor) is deprecated once
     the build's major release is `deprecate_after` majors on (the same minor or later in the last year),
     and not registered once it is `delete_after` majors on; counted against the QEMU release (upstream) or
     the RHEL major release the package is built for (RHEL's RHEL_VERSION)."""
+
+    __slots__ = ()  # a plain named tuple: its fields, annotated below for readers
 
     deprecate_after: int
     delete_after: int
     since: Version  # the first QEMU release with these macros
     delete_since: Version  # the first QEMU release where the deletion takes effect
     source: str
-    counted: str = "qemu"  # "qemu": QEMU_VERSION_MAJOR/MINOR | "rhel": RHEL_VERSION (the RHEL major)
-    delete_after_by_major: dict[int, int] = {}  # RHEL: the deletion cutoff each RHEL major builds with
+    counted: str  # "qemu": QEMU_VERSION_MAJOR/MINOR | "rhel": RHEL_VERSION (the RHEL major)
+    delete_after_by_major: dict[int, int]  # RHEL: the deletion cutoff each RHEL major builds with
 
 
-class Lifecycle(NamedTuple):
+class Lifecycle(namedtuple("Lifecycle", "age removals deprecations",
+                           defaults=(None, (), (),))):
     """Which versioned machine types a build's release offers: the age rule, and what releases removed
     from the code or marked deprecated before it (an unversioned or downstream codename machine has no
     lifecycle: it exists in the releases its Release row names)."""
 
-    age: AgeRule | None = None
-    removals: tuple[Span, ...] = ()
-    deprecations: tuple[Span, ...] = ()
+    __slots__ = ()  # a plain named tuple: its fields, annotated below for readers
+
+    age: AgeRule | None
+    removals: tuple[Span, ...]
+    deprecations: tuple[Span, ...]
 
 
-class Flavour(NamedTuple):
+class Flavour(namedtuple("Flavour", "name title versioned tables aliases default_machine fixed "
+                         "irqchip_defaults kvm_defaults machine_rows version_marker emulator_marker "
+                         "registered lifecycle downstream_lifecycle",
+                         defaults=(None, (), Lifecycle(), Lifecycle(),))):
+
+    __slots__ = ()  # a plain named tuple: its fields, annotated below for readers
     name: str  # upstream | ubuntu | rhel
     title: str
     versioned: tuple[tuple[re.Pattern, str | None], ...]  # upstream numeric names: (pattern, family or group)
@@ -154,8 +181,8 @@ class Flavour(NamedTuple):
     kvm_defaults: tuple[Rule, ...]  # this build's kvm_default_props (+ kvm_cpu_instance_init changes)
     machine_rows: tuple[Rule, ...]  # machine-keyed rows, oldest-first semantics as pc_compat_X_Y
     version_marker: re.Pattern | None  # matches `qemu-system-x86_64 --version` of this build
-    emulator_marker: re.Pattern | None = None  # matches the emulator path of this build
-    registered: tuple[tuple[re.Pattern, str | None], ...] = ()  # upstream names this build registers as its
+    emulator_marker: re.Pattern | None  # matches the emulator path of this build
+    registered: tuple[tuple[re.Pattern, str | None], ...]  # upstream names this build registers as its
     # own machines: read only when the build is known (they do not make a name this build's)
-    lifecycle: Lifecycle = Lifecycle()  # which versioned machine types each release offers or deprecates
-    downstream_lifecycle: Lifecycle = Lifecycle()  # the same for the build's own versioned names (RHEL)
+    lifecycle: Lifecycle  # which versioned machine types each release offers or deprecates
+    downstream_lifecycle: Lifecycle  # the same for the build's own versioned names (RHEL)

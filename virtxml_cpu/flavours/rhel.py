@@ -20,7 +20,7 @@ qemu-kvm-rhev/-ev 2.x and 1.5.3 for the rhel6 machines):
 
 from __future__ import annotations
 
-import re
+from .. import lazyre as re  # patterns compiled where first used
 
 from .model import I440FX, PC, Q35, AgeRule, Alias, Flavour, Lifecycle, NameTable, Release, Rule, Span
 from .upstream import FIXED, IRQCHIP_DEFAULTS, KVM_DEFAULTS, MACHINE_ROWS

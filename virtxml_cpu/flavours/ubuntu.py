@@ -20,7 +20,7 @@ bionic 1:2.11+dfsg-1ubuntu7.31, cosmic 2.12, focal 1:4.2-3ubuntu6.24, jammy 1:6.
 
 from __future__ import annotations
 
-import re
+from .. import lazyre as re  # patterns compiled where first used
 
 from .model import I440FX, Q35, Alias, NameTable, Release, Rule
 from .upstream import KVM_DEFAULTS, MACHINE_ROWS, SVM_COMPAT_2_1, UPSTREAM

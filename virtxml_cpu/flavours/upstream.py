@@ -8,7 +8,7 @@ none of them; checked against QEMU 10.0.2's own `query-machines` compat-props by
 
 from __future__ import annotations
 
-import re
+from .. import lazyre as re  # patterns compiled where first used
 
 from .model import I440FX, PC, Q35, AgeRule, Alias, Flavour, Lifecycle, Rule, Span
 
