@@ -78,3 +78,16 @@ def test_4096_vcpus_pinned_to_every_host_cpu_take_no_gigabytes(installed):
     address-space limit the hook now decides it in seconds."""
     took, log = hook_seconds(installed, wide_pins(4096), 60)
     assert b"rule=policy-compat" in log and took < 20, took
+
+
+def test_explain_of_a_file_with_a_huge_vcpu_count_takes_no_gigabytes(tmp_path):
+    """A user's file, explained (or rewritten) by root: `<vcpu>300000000</vcpu>` built two tuples of 300 million
+    vCPUs (13 GiB and more than a minute here). libvirt refuses such a count at define (the machine's limit),
+    a file is not libvirt: now it is not dedicated, said in one sentence."""
+    vm = tmp_path / "vm.xml"
+    vm.write_bytes(_doc("<vcpu>300000000</vcpu><cputune><vcpupin vcpu='0' cpuset='1'/></cputune>"))
+    r = subprocess.run([sys.executable, "-m", "virtxml_cpu", "explain", "--no-host-probe", "--qemu-flavour",
+                        "upstream", str(vm)], capture_output=True, text=True, cwd=ROOT, timeout=30,
+                       preexec_fn=_limited)
+    assert r.returncode == 0, r.stderr[-600:]
+    assert "300000000 vCPUs are more than the 16384 host CPU numbers libvirt accepts" in r.stdout

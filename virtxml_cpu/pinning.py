@@ -20,6 +20,8 @@ from .libvirt_xml import PLACEMENT_BY_KEY, Placement
 
 SCHEDULERS = ("batch", "idle", "fifo", "rr")  # virProcessSchedPolicy without "none" (VIR_XML_PROP_NONZERO)
 REALTIME = ("fifo", "rr")
+# More vCPUs than host CPU numbers libvirt accepts (VIR_DOMAIN_CPUMASK_LEN) cannot each have one of their own.
+TOO_MANY = f"{{n}} vCPUs are more than the {cpuset.CPUMASK_LEN} host CPU numbers libvirt accepts, so not every one has its own"
 SHOWN_PAIRS = 8  # vCPU -> host CPU pairs a sentence lists before it abbreviates
 
 
@@ -30,7 +32,7 @@ class Refused(Exception):
 class Pinning(NamedTuple):
     written: bool  # the domain places anything (a PLACEMENT element beyond a bare <vcpu>)
     vcpus: int
-    affinity: tuple[int | None, ...]  # per vCPU id: its host CPUs (a mask); None: not placed by the XML
+    affinity: tuple[int | None, ...]  # per vCPU id: its host CPUs (a mask); None: not placed by the XML; () above TOO_MANY
     emulator: int | None  # <emulatorpin>: host CPUs (a mask)
     realtime: int  # vCPU ids under a fifo/rr <vcpusched> (a mask)
     error: str | None  # libvirt's refusal, when it refuses these elements
@@ -118,12 +120,14 @@ def _read(placement: tuple, vcpus: int) -> Pinning:
                     realtime |= ids
     except Refused as e:
         error = str(e)
+    written = any(p.key != "vcpu-cpuset" or p.cpus is not None or p.attrs[0] not in (None, "static")
+                  for p in placement)  # <vcpu placement='static'> without a cpuset places nothing
+    if vcpus > cpuset.CPUMASK_LEN and not error:  # no per-vCPU tuple of a <vcpu> count a file may make huge
+        return Pinning(written, vcpus, (), emulator, realtime, error, False, TOO_MANY.format(n=vcpus))
     affinity = tuple(pins.get(i, None if auto else default) for i in range(vcpus))
     how = tuple("<vcpupin>" if i in pins else "placement='auto'" if auto else
                 "<vcpu cpuset>" if default is not None else "" for i in range(vcpus))
     dedicated, why = _judge(affinity, how, auto, emulator, realtime, error, bool(pins))
-    written = any(p.key != "vcpu-cpuset" or p.cpus is not None or p.attrs[0] not in (None, "static")
-                  for p in placement)  # <vcpu placement='static'> without a cpuset places nothing
     return Pinning(written, vcpus, affinity, emulator, realtime, error, dedicated, why)
 
 
