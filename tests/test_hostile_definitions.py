@@ -104,3 +104,25 @@ def test_a_4_mib_commandline_cpu_of_many_properties_takes_no_gigabytes(installed
                       + b"'/></qemu:commandline></domain>")
     took, log = hook_seconds(installed, doc, 60)
     assert b"rule=user-choice" in log and took < 20, took  # kvm-pv-unhalt=on, as written
+
+
+@pytest.mark.parametrize("tune, error", [
+    ("<vcpupin vcpu='0' cpuset='" + "1" * 5000 + "'/>", "Failed to parse bitmap"),
+    ("<vcpupin vcpu='" + "1" * 5000 + "' cpuset='1'/>", "Invalid value for attribute 'vcpu' in element 'vcpupin'"),
+    ("<emulatorpin cpuset='0-" + "9" * 5000 + "'/>", "Failed to parse bitmap"),
+])
+def test_a_number_of_thousands_of_digits_is_libvirts_refusal_not_a_crash(installed, tune, error):
+    """int() refuses more than 4300 digits (ValueError): such a cpuset or vCPU id made the hook give up on the
+    guest ("guest not checked", enforce mode let it start) and made audit show an error row. libvirt refuses
+    the number (out of a C int's range); so does the reader now, and the hook decides."""
+    took, log = hook_seconds(installed, _doc(f"<vcpu>4</vcpu><cputune>{tune}</cputune>"), 30)
+    assert b"rule=policy-compat" in log  # not dedicated: libvirt refuses these elements
+    r = subprocess.run([sys.executable, "-m", "virtxml_cpu", "explain", "--no-host-probe", "--qemu-flavour",
+                        "upstream", "-"], input=_doc(f"<vcpu>4</vcpu><cputune>{tune}</cputune>"),
+                       capture_output=True, cwd=ROOT, timeout=30)
+    assert r.returncode == 0 and error.encode() in r.stdout, r.stderr[-400:]
+
+
+def test_leading_zeros_are_read_as_strtol_reads_them():
+    from virtxml_cpu import cpuset
+    assert cpuset.parse("0" * 5000 + "7," + "0" * 20 + "1-0003") == {1, 2, 3, 7}

@@ -43,7 +43,10 @@ def _strtol(s: str, i: int) -> tuple[int | None, int]:
         k += 1
     if k == j:
         return None, i
-    value = sign * int(s[j:k])
+    digits = s[j:k].lstrip("0") or "0"
+    if len(digits) > 10:  # past any C int; int() itself refuses more than 4300 digits (ValueError)
+        return None, k
+    value = sign * int(digits)
     return (value if -_INT_MAX - 1 <= value <= _INT_MAX else None), k
 
 

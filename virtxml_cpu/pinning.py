@@ -61,7 +61,8 @@ def _vcpu_id(text: str | None) -> int:
         raise Refused("Missing required attribute 'vcpu' in element 'vcpupin'")
     digits = text.lstrip(" \t\n\v\f\r")
     digits = digits[1:] if digits.startswith("+") else digits
-    if not digits.isascii() or not digits.isdigit() or int(digits) > 2**32 - 1:
+    digits = digits and (digits.lstrip("0") or "0")  # strtoul reads leading zeros; int() refuses more than 4300 digits
+    if not digits.isascii() or not digits.isdigit() or len(digits) > 10 or int(digits) > 2**32 - 1:
         raise Refused(f"Invalid value for attribute 'vcpu' in element 'vcpupin': '{text}'. "
                       "Expected non-negative integer value")
     return int(digits)
