@@ -126,3 +126,33 @@ def test_a_number_of_thousands_of_digits_is_libvirts_refusal_not_a_crash(install
 def test_leading_zeros_are_read_as_strtol_reads_them():
     from virtxml_cpu import cpuset
     assert cpuset.parse("0" * 5000 + "7," + "0" * 20 + "1-0003") == {1, 2, 3, 7}
+
+
+WATCH_LIKE = """
+import sys
+from virtxml_cpu import pipeline
+from virtxml_cpu.config import Config
+from virtxml_cpu.hostfacts import HostFacts
+
+def rss():
+    return int(open("/proc/self/status").read().split("VmRSS:")[1].split()[0]) // 1024
+
+head, tail = sys.stdin.buffer.read().split(b"EMULATOR")
+start = rss()
+for i in range(int(sys.argv[1])):  # one domain, redefined with a new 1 MiB emulator path each time
+    doc = head + b"/usr/bin/" + b"q" * (1024 * 1024) + str(i).encode() + tail
+    pipeline.process(doc, "big", HostFacts(), Config())
+print(rss() - start)
+"""
+
+
+def test_a_long_lived_process_keeps_no_memory_per_crafted_redefinition():
+    """`watch` (root, for days) decides every definition through the pipeline's memo. Each new 1 MiB
+    definition (here its <emulator>) stayed in the memo until 4096 answers had been kept: a domain's author
+    redefining one domain 2000 times with new 4 MiB definitions made watch hold about 16 GiB. The memo now
+    also counts the bytes behind what it keeps (64 MiB of documents)."""
+    doc = _doc("<vcpu>4</vcpu>").replace(b"/usr/bin/qemu-system-x86_64", b"EMULATOR")
+    r = subprocess.run([sys.executable, "-c", WATCH_LIKE, "400"], input=doc, capture_output=True, cwd=ROOT,
+                       timeout=120)
+    assert r.returncode == 0, r.stderr[-600:]
+    assert int(r.stdout) < 250, f"{int(r.stdout)} MiB kept after 400 redefinitions of 1 MiB"
