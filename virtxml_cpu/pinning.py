@@ -40,8 +40,14 @@ class Pinning(NamedTuple):
     why: str  # one sentence: what makes it dedicated, or the first thing that does not
 
 
+KEPT_TEXT = 4096  # characters of cpuset text up to which a placement is kept (a 4 MiB one is read each time)
+
+
 def read(facts) -> Pinning:
-    """The placement of a DomainFacts' vCPUs (kept per distinct placement: clones share it)."""
+    """The placement of a DomainFacts' vCPUs (kept per distinct placement: clones share it; a placement of
+    more than KEPT_TEXT characters is not kept, so a long-lived `watch` keeps no 4 MiB cpuset per definition)."""
+    if sum(len(p.cpus or "") + sum(len(a or "") for a in p.attrs) for p in facts.placement) > KEPT_TEXT:
+        return _read.__wrapped__(facts.placement, facts.vcpus)
     return _read(facts.placement, facts.vcpus)
 
 
