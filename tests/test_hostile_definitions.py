@@ -172,3 +172,16 @@ def test_a_long_lived_process_keeps_no_memory_per_crafted_redefinition(what, doc
                        timeout=240)
     assert r.returncode == 0, r.stderr[-600:]
     assert int(r.stdout) < 180, f"{what}: {int(r.stdout)} MiB kept after 300 redefinitions of 1 MiB"
+
+
+@pytest.mark.parametrize("machine", ["pc-q35-{d}.2", "pc-i440fx-2.{d}", "pc-{d}.1", "pc-q35-rhel{d}.0.0",
+                                     "pc-i440fx-rhel9.{d}.0"])
+@pytest.mark.parametrize("flavour", ["upstream", "rhel", "ubuntu"])
+def test_a_machine_version_of_thousands_of_digits_is_an_unknown_machine_not_a_traceback(machine, flavour):
+    """A user's file, explained by root (libvirt itself refuses a machine its QEMU does not offer, so the
+    hook never sees one): `pc-q35-111...1.2` with 5000 digits was a ValueError traceback (exit 1). No QEMU
+    has a version part of ten digits; such a name is now no versioned machine of any flavour."""
+    doc = _doc("<vcpu>4</vcpu>").replace(b"pc-q35-7.2", machine.format(d="1" * 5000).encode())
+    r = subprocess.run([sys.executable, "-m", "virtxml_cpu", "explain", "--no-host-probe", "--qemu-flavour",
+                        flavour, "-"], input=doc, capture_output=True, cwd=ROOT, timeout=30)
+    assert r.returncode == 0 and b"Traceback" not in r.stderr, r.stderr[-400:]
