@@ -32,6 +32,7 @@ HEAD = (b"<domain type='kvm'><name>big</name><uuid>0b7e2d1c-6a51-4f0e-8d7b-3c2f9
         b"<memory unit='KiB'>1048576</memory><vcpu placement='static'>4</vcpu>"
         b"<os><type arch='x86_64' machine='pc-q35-7.2'>hvm</type></os>")
 META = b"<metadata><m:x xmlns:m='urn:x'>"
+QEMU_DOMAIN = HEAD.replace(b"<domain ", b"<domain xmlns:qemu='http://libvirt.org/schemas/domain/qemu/1.0' ")
 DEVICES = b"<devices><emulator>/usr/bin/qemu-system-x86_64</emulator></devices></domain>"
 END_META = b"</m:x></metadata>" + DEVICES
 DISK = (b"<disk type='file' device='disk'><driver name='qemu' type='qcow2'/>"
@@ -46,6 +47,7 @@ def shapes(size: int) -> dict[str, bytes]:
     """name -> definition of about `size` bytes."""
     cpu = b"<cpu mode='host-model'/>"
     base = len(HEAD) + len(cpu) + 200
+    pins = min(16384, (size - base) // 40)  # libvirt's limit on host CPU numbers; a file may have more vCPUs
 
     def meta(unit: bytes, pre: bytes = b"", post: bytes = b"") -> bytes:
         return HEAD + cpu + META + pre + _fill(size, unit, base + len(pre) + len(post)) + post + END_META
@@ -63,6 +65,12 @@ def shapes(size: int) -> dict[str, bytes]:
         + b" ".join(b"a%07d='1'" % i for i in range(max(1, (size - base) // 14))) + b">" + END_META,
         "cpu features": HEAD + b"<cpu mode='host-model'>" + _fill(size, b"<feature policy='require' name='x2apic'/>", base)
         + b"</cpu>" + DEVICES,
+        "cpuset of full ranges": HEAD.replace(b"<vcpu placement='static'>", b"<vcpu placement='static' cpuset='"
+                                              + b",".join([b"0-16383"] * ((size - base) // 8)) + b"'>") + cpu + DEVICES,
+        "vcpupins on every host CPU": HEAD.replace(b">4</vcpu>", b">%d</vcpu>" % pins) + b"<cputune>"
+        + b"".join(b"<vcpupin vcpu='%d' cpuset='0-16383'/>" % i for i in range(pins)) + b"</cputune>" + cpu + DEVICES,
+        "commandline -cpu of many properties": QEMU_DOMAIN + cpu + b"<devices/><qemu:commandline><qemu:arg value='-cpu'/>"
+        + b"<qemu:arg value='host" + _fill(size, b",kvm-pv-unhalt=off", base) + b"'/></qemu:commandline></domain>",
         "qemu:commandline args": HEAD.replace(b"<domain ", b"<domain xmlns:qemu='http://libvirt.org/schemas/domain/qemu/1.0' ")
         + cpu + b"<devices/><qemu:commandline>"
         + _fill(size, b"<qemu:arg value='-global'/><qemu:arg value='a.b.c.d.e=f'/>", base) + b"</qemu:commandline></domain>",
@@ -91,7 +99,7 @@ def main() -> None:
         hookinstall.install(f"{tmp}/hooks", "audit", str(cfg), legacy=False)
         hook = [f"{tmp}/hooks/qemu.d/virtxml-cpu", "big", "prepare", "begin", "-"]
         rewrite = [sys.executable, "-m", "virtxml_cpu", "rewrite", "--no-host-probe", "--qemu-flavour", "upstream", "-"]
-        runs = {("hook", k): (hook, v, b"decision=inject") for k, v in docs.items()}
+        runs = {("hook", k): (hook, v, b" decision=") for k, v in docs.items()}  # evaluated
         if args.rewrite:
             runs.update({("rewrite", k): (rewrite, v, b"") for k, v in docs.items()})
         samples: dict[tuple[str, str], list[float]] = {k: [] for k in runs}

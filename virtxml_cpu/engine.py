@@ -418,7 +418,8 @@ def _resolve_one(facts: DomainFacts, host: HostFacts, flavour: Flavour, machine:
     libvirt_props = _libvirt_cpu_props(facts, warnings)
     if facts.qemu.cpu:
         model, cmd, _refused = parse_cpu_option(facts.qemu.cpu, host.qemu_version)
-        cpu_props = [(p, v, "qemu:commandline -cpu", f"-cpu {facts.qemu.cpu}") for p, v in cmd]
+        written = f"-cpu {facts.qemu.cpu}"  # one string for every property: a copy each is quadratic in memory
+        cpu_props = [(p, v, "qemu:commandline -cpu", written) for p, v in cmd]
         warnings.append("<qemu:commandline> passes its own -cpu, which replaces libvirt's -cpu "
                         "(and every <features>/<cpu> setting libvirt put there)")
         kind = rules.MAX_FEATURE_MODELS.get(model, "named")

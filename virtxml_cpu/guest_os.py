@@ -89,13 +89,19 @@ GUEST_KERNELS: tuple[GuestKernel, ...] = (
 )
 
 _VERSIONED = lazyre.compile(r"^(.*/)(\d+(?:\.\d+)*)$")
+MAX_ID = 256  # characters: libosinfo's ids are URIs of a few dozen; a longer one names no OS a row covers
+
+
+def lookup(os_id: str | None) -> GuestKernel | None:
+    """The finding for a libosinfo id, or None (no id, an id without a numeric version such as
+    http://redhat.com/rhel/7-unknown, or an OS no row covers). An id past MAX_ID is none: it is not kept
+    in the cache (a definition may hold a 4 MiB one) and no int() meets thousands of digits."""
+    return None if os_id is None or len(os_id) > MAX_ID else _lookup(os_id)
 
 
 @lru_cache(maxsize=256)
-def lookup(os_id: str | None) -> GuestKernel | None:
-    """The finding for a libosinfo id, or None (no id, an id without a numeric version such as
-    http://redhat.com/rhel/7-unknown, or an OS no row covers)."""
-    m = _VERSIONED.match(os_id or "")
+def _lookup(os_id: str) -> GuestKernel | None:
+    m = _VERSIONED.match(os_id)
     if not m:
         return None
     prefix, version = m.group(1), tuple(int(p) for p in m.group(2).split("."))

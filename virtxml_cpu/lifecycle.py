@@ -16,9 +16,9 @@ from .machines import Machine, format_version
 
 OFFERED, DEPRECATED, NOT_OFFERED = "offered", "deprecated", "not-offered"
 STATUSES = (OFFERED, DEPRECATED, NOT_OFFERED)
-_VERSIONED = re.compile(r"(?P<prefix>pc-i440fx-|pc-q35-|pc-)(?P<version>[0-9]+\.[0-9]+(?:\.[0-9]+)?)", re.ASCII)
-_RHEL_NAME = re.compile(r"pc-(?:i440fx|q35)-rhel(?P<major>[0-9]+)\.(?P<minor>[0-9]+)\.[0-9]+", re.ASCII)
-_EL = re.compile(r"[.+]el(?P<major>[0-9]+)", re.ASCII)  # qemu-kvm-10.1.0-17.el9 -> RHEL 9
+_VERSIONED = re.compile(r"(?P<prefix>pc-i440fx-|pc-q35-|pc-)(?P<version>[0-9]{1,9}\.[0-9]{1,9}(?:\.[0-9]{1,9})?)", re.ASCII)
+_RHEL_NAME = re.compile(r"pc-(?:i440fx|q35)-rhel(?P<major>[0-9]{1,9})\.(?P<minor>[0-9]{1,9})\.[0-9]{1,9}", re.ASCII)
+_EL = re.compile(r"[.+]el(?P<major>[0-9]{1,9})", re.ASCII)  # qemu-kvm-10.1.0-17.el9 -> RHEL 9
 
 
 class Status(namedtuple("Status", "status why")):

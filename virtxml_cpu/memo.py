@@ -2,8 +2,10 @@
 few templates share one resolution, decision and encoded JSON.
 
 Keys are the hashable facts that decide an answer, never an object's identity: equal facts, the same
-answer, whoever built them. Bounded: when full, it starts over (answers are cheap to recompute, never wrong
-to drop). FrozenDict makes the host's mappings such facts.
+answer, whoever built them. Bounded in entries and in what they hold: when either is full, it starts over
+(answers are cheap to recompute, never wrong to drop). The second bound is for the long-lived `watch`: a
+domain's author who redefines it with ever new 4 MiB definitions made it keep about 8 MiB each, up to
+16 GiB before the entry count started it over. FrozenDict makes the host's mappings such facts.
 """
 
 from __future__ import annotations
@@ -14,20 +16,28 @@ from typing import TypeVar
 T = TypeVar("T")
 
 
+BUDGET = 64 * 1024 * 1024  # bytes of the documents behind the answers kept (a fleet of 4096 10 KiB clones: 40 MiB)
+
+
 class Memo:
-    def __init__(self, limit: int = 4096):
+    def __init__(self, limit: int = 4096, budget: int = BUDGET):
         self._entries: dict[Hashable, object] = {}
         self._limit = limit
+        self._budget = budget
+        self._spent = 0
 
-    def get(self, key: Hashable, compute: Callable[[], T]) -> T:
-        """The answer kept for `key`, or compute() kept under it."""
+    def get(self, key: Hashable, compute: Callable[[], T], cost: int = 0) -> T:
+        """The answer kept for `key`, or compute() kept under it; `cost`: the size of the document it is
+        about (its key and answer hold text of it)."""
         try:
             return self._entries[key]  # type: ignore[return-value]
         except KeyError:
             pass
-        if len(self._entries) >= self._limit:
+        if len(self._entries) >= self._limit or self._spent + cost > self._budget:
             self._entries.clear()
+            self._spent = 0
         value = self._entries[key] = compute()
+        self._spent += cost
         return value
 
     def __len__(self) -> int:

@@ -83,7 +83,8 @@ def decide(doc: Document, host: HostFacts, config: Config, cli_policy: str | Non
     """The outcome for a document read, under `host`; rewritten bytes when it was read with its tree."""
     facts = doc.facts
     key = resolution_key(facts, host)
-    resolution = MEMO.get(("resolution", key), lambda: engine.resolve(facts, host))
+    cost = len(doc.source)  # what the facts in the key, and the answers, may hold of it
+    resolution = MEMO.get(("resolution", key), lambda: engine.resolve(facts, host), cost)
     if resolution.facts is not facts:  # a clone's: the same but for name and uuid
         resolution = resolution._replace(facts=facts)
     chosen, source = policy.effective_policy(cli_policy, config.policy, facts.override_policy)
@@ -92,7 +93,7 @@ def decide(doc: Document, host: HostFacts, config: Config, cli_policy: str | Non
         decision = policy.invalid_exemption(facts.override_policy)
         source = "domain <metadata>"
     else:
-        decision = MEMO.get(("decision", key, chosen, style), lambda: policy.decide(resolution, chosen, style))
+        decision = MEMO.get(("decision", key, chosen, style), lambda: policy.decide(resolution, chosen, style), cost)
     if doc.tree is None:
         return Outcome(doc.label, resolution, decision, source, style, doc.source, None, key)
     from . import rewrite  # here: deciding alone (the hook, audit, explain) never renders

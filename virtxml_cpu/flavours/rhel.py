@@ -68,10 +68,10 @@ RELEASES: tuple[Release, ...] = (
 )
 
 VERSIONS = NameTable(
-    pattern=re.compile(r"(?P<family>pc-i440fx|pc-q35)-rhel(?P<key>[0-9]+\.[0-9]+\.[0-9]+)", re.ASCII),
+    pattern=re.compile(r"(?P<family>pc-i440fx|pc-q35)-rhel(?P<key>[0-9]{1,9}\.[0-9]{1,9}\.[0-9]{1,9})", re.ASCII),
     releases=RELEASES, order="version", source=_PATCH, arrays="rhel", release_label="RHEL {key}")
 RHEL6 = NameTable(
-    pattern=re.compile(r"rhel(?P<key>6\.[0-9]+\.[0-9]+)", re.ASCII),
+    pattern=re.compile(r"rhel(?P<key>6\.[0-9]{1,9}\.[0-9]{1,9})", re.ASCII),
     releases=RELEASES, order="version", source=f"{_PATCH} (RHEL 7 qemu-kvm keeps the RHEL 6 machines)",
     family_of_bare=I440FX, arrays="rhel")
 

@@ -62,9 +62,9 @@ MACHINE_ROWS: tuple[Rule, ...] = (
 
 VERSIONED = (
     # pc-i440fx-1.4 ... , pc-q35-1.4 ... , pc-q35-4.0.1 (8e8cbed0); ASCII digits only.
-    (re.compile(r"(?P<family>pc-i440fx|pc-q35)-(?P<version>[0-9]+\.[0-9]+(?:\.[0-9]+)?)", re.ASCII), None),
+    (re.compile(r"(?P<family>pc-i440fx|pc-q35)-(?P<version>[0-9]{1,9}\.[0-9]{1,9}(?:\.[0-9]{1,9})?)", re.ASCII), None),
     # pc-0.10 ... pc-1.3: the i440fx family before its rename in 1.4
-    (re.compile(r"pc-(?P<version>[0-9]+\.[0-9]+)", re.ASCII), I440FX),
+    (re.compile(r"pc-(?P<version>[0-9]{1,9}\.[0-9]{1,9})", re.ASCII), I440FX),
 )
 
 ALIASES = {

@@ -88,8 +88,10 @@ def json_line(o: Outcome) -> str:
     memo under the outcome's key (what decides the resolution), the decision's under the decision itself."""
     if not o.key:  # not built by pipeline.decide(): nothing says what it shares
         return to_json_line(o)
-    shared = pipeline.MEMO.get(("shared-json", o.key), lambda: shared_json(o.resolution))
-    decision = pipeline.MEMO.get(("decision-json", o.decision, o.policy_source, o.style), lambda: decision_json(o))
+    cost = len(o.source)
+    shared = pipeline.MEMO.get(("shared-json", o.key), lambda: shared_json(o.resolution), cost)
+    decision = pipeline.MEMO.get(("decision-json", o.decision, o.policy_source, o.style), lambda: decision_json(o),
+                                 cost)
     return _joined(o, shared, decision)
 
 
