@@ -29,6 +29,7 @@ are run and how many are marked.
 
 from __future__ import annotations
 
+import gzip
 import os
 import re
 import shutil
@@ -294,6 +295,22 @@ def test_the_package_installs_the_pages_and_the_man_page_names_them():
         name = page.name + (".gz" if page.stat().st_size > 4096 else "")
         assert f"{gen.DOC_DIR}/{name}".replace("-", "\\-") in text, name
 
+
+
+def test_the_built_package_holds_every_page_the_man_page_names():
+    """With the .deb `make test` built ($VIRTXML_CPU_DEB): each documentation path in its man page's SEE
+    ALSO is a file of the package (the .gz names follow dh_compress, not a guess)."""
+    deb = os.environ.get("VIRTXML_CPU_DEB")
+    if not deb or not shutil.which("dpkg-deb"):
+        pytest.skip("PACKAGE CHECK SKIPPED: no built .deb ($VIRTXML_CPU_DEB, set by `make test` as root)")
+    listing = subprocess.run(["dpkg-deb", "-c", deb], capture_output=True, text=True, check=True).stdout
+    files = {line.split()[-1].lstrip(".") for line in listing.splitlines()}
+    with subprocess.Popen(["dpkg-deb", "--fsys-tarfile", deb], stdout=subprocess.PIPE) as tar_in:
+        man = subprocess.run(["tar", "-xO", "./usr/share/man/man8/virtxml-cpu.8.gz"], stdin=tar_in.stdout,
+                             capture_output=True, check=True).stdout
+    see_also = gzip.decompress(man).decode().split(".SH SEE ALSO", 1)[1].replace("\\-", "-")
+    named = set(re.findall(r"\\fB(/usr/share/doc/virtxml-cpu/[^\\]+)\\fR", see_also))
+    assert len(named) == len(PAGES) and named <= files, sorted(named - files)
 
 if __name__ == "__main__":
     run_count = sum(len(b.commands()) for b in RUN)
