@@ -16,12 +16,13 @@ The convention, for whoever writes a page:
 How a command runs: `bash -o pipefail -c`, in a temporary directory holding a copy of the checkout's
 `examples/`, `tests/fixtures/*.xml` (as `tests/fixtures/`) and `vm.xml` (a copy of
 examples/fedora-host-model.xml); `virtxml-cpu` on PATH is this checkout's (this interpreter,
-`-m virtxml_cpu`); $VIRTXML_CPU_CONFIG names an empty config, so the host's /etc/virtxml-cpu is not read.
+`-m virtxml_cpu`); $VIRTXML_CPU_CONFIG names a config of the directory's own (its spool inside it, its
+syslog socket absent), so neither the host's /etc/virtxml-cpu nor its spool is read or changed.
 libvirt is libvirt's test driver, in-process: `qemu:///system` wherever a command names it, the default
 connection of `audit` and `apply` (given `--connect` when they have none) and `virsh`'s default
-($LIBVIRT_DEFAULT_URI) all become test:///DIR/.libvirt/node.xml, a node with the shut-off domains web01 and db01
-(both need the fix) that every command opens afresh. A command passes when it exits 0 or 1 (1 is "work
-found": `--check`, `--dry-run`, `audit`) within 60 s and writes no Python traceback.
+($LIBVIRT_DEFAULT_URI) all become test:///DIR/.libvirt/node.xml, a node with the domains web01 and db01
+(running, both need the fix) that every command opens afresh. A command passes when it exits 0 or 1
+(1 is "work found": `--check`, `--dry-run`, `audit`) within 60 s and writes no Python traceback.
 
 Drafts waiting in docs/incoming/ are not checked. Run this file as a script to print how many commands
 are run and how many are marked.
@@ -140,7 +141,9 @@ def workdir(tmp_path):
     shim = bindir / "virtxml-cpu"
     shim.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m virtxml_cpu "$@"\n')
     shim.chmod(0o755)
-    (tmp_path / ".empty.toml").write_text("")
+    spool_dir = tmp_path / ".spool"
+    spool_dir.mkdir(mode=0o700)
+    (tmp_path / ".config.toml").write_text(f'[hook]\nspool = "{spool_dir}"\nsyslog_socket = "/nonexistent"\n')
     return tmp_path
 
 
@@ -157,7 +160,7 @@ def for_test_driver(command: str, uri: str) -> str:
 def run(command: str, cwd: Path) -> subprocess.CompletedProcess:
     uri = TEST_URI.format(dir=cwd)
     env = dict(os.environ, PATH=f"{cwd / '.bin'}:{os.environ.get('PATH', '/usr/bin:/bin')}",
-               PYTHONPATH=str(ROOT), VIRTXML_CPU_CONFIG=str(cwd / ".empty.toml"), LIBVIRT_DEFAULT_URI=uri)
+               PYTHONPATH=str(ROOT), VIRTXML_CPU_CONFIG=str(cwd / ".config.toml"), LIBVIRT_DEFAULT_URI=uri)
     return subprocess.run(["bash", "-o", "pipefail", "-c", for_test_driver(command, uri)], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=TIMEOUT, stdin=subprocess.DEVNULL)
 
