@@ -12,7 +12,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from virtxml_cpu.hostfacts import HostFacts, parse_capabilities, parse_domcapabilities  # noqa: E402
+from virtxml_cpu.hostfacts import HostFacts, combine, parse_capabilities, parse_domcapabilities  # noqa: E402
 
 FIXTURES = ROOT / "tests" / "fixtures"
 _lab_skip_reasons: list[str] = []
@@ -85,11 +85,11 @@ def recorded_host() -> HostFacts:
     """Host facts recorded from the lab host, so golden output does not depend on this machine."""
     data = json.loads((FIXTURES / "host" / "kvm-supported-cpuid.json").read_text())
     cpuid = {(int(k.split(":")[0], 16), k.split(":")[1]): v for k, v in data["cpuid"].items()}
-    facts = HostFacts(cpuid=cpuid, sources=("recorded KVM_GET_SUPPORTED_CPUID",), qemu_version=(7, 2, 22),
-                      qemu_flavour="upstream", flavour_source="recorded: QEMU 7.2.22 (Debian 1:7.2+dfsg-7+deb12u18)",
-                      version_source="recorded: QEMU 7.2.22 (Debian 1:7.2+dfsg-7+deb12u18)")
-    facts = facts.merged(parse_capabilities((FIXTURES / "host" / "capabilities.xml").read_bytes()))
-    return facts.merged(parse_domcapabilities((FIXTURES / "host" / "domcapabilities.xml").read_bytes()))
+    libvirt = combine([parse_capabilities((FIXTURES / "host" / "capabilities.xml").read_bytes()),
+                       parse_domcapabilities((FIXTURES / "host" / "domcapabilities.xml").read_bytes())])
+    return libvirt._replace(cpuid=cpuid, qemu_version=(7, 2, 22),
+                            version_source="recorded: QEMU 7.2.22 (Debian 1:7.2+dfsg-7+deb12u18)",
+                            sources=("recorded KVM_GET_SUPPORTED_CPUID",) + libvirt.sources)
 
 
 @pytest.fixture(scope="session")

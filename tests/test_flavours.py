@@ -244,15 +244,16 @@ def test_config_rejects_an_unknown_flavour(fake_qemu):
 
 
 def test_local_probe_runs_only_a_trusted_binary_and_never_as_root(fake_qemu):
-    from virtxml_cpu.hostfacts import probe_local_qemu
+    from virtxml_cpu.localqemu import ask
 
     qemu = fake_qemu / "bin" / "qemu-system-x86_64"
-    assert probe_local_qemu(str(qemu)).qemu_flavour == "ubuntu"
+    assert ask(str(qemu))[0].qemu_flavour == "ubuntu"
     uids = (fake_qemu / "runs").read_text().split()
     assert uids and "0" not in uids  # as root: run as libvirt-qemu/nobody, as libvirt runs QEMU
     for writable in (qemu, qemu.parent):  # a binary or directory others could change is never run
         writable.chmod(writable.stat().st_mode | 0o022)
-        assert probe_local_qemu(str(qemu)) == HostFacts()
+        facts, why = ask(str(qemu))
+        assert facts == HostFacts() and why.startswith("not asked (") and "writable by group or others" in why
         writable.chmod(writable.stat().st_mode & ~0o022)
     assert len((fake_qemu / "runs").read_text().split()) == len(uids)
 
@@ -285,7 +286,8 @@ def test_hook_reads_the_build_from_libvirts_capabilities_cache_and_runs_nothing(
     assert hook.hook_host_facts(dom, Config(qemu_flavour="rhel", path="c.toml")).qemu_flavour == "rhel"
     other = dom._replace(emulator="/usr/bin/qemu-system-other")
     unknown = hook.hook_host_facts(other, Config(), str(tmp_path / "caps"))
-    assert unknown.qemu_flavour is None and "build unknown: libvirt has no capabilities cached" in unknown.flavour_source
+    assert unknown.qemu_flavour is None and unknown.unused[-1] == (
+        "libvirt's capabilities cache: libvirt has no capabilities cached for /usr/bin/qemu-system-other"), unknown
 
 
 def test_release_sources_and_their_order(fake_qemu):
@@ -328,7 +330,8 @@ def test_a_name_the_release_does_not_define_is_said_so():
 
 def test_a_non_qemu_drivers_version_is_no_qemu_release():
     """libvirt's test driver (and any other) answers getVersion with its own version, not QEMU's."""
-    libvirt = pytest.importorskip("libvirt")
+    libvirt = pytest.importorskip("libvirt", reason="libvirt-python is not installed: the test driver's "
+                                  "getVersion check is SKIPPED")
     from virtxml_cpu.libvirt_conn import host_facts_from
 
     conn = libvirt.openReadOnly("test:///default")

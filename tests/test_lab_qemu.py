@@ -19,8 +19,7 @@ from tests.lab import harness
 from .conftest import require_lab
 from virtxml_cpu import engine, rules
 from virtxml_cpu.domain import extract
-from virtxml_cpu.hostfacts import probe_kvm
-from virtxml_cpu.libvirt_conn import host_facts
+from virtxml_cpu.hostsrc import HostSources, assemble
 from virtxml_cpu.xmlio import parse_domain
 
 libvirt = require_lab()
@@ -151,7 +150,7 @@ def qlab(request, lab_up):
     harness.bring_up(lab)
     conn = harness.connect(lab)
     harness.cleanup(conn)
-    host = probe_kvm().merged(host_facts(lab.uri))
+    host = assemble(HostSources(connect=lab.uri, kvm=True))  # as explain --connect reads it
     yield lab, conn, host
     harness.cleanup(conn)
     conn.close()

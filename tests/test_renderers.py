@@ -14,7 +14,7 @@ from collections import Counter
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from virtxml_cpu import audit, cli, spool
+from virtxml_cpu import audit, cli, libvirt_conn, spool
 from virtxml_cpu.errors import EXIT_BAD_INPUT, EXIT_ENVIRONMENT, EXIT_OK, EXIT_WORK_FOUND
 from virtxml_cpu.records import (SCHEMA_VERSION, TIMED_OUT, UNREACHABLE, ApplyOutcome, AuditRow, HostResult,
                                  RowDecision, summarize)
@@ -66,6 +66,7 @@ def fake_audit(monkeypatch, capsys):
             yield h
 
     monkeypatch.setattr(audit, "audit_stream", stream)
+    monkeypatch.setattr(libvirt_conn, "libvirt_module", lambda: None)  # the binding is part of the libvirt side
     monkeypatch.setattr(time, "time", lambda: NOW)
     return seen_before
 
@@ -308,11 +309,13 @@ def test_watch_logs_the_lines_apply_prints(test_driver, capsys):
     import threading
 
     from virtxml_cpu.config import Config
+    from virtxml_cpu.hostsrc import HostSources, Off
     from virtxml_cpu.live import ApplyOptions
     from virtxml_cpu.watch import watch
 
     logged, stop = [], threading.Event()
-    opts = ApplyOptions(Config(qemu_flavour="upstream"), probe=False)
+    cfg = Config(qemu_flavour="upstream")
+    opts = ApplyOptions(cfg, sources=HostSources(config=cfg, kvm=Off("--no-host-probe")))
     t = threading.Thread(target=watch, args=("test:///default", opts, stop,
                                              lambda m, warning=False: logged.append((m, warning))))
     t.start()

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from virtxml_cpu.hostsrc import assemble
 from virtxml_cpu import qemu_runner, rules, verified, verify
 from virtxml_cpu.hostfacts import HostFacts
 from virtxml_cpu.qmp import QMP, QMPClosed, QMPError
@@ -198,14 +199,16 @@ def test_probe_reads_version_machines_models_and_copes_without_compat_props(fake
     assert qemu_runner.probe(fake(compat=True)).compat_props
     assert verify.x86_machines(build.machines) == ["pc", "pc-i440fx-2.7", "pc-i440fx-7.2", "pc-q35-7.2", "q35"]
     assert verify.x86_machines(build.machines, ("pc-q35-*",)) == ["pc-q35-7.2"]
-    host = verify.tool_host(build, HostFacts())
+    host = assemble(verify.sources(verify.VerifyOptions(), build, kvm=False))
     assert host.aliases == {"pc": "pc-i440fx-7.2", "q35": "pc-q35-7.2", "": "pc-i440fx-7.2"}
     assert host.qemu_flavour == "upstream" and host.qemu_version == (7, 2, 9)
-    assert verify.tool_host(build, HostFacts(), "ubuntu", "--qemu-flavour").qemu_flavour == "ubuntu"
+    flag = assemble(verify.sources(verify.VerifyOptions(qemu_flavour="ubuntu"), build, kvm=False))
+    assert (flag.qemu_flavour, flag.flavour_source) == ("ubuntu", "--qemu-flavour")
 
 
 def test_what_qemu_says_is_compared_with_what_the_tool_computes(fake, host):
-    host = verify.tool_host(qemu_runner.probe(fake()), HostFacts(cpuid=host.cpuid))  # the lab host's /dev/kvm, recorded
+    # the lab host's /dev/kvm, recorded
+    host = assemble(verify.sources(verify.VerifyOptions(), qemu_runner.probe(fake()), kvm=False))._replace(cpuid=host.cpuid)
     # A faithful QEMU: no disagreement. A property QEMU does not have counts as off.
     good = qemu_runner.read_vcpu(fake(props={"pc-i440fx-7.2/-": {**TRUE_7_2, "kvm-msi-ext-dest-id": None}}),
                             "pc-i440fx-7.2", named())
@@ -279,7 +282,7 @@ def test_the_record_is_trusted_only_when_root_owned_and_well_formed(tmp_path, fa
     tmp_path.chmod(0o755)
     record = tmp_path / "verified.json"
     build = qemu_runner.probe(fake())
-    outcome = verify.Outcome(build, verify.tool_host(build, HostFacts()), qemu_runner.Identity("test"), [], [], [], [],
+    outcome = verify.Outcome(build, assemble(verify.sources(verify.VerifyOptions(), build, kvm=False)), qemu_runner.Identity("test"), [], [], [], [],
                              None, 0.0)
     assert verified.write_record(outcome, str(record)) == f"recorded in {record}"
     assert build.key in verified.read_record(str(record))

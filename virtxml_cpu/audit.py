@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from . import guest_os
 from .config import Config
 from .errors import HostTimeout, VirtxmlCpuError
-from .libvirt_conn import DEFAULT_TIMEOUT, HOST_TIMEOUT_FACTOR, connection_host_facts, libvirt_module, open_for_reading
+from .libvirt_conn import DEFAULT_TIMEOUT, HOST_TIMEOUT_FACTOR, libvirt_module, open_for_reading
+from .hostsrc import HostSources, connection_facts
 from .pipeline import process
 from .records import OK, TIMED_OUT, UNREACHABLE, AuditRow, HostResult, RowDecision
 
@@ -47,7 +48,7 @@ class AuditOptions:
     style: str | None = None
     names: tuple[str, ...] = ()  # empty: every domain
     observe: bool = False  # also ask the running QEMU (QMP qom-get)
-    probe: bool = True  # read /dev/kvm for local URIs
+    sources: HostSources | None = None  # the flags' and config's; None: the config's, /dev/kvm for local URIs
     progress: Callable[[str, int, int], None] | None = None
     timeout: float = DEFAULT_TIMEOUT  # connecting, and any one libvirt call (keepalive)
     host_timeout: float = HOST_TIMEOUT_FACTOR * DEFAULT_TIMEOUT  # the whole host
@@ -64,7 +65,7 @@ def audit_host(uri: str, opts: AuditOptions) -> HostResult:
     rows: list[AuditRow] = []
     error = None
     try:
-        host = connection_host_facts(conn, uri, opts.probe, opts.cfg)
+        host = connection_facts(opts.sources, opts.cfg, conn, uri)
         doms = []
         for n in opts.names:  # an unknown name is that name's row, not the host's failure
             try:

@@ -7,7 +7,7 @@ import json
 import os
 import sys
 
-from . import __version__, config as configmod, qemu_build, report
+from . import __version__, config as configmod, report
 from .config import HOOK_MODES
 from .flavours import NAMES as FLAVOUR_NAMES
 from .errors import EXIT_BAD_INPUT, EXIT_ENVIRONMENT, EXIT_OK, EXIT_WORK_FOUND, BadInput, VirtxmlCpuError
@@ -15,8 +15,7 @@ from .hookinstall import DEFAULT_HOOKS_DIR
 from .libvirt_conn import DEFAULT_URI
 from .errors import shown
 from .files import read_input, update_in_place, write_output
-from .hostfacts import HostFacts, parse_capabilities, parse_domcapabilities, probe_kvm
-from .qemucaps import local_qemu
+from .hostsrc import LOCAL, HostSources, Off, assemble
 from .pipeline import process
 from .policy import POLICIES, STYLES
 
@@ -30,10 +29,10 @@ def _policy_opts(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", help=f"config file (default {configmod.DEFAULT_PATH})")
     p.add_argument("--qemu-flavour", choices=FLAVOUR_NAMES,
                    help="the QEMU build the guests run on (default: --emulator, config, libvirt, the local "
-                        "qemu-system-x86_64 --version, else the machine name)")
+                        "QEMU, else the machine name; see docs: which QEMU build and release)")
     p.add_argument("--qemu-version", type=_release, metavar="X.Y[.Z]",
                    help="the QEMU release the guests run on (default: --emulator, config, libvirt, the local "
-                        "qemu-system-x86_64 --version; unknown: taken as current)")
+                        "QEMU; unknown: taken as current)")
 
 
 def _release(text: str) -> str:
@@ -72,8 +71,10 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--connect", metavar="URI", help="read host facts from this libvirt connection")
     p.add_argument("--capabilities", metavar="FILE", help="`virsh capabilities` output (machine aliases)")
     p.add_argument("--domcapabilities", metavar="FILE", help="`virsh domcapabilities` output (host-model CPU)")
-    p.add_argument("--emulator", metavar="PATH", help="the QEMU binary the guests run on: its --version gives the "
-                                                     "build and release (default: qemu-system-x86_64 on PATH)")
+    p.add_argument("--emulator", metavar="PATH", help="the QEMU binary the guests run on: its --version and "
+                                                     "-machine help give the build, release and machine aliases "
+                                                     "(default: qemu-system-x86_64 on PATH, else "
+                                                     "/usr/libexec/qemu-kvm)")
     p.add_argument("--no-host-probe", action="store_true",
                    help="do not read KVM's supported CPUID from /dev/kvm nor ask the local QEMU")
     p.add_argument("-q", "--quiet", action="store_true", help="print errors only")
@@ -140,7 +141,8 @@ def build_parser() -> argparse.ArgumentParser:
     where.add_argument("--emulator", metavar="PATH", help="the QEMU to start (any executable, a wrapper script too)")
     where.add_argument("--connect", metavar="URI", help="the emulator this local libvirt uses for KVM domains")
     ve.add_argument("--qemu-flavour", choices=FLAVOUR_NAMES, help="the QEMU build to check the rules of "
-                    "(default: config, else what the QEMU shows)")
+                    "(default: as explain decides it: what an --emulator QEMU shows, the config, else what the "
+                    "QEMU shows)")
     ve.add_argument("--config", help=f"config file (default {configmod.DEFAULT_PATH})")
     ve.add_argument("--machine", action="append", default=[], metavar="PATTERN",
                     help="only machine types matching this shell pattern (repeatable)")
@@ -168,38 +170,23 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def gather_host_facts(args, cfg) -> HostFacts:
-    """Host facts in order of authority; the QEMU build and release by qemu_build's precedence."""
-    facts = HostFacts()
-    if not args.no_host_probe:
-        facts = facts.merged(probe_kvm())
-    libvirt = HostFacts()
-    if args.capabilities:
-        libvirt = libvirt.merged(parse_capabilities(read_input(args.capabilities)))
-    if args.domcapabilities:
-        libvirt = libvirt.merged(parse_domcapabilities(read_input(args.domcapabilities)))
-    if args.connect:
-        from .libvirt_conn import host_facts
+def host_sources(args, cfg) -> HostSources:
+    """explain's and rewrite's sources (hostsrc has the order): the flags, --emulator, the config, libvirt
+    (--connect or its files), and unless --no-host-probe /dev/kvm and the local QEMU (libvirt's cache of it
+    first; not with --connect: that QEMU is on another host)."""
+    off = Off("--no-host-probe") if args.no_host_probe else Off("--connect: that QEMU is on another host") \
+        if args.connect else None
+    return HostSources(flavour=args.qemu_flavour, release=args.qemu_version, emulator=args.emulator, config=cfg,
+                       connect=args.connect, capabilities=args.capabilities, domcapabilities=args.domcapabilities,
+                       caps_cache=LOCAL if off is None and not args.emulator else None,
+                       local_qemu=(off or True) if not args.emulator else False,
+                       kvm=Off("--no-host-probe") if args.no_host_probe else True)
 
-        libvirt = libvirt.merged(host_facts(args.connect))
-    facts = facts.merged(libvirt)
-    claims = qemu_build.from_command_line(args.qemu_flavour, args.qemu_version)
-    binary = args.emulator
-    if binary:
-        named = local_qemu(binary)
-        if named.qemu_version is None:
-            raise BadInput(f"--emulator {shown(binary)}: not a QEMU that answers --version (only a root-owned binary "
-                           "that nobody else may write, in such a directory, is run)")
-        claims.append(qemu_build.from_facts(named))
-    claims += qemu_build.from_config(cfg) + qemu_build.libvirt_claims(libvirt)
-    if not binary and not args.no_host_probe and not args.connect:
-        local = local_qemu()
-        binary = "qemu-system-x86_64" if local.qemu_version else None
-        claims.append(qemu_build.from_facts(local))
-    facts = qemu_build.settle(facts, claims + qemu_build.weak_libvirt_claims(libvirt))
-    if facts.qemu_flavour == "ubuntu" and binary:  # its own machine descriptions date Ubuntu machine names
-        facts = facts._replace(descriptions=qemu_build.probe_machines(binary))
-    return facts
+
+def live_sources(args, cfg) -> HostSources:
+    """audit's, apply's and watch's sources besides each connection: the flags, the config, /dev/kvm."""
+    return HostSources(flavour=args.qemu_flavour, release=args.qemu_version, config=cfg,
+                       kvm=Off("--no-host-probe") if args.no_host_probe else True)
 
 
 def _err(msg: str) -> None:
@@ -230,8 +217,8 @@ def main(argv: list[str] | None = None) -> int:
                 raise BadInput("-o takes exactly one input file")
             if args.in_place and "-" in args.files:
                 raise BadInput("--in-place needs files, not stdin")
-        cfg = _live_config(args)
-        host = gather_host_facts(args, cfg)
+        cfg = configmod.load(args.config)
+        host = assemble(host_sources(args, cfg))
     except VirtxmlCpuError as e:
         _err(str(e))
         return e.exit_code
@@ -292,14 +279,6 @@ def _emit(args, path: str, o) -> int:
     return EXIT_OK
 
 
-def _live_config(args):
-    """The config, with --qemu-flavour/--qemu-version folded in (and named as given on the command line):
-    the live verbs hand one Config to each host."""
-    cfg = configmod.load(args.config)
-    given = {k: getattr(args, k) for k in ("qemu_flavour", "qemu_version") if getattr(args, k, None)}
-    return cfg._replace(**given, given=frozenset(given)) if given else cfg
-
-
 def _ask(prompt: str) -> bool:
     return input(prompt).strip().lower() in ("y", "yes")
 
@@ -315,10 +294,10 @@ def _apply(args) -> int:
     confirm = _ask if not args.yes and sys.stdin.isatty() else None
     if confirm is None and not (args.yes or args.dry_run or args.diff):
         raise BadInput("not a terminal: pass --yes to define without asking, or --dry-run/--diff")
-    cfg = _live_config(args)
+    cfg = configmod.load(args.config)
     timeout, host_timeout = deadlines(args.timeout, cfg)
     opts = ApplyOptions(cfg, args.policy, args.style, args.dry_run, args.diff, args.yes,
-                        probe=not args.no_host_probe, confirm=confirm, timeout=timeout)
+                        sources=live_sources(args, cfg), confirm=confirm, timeout=timeout)
     which = Selection(tuple(args.domains), args.all, args.pending)
     total, down = ApplyResult(), []
     for uri in args.connect or [DEFAULT_URI]:
@@ -347,9 +326,9 @@ def _audit(args) -> int:
     from .libvirt_conn import deadlines
     from .render.table import summary_line
 
-    cfg = _live_config(args)
+    cfg = configmod.load(args.config)
     opts = audit.AuditOptions(cfg, args.policy, args.style, tuple(args.domains), args.observe,
-                              not args.no_host_probe, audit.stderr_progress(), *deadlines(args.timeout, cfg))
+                              live_sources(args, cfg), audit.stderr_progress(), *deadlines(args.timeout, cfg))
     chunks: list[str] = []
     write = chunks.append if args.output else _write_stdout
     results = _reporting_errors(audit.audit_stream(args.connect or [DEFAULT_URI], opts))
@@ -384,8 +363,8 @@ def _watch(args) -> int:
     from .live import ApplyOptions
     from .watch import watch
 
-    cfg = _live_config(args)
-    return watch(args.connect, ApplyOptions(cfg, args.policy, args.style, probe=not args.no_host_probe,
+    cfg = configmod.load(args.config)
+    return watch(args.connect, ApplyOptions(cfg, args.policy, args.style, sources=live_sources(args, cfg),
                                             timeout=deadlines(args.timeout, cfg)[0]))
 
 
@@ -419,9 +398,7 @@ def _verify(args) -> int:
     from . import verified, verify
 
     cfg = configmod.load(args.config)
-    flavour, why = ((args.qemu_flavour, "--qemu-flavour") if args.qemu_flavour else
-                    (cfg.qemu_flavour, f"qemu_flavour in {cfg.path}") if cfg.qemu_flavour else (None, ""))
-    opts = verify.VerifyOptions(args.emulator, args.connect, flavour, why, args.timeout, args.workers,
+    opts = verify.VerifyOptions(args.emulator, args.connect, args.qemu_flavour, cfg, args.timeout, args.workers,
                                 tuple(args.machine), tuple(args.cpu), args.json,
                                 args.record or verified.DEFAULT_RECORD,
                                 None if args.quiet else lambda msg: print(msg, file=sys.stderr, flush=True))

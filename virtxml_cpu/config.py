@@ -36,7 +36,6 @@ class Config(NamedTuple):
     timeout: float | None = None  # seconds a libvirt host may stay silent (connecting, any call)
     host_timeout: float | None = None  # seconds for a whole host (default: 10 x timeout)
     qemu_version: str | None = None  # the QEMU release the guests run on, X.Y[.Z] (default: detected)
-    given: frozenset[str] = frozenset()  # settings that came from the command line, not this file
 
 
 MAX_CONFIG_BYTES = 64 * 1024  # a config is a few lines; /dev/zero or a log file by mistake is not

@@ -11,10 +11,11 @@ import sys
 import time
 
 from . import config as configmod
-from . import qemucaps
 from .domain import OWN_NS, DomainFacts, canonical_uuid
 from .errors import shown
-from .hostfacts import HostFacts, probe_kvm
+from .hostfacts import HostFacts
+from .hostsrc import HostSources, assemble
+from .machines import format_version
 from .logline import SYSLOG_SOCKET, Log, field, kv
 from .pipeline import process
 from .xmlio import MAX_INPUT_BYTES
@@ -22,18 +23,16 @@ from .xmlio import MAX_INPUT_BYTES
 __all__ = ["Log", "SYSLOG_SOCKET", "hook_host_facts", "run"]
 
 
-def hook_host_facts(dom: DomainFacts, cfg, caps_dir: str = qemucaps.CACHE_DIR) -> HostFacts:
-    """/dev/kvm, and the QEMU build: configured, else what libvirt cached for the domain's
-    devices/emulator, else unknown (with the reason). Nothing is executed: the hook must not run a path a
-    domain definition names, and must not call back into libvirt."""
-    facts = probe_kvm()
-    if cfg.qemu_flavour:
-        return facts.merged(HostFacts(qemu_flavour=cfg.qemu_flavour, flavour_source=f"qemu_flavour in {cfg.path}"))
+def hook_sources(dom: DomainFacts, cfg, caps_dir: str | None = None) -> HostSources:
+    """The hook's sources: the config, libvirt's capabilities cache for the domain's devices/emulator
+    (release, aliases, the build its package string names), /dev/kvm. Nothing is executed (the hook must
+    not run a path a domain definition names) and libvirt is not called back."""
     digests = os.path.join(os.path.dirname(cfg.spool.rstrip("/")) or "/", "qemu-caps")  # beside the spool
-    cached, why = qemucaps.lookup(dom.emulator, caps_dir, digests)
-    if cached.qemu_flavour:
-        return facts.merged(cached)
-    return facts.merged(cached)._replace(flavour_source=f"build unknown: {why}")
+    return HostSources(config=cfg, caps_cache=dom.emulator or "", caps_dir=caps_dir, digest_dir=digests, kvm=True)
+
+
+def hook_host_facts(dom: DomainFacts, cfg, caps_dir: str | None = None) -> HostFacts:
+    return assemble(hook_sources(dom, cfg, caps_dir))
 
 
 def enforce_message(name: str, why: str) -> str:
@@ -76,8 +75,12 @@ def run(argv: list[str], mode: str | None = None, config_path: str | None = None
                   pv_unhalt=r.features["kvm-pv-unhalt"].state, decision=d.action, rule=d.rule, mode=hook_mode)
     host = hosts[-1]
     fields["qemu"] = host.qemu_flavour or "unknown"
+    fields["release"] = format_version(host.qemu_version) if host.qemu_version else "unknown"
+    unused = "; ".join(host.unused)  # each source that could not be used, and why
     if not host.qemu_flavour:
-        fields["qemu_basis"] = host.flavour_source
+        fields["qemu_basis"] = f"build unknown: {unused or 'no source names it'}"
+    elif unused:
+        fields["unused"] = unused
     if r.facts.orchestrator:
         fields["managed_by"] = r.facts.orchestrator  # its definition is regenerated: see the note
     if op in ("migrate", "restore"):

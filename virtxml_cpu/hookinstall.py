@@ -15,7 +15,7 @@ from pathlib import Path
 
 from .errors import BadInput, EnvironmentProblem
 from .files import write_output
-from .hostfacts import run_trusted, which
+from .localqemu import run_trusted, which
 from .safefs import check_ancestors, check_trusted, check_tree
 
 DEFAULT_HOOKS_DIR = "/etc/libvirt/hooks"
@@ -28,7 +28,7 @@ RESTART_NOTE = ("libvirtd reads hooks when it starts: restart it or send it SIGH
 
 def libvirt_version() -> tuple[int, ...] | None:
     """The local libvirt's version from `libvirtd --version` (or virtqemud's), run only as a trusted
-    binary is (hostfacts.run_trusted: root-owned, nobody else may write it, unprivileged)."""
+    binary is (localqemu.run_trusted: root-owned, nobody else may write it, unprivileged)."""
     for name in ("libvirtd", "virtqemud"):
         path = which(name) or which(name, "/usr/sbin:/sbin")
         out = run_trusted(path, "--version") if path else None

@@ -1,5 +1,7 @@
-"""Host facts: what KVM supports (/dev/kvm), machine aliases (capabilities), the host-model CPU
-(domain capabilities). Parsers are pure; the /dev/kvm probe is the only I/O here."""
+"""Host facts: the model (HostFacts) and the pure parsers of what each source says: /dev/kvm's supported
+CPUID, libvirt's capabilities and domain capabilities, a QEMU's `--version` and `-machine help`, libvirt's
+integer version. The /dev/kvm probe is the only I/O here; running a QEMU is localqemu.py's, and which
+source outranks which is hostsrc.py's."""
 
 from __future__ import annotations
 
@@ -7,14 +9,13 @@ import errno
 import fcntl
 import os
 import re
-import stat
 import struct
+from collections.abc import Iterable
 from typing import NamedTuple
 
 from .errors import BadInput
 from .flavours import FLAVOURS
 from .machines import classify, parse_version
-from .safefs import check_ancestors, check_trusted
 from .xmlio import parse_xml
 
 KVM_GET_SUPPORTED_CPUID = 0xC008AE05  # _IOWR(KVMIO=0xAE, 0x05, struct kvm_cpuid2)
@@ -35,26 +36,30 @@ class HostFacts(NamedTuple):
     flavour_source: str = ""  # how it is known, for explain
     version_source: str = ""  # how qemu_version is known, for explain
     descriptions: dict[str, str] = {}  # machine name -> QEMU's description of it (`-machine help`; never mutated)
+    unused: tuple[str, ...] = ()  # each source that could not be used, and why ("local QEMU: not asked (...)")
 
     def supports(self, leaf: int, reg: str, bit: int) -> bool | None:
         if self.cpuid is None:
             return None
         return bool(self.cpuid.get((leaf, reg), 0) >> bit & 1)
 
-    def merged(self, other: "HostFacts") -> "HostFacts":
-        return HostFacts(
-            cpuid=other.cpuid if other.cpuid is not None else self.cpuid,
-            aliases=other.aliases or self.aliases,
-            machines=other.machines or self.machines,
-            host_model=other.host_model or self.host_model,
-            qemu_version=other.qemu_version or self.qemu_version,
-            sources=self.sources + other.sources,
-            qemu_flavour=other.qemu_flavour or self.qemu_flavour,
-            flavour_source=other.flavour_source if other.qemu_flavour else self.flavour_source,
-            version_source=(other.version_source or other.flavour_source) if other.qemu_version
-            else self.version_source,
-            descriptions=other.descriptions or self.descriptions,
-        )
+
+
+_KNOWN = ("cpuid", "aliases", "machines", "host_model", "qemu_version", "qemu_flavour", "descriptions")
+
+
+def combine(facts: Iterable[HostFacts]) -> HostFacts:
+    """The facts of several sources, most authoritative first: each field from the first source that knows
+    it (the build's and the release's wording with them), the sources and unused ones listed in order."""
+    facts = list(facts)
+    out = {k: next((getattr(f, k) for f in facts if getattr(f, k) is not None and getattr(f, k) != {}
+                    and getattr(f, k) != frozenset()), getattr(HostFacts(), k)) for k in _KNOWN}
+    flavour = next((f for f in facts if f.qemu_flavour), None)
+    release = next((f for f in facts if f.qemu_version), None)
+    return HostFacts(**out, sources=tuple(s for f in facts for s in f.sources),
+                     flavour_source=flavour.flavour_source if flavour else "",
+                     version_source=(release.version_source or release.flavour_source) if release else "",
+                     unused=tuple(u for f in facts for u in f.unused))
 
 
 def decode_supported_cpuid(buf: bytes) -> dict[tuple[int, str], int]:
@@ -73,8 +78,8 @@ def probe_kvm(device: str = "/dev/kvm") -> HostFacts:
     """KVM_GET_SUPPORTED_CPUID on /dev/kvm (no QEMU, no libvirt). Empty facts when unavailable."""
     try:
         fd = os.open(device, os.O_RDWR | os.O_CLOEXEC)
-    except OSError:
-        return HostFacts()
+    except OSError as e:
+        return HostFacts(unused=(f"{device}: not read ({e.strerror})",))
     try:
         nent = 256
         while nent <= 4096:
@@ -85,9 +90,9 @@ def probe_kvm(device: str = "/dev/kvm") -> HostFacts:
                 if e.errno == errno.E2BIG:
                     nent *= 2
                     continue
-                return HostFacts()
+                return HostFacts(unused=(f"{device}: KVM_GET_SUPPORTED_CPUID failed ({e.strerror})",))
             return HostFacts(cpuid=decode_supported_cpuid(bytes(buf)), sources=(f"{device} (KVM_GET_SUPPORTED_CPUID)",))
-        return HostFacts()
+        return HostFacts(unused=(f"{device}: KVM_GET_SUPPORTED_CPUID wants more than 4096 entries",))
     finally:
         os.close(fd)
 
@@ -152,69 +157,59 @@ def flavour_from_version(text: str, what: str) -> HostFacts:
                      sources=(what,))
 
 
-UNPRIVILEGED_USERS = ("libvirt-qemu", "qemu", "nobody")  # who runs QEMU's --version when we are root
-PROBE_TIMEOUT = 10.0
+def qemu_answer(version_text: str, machines: HostFacts, what: str) -> HostFacts:
+    """What one QEMU binary says of itself: its version line, and its machine list (`-machine help` or
+    query-machines). The build is the one either names downstream (a package string or an own machine
+    name), else upstream; an unreadable version line is no answer at all."""
+    version = flavour_from_version(version_text, what)
+    if version.qemu_version is None:
+        return HostFacts()
+    if version.qemu_flavour == "upstream" and machines.qemu_flavour not in (None, "upstream"):
+        version = version._replace(qemu_flavour=machines.qemu_flavour,
+                                   flavour_source=f"{what}: {machines.flavour_source}")
+    return version._replace(aliases=machines.aliases, machines=machines.machines,
+                            descriptions=machines.descriptions, sources=version.sources + machines.sources)
 
 
-def probe_local_qemu(binary: str = "qemu-system-x86_64") -> HostFacts:
-    """Ask a local QEMU binary for its version string (one short process, ~15 ms); empty facts when absent
-    or not trustworthy (run_trusted says which binaries run, and as whom)."""
-    path = binary if os.path.isabs(binary) else which(binary)
-    out = run_trusted(path, "--version") if path else None
-    return flavour_from_version(out, f"{path} --version") if out else HostFacts()
+_MACHINE_LINE = re.compile(r"^(\S+)\s+(.*?)((?:\s+\((?:alias of \S+|default|deprecated)\))*)\s*$")
 
 
-def run_trusted(path: str, *args: str, timeout: float = PROBE_TIMEOUT) -> str | None:
-    """stdout of `path args` (a QEMU's or libvirtd's --version), or None. Only a root-owned binary in a
-    root-owned directory, neither writable by group or others, is run; as root it runs as an unprivileged
-    user with no supplementary groups (as libvirt runs QEMU), stdin closed, a bare environment, bounded in
-    time. Every probe the CLI runs goes through here (verify's QEMUs through qemu_runner); the hook runs
-    nothing."""
-    real = os.path.realpath(path)  # what was checked is what runs: no link to swap in between
-    if not trusted_executable(real):
-        return None
-    import subprocess  # only here: the hook never runs anything
-
-    drop = _unprivileged() if os.geteuid() == 0 else {}
-    try:
-        return subprocess.run([real, *args], capture_output=True, text=True, timeout=timeout,
-                              stdin=subprocess.DEVNULL, env={"PATH": "/usr/bin:/bin", "LC_ALL": "C"},
-                              cwd="/", **drop).stdout
-    except (OSError, subprocess.SubprocessError, ValueError):
-        return None
-
-
-def trusted_executable(path: str) -> bool:
-    """Whether `path` is a root-owned regular executable nobody else may write, below directories nobody
-    else may change (safefs.check_ancestors): what a root-run probe may execute."""
-    try:
-        real = os.path.realpath(path)
-        st = os.stat(real)
-    except OSError:
-        return False
-    return (stat.S_ISREG(st.st_mode) and bool(st.st_mode & 0o111) and check_trusted(st) is None
-            and check_ancestors(real) is None)
-
-
-def _unprivileged() -> dict:
-    import pwd
-
-    for user in UNPRIVILEGED_USERS:
-        try:
-            pw = pwd.getpwnam(user)
-        except KeyError:
+def parse_machine_help(text: str, emulator: str = "") -> HostFacts:
+    """`qemu-system-x86_64 -machine help` -> machine names, aliases ("q35 ... (alias of pc-q35-7.2)"), the
+    default ("(default)") and QEMU's description of each machine (aliases' descriptions left out)."""
+    aliases: dict[str, str] = {}
+    descriptions: dict[str, str] = {}
+    names: set[str] = set()
+    for line in text.splitlines()[1:]:
+        m = _MACHINE_LINE.match(line)
+        if not m or m.group(1) == "none":
             continue
-        return dict(user=pw.pw_uid, group=pw.pw_gid, extra_groups=[])
-    return dict(user=65534, group=65534, extra_groups=[])
+        name, marks = m.group(1), m.group(3)
+        names.add(name)
+        target = re.search(r"\(alias of (\S+)\)", marks)
+        if target:
+            aliases[name] = target.group(1)
+            names.add(target.group(1))
+        else:
+            descriptions[name] = m.group(2)
+        if "(default)" in marks:
+            aliases[""] = target.group(1) if target else name
+    flavour, why = flavour_from_machines(names, emulator)
+    return HostFacts(aliases=aliases, machines=frozenset(names), descriptions=descriptions,
+                     qemu_flavour=flavour, flavour_source=why)
 
 
-def which(name: str, search: str | None = None) -> str | None:
-    """The first executable `name` on PATH (or on `search`)."""
-    for d in (search or os.environ.get("PATH", "/usr/bin:/bin")).split(os.pathsep):
-        path = os.path.join(d or ".", name)
-        if os.path.isfile(path) and os.access(path, os.X_OK):
-            return path
-    return None
+def decode_libvirt_version(n: int | str | None) -> tuple[int, int, int] | None:
+    """libvirt's integer QEMU version (getVersion, a capabilities cache's <version>): 7002022 is 7.2.22.
+    ASCII digits only, at most 9 of them; 0 or anything else is no version."""
+    if isinstance(n, str):
+        n = n.strip()
+        if not (n.isascii() and n.isdigit() and len(n) <= 9):
+            return None
+        n = int(n)
+    if not isinstance(n, int) or isinstance(n, bool) or not 0 < n < 10**9:
+        return None
+    return (n // 1000000, n // 1000 % 1000, n % 1000)
 
 
 def parse_domcapabilities(data: bytes) -> HostFacts:
@@ -232,6 +227,16 @@ def parse_domcapabilities(data: bytes) -> HostFacts:
     return HostFacts(host_model=host_model, sources=("domain capabilities",))
 
 
+_VERSION_LINE = re.compile(r"version ([0-9]+\.[0-9]+(?:\.[0-9]+)?)(?: \((.*)\))?", re.ASCII)
+
+
+def parse_version_line(text: str) -> tuple[tuple[int, ...], str] | None:
+    """`QEMU emulator version 7.2.22 (Debian 1:7.2+dfsg-7+deb12u18+b3)` -> ((7, 2, 22), "Debian ...");
+    ASCII digits only (the one parser of a QEMU's version line)."""
+    m = _VERSION_LINE.search(text)
+    return (parse_version(m.group(1)), m.group(2) or "") if m else None
+
+
 def parse_qemu_version(text: str) -> tuple[int, ...] | None:
-    m = re.search(r"version ([0-9]+\.[0-9]+(?:\.[0-9]+)?)", text, re.ASCII)
-    return parse_version(m.group(1)) if m else None
+    parsed = parse_version_line(text)
+    return parsed[0] if parsed else None

@@ -5,10 +5,8 @@ from __future__ import annotations
 import threading
 from urllib.parse import urlparse
 
-from . import qemu_build
-from .config import Config
 from .errors import EnvironmentProblem, HostTimeout
-from .hostfacts import HostFacts, parse_capabilities, parse_domcapabilities, probe_kvm
+from .hostfacts import HostFacts, combine, decode_libvirt_version, parse_capabilities, parse_domcapabilities
 
 
 def libvirt_module():
@@ -123,10 +121,10 @@ def host_facts_from(conn, uri: str) -> HostFacts:
         except libvirt.libvirtError:  # read-only connections may not ask
             dom = HostFacts()
         v = conn.getVersion() if conn.getType() == "QEMU" else 0  # other drivers' versions are not QEMU's
-        version = (v // 1000000, v // 1000 % 1000, v % 1000) if v else None
+        version = decode_libvirt_version(v)
     except libvirt.libvirtError as e:
         raise EnvironmentProblem(f"{uri}: {e.get_error_message()}") from None
-    facts = caps.merged(dom)
+    facts = combine([caps, dom])
     return facts._replace(qemu_version=version, version_source=f"libvirt {uri}: the hypervisor version" if version else "",
                           sources=tuple(f"{s} ({uri})" for s in facts.sources),
                           flavour_source=f"{facts.flavour_source} ({uri})" if facts.qemu_flavour else "")
@@ -135,17 +133,6 @@ def host_facts_from(conn, uri: str) -> HostFacts:
 def is_local(uri: str) -> bool:
     """/dev/kvm describes this host only when the URI has no remote host part."""
     return not urlparse(uri).hostname
-
-
-def connection_host_facts(conn, uri: str, probe: bool, cfg=None) -> HostFacts:
-    """Facts for the host behind an open connection: /dev/kvm when it is this host, then libvirt's; the
-    QEMU build and release by qemu_build's precedence (the configured ones first)."""
-    local = probe_kvm() if probe and is_local(uri) else HostFacts()
-    facts = local.merged(host_facts_from(conn, uri))
-    if isinstance(cfg, str):  # a flavour name, as earlier callers passed it
-        cfg = Config(qemu_flavour=cfg)
-    said = qemu_build.from_config(cfg) if cfg is not None else []
-    return qemu_build.settle(facts, said + qemu_build.libvirt_claims(facts) + qemu_build.weak_libvirt_claims(facts))
 
 
 def deadlines(option: float | None, cfg) -> tuple[float, float]:

@@ -19,7 +19,8 @@ from . import spool
 from .config import Config
 from .errors import EnvironmentProblem, VirtxmlCpuError
 from .hostfacts import HostFacts
-from .libvirt_conn import DEFAULT_TIMEOUT, connection_host_facts, libvirt_module, open_connection, open_for_reading
+from .libvirt_conn import DEFAULT_TIMEOUT, libvirt_module, open_connection, open_for_reading
+from .hostsrc import HostSources, connection_facts
 from .pipeline import process
 from .records import CHANGED, FAILED, SKIPPED, UNCHANGED, UNKNOWN, WOULD_CHANGE, ApplyOutcome
 from .render import applylines
@@ -44,7 +45,7 @@ class ApplyOptions:
     dry_run: bool = False
     diff: bool = False
     yes: bool = False
-    probe: bool = True
+    sources: HostSources | None = None  # the flags' and config's; None: the config's, /dev/kvm for local URIs
     say: Callable[[str, bool], None] = to_terminal  # one line, and whether it reports a problem
     confirm: Callable[[str], bool] | None = None
     timeout: float = DEFAULT_TIMEOUT  # connecting, and any one libvirt call (keepalive)
@@ -139,7 +140,7 @@ def apply_into(uri: str, which: Selection, opts: ApplyOptions, res: ApplyResult)
     else:
         conn = open_connection(uri, read_only=False, timeout=opts.timeout)
     try:
-        apply_on(Target(conn, uri, connection_host_facts(conn, uri, opts.probe, opts.cfg)), which, opts, res)
+        apply_on(Target(conn, uri, connection_facts(opts.sources, opts.cfg, conn, uri)), which, opts, res)
     finally:
         conn.close()
 

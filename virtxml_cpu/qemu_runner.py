@@ -19,14 +19,13 @@ from typing import Callable, NamedTuple
 
 from . import rules
 from .errors import BadInput, EnvironmentProblem, shown
-from .hostfacts import trusted_executable
+from . import localqemu
+from .hostfacts import decode_libvirt_version
+from .machines import format_version
 from .qmp import QMP, QMPClosed, QMPError
-from .verified import local_emulator
 from .verify import Build, CpuMode, Run, VerifyOptions
 
 GIVE_UP_AFTER = 3  # QEMUs killed by the timeout before verify stops starting more
-# Users QEMU runs as when verify runs as root, with the group owning /dev/kvm (never root when avoidable).
-QEMU_USERS = ("libvirt-qemu", "qemu", "nobody")
 
 
 class Identity(NamedTuple):
@@ -54,11 +53,11 @@ def find_emulator(opts: VerifyOptions) -> tuple[str, str | None]:
     elif opts.connect:
         path, libvirt_version = libvirt_emulator(opts.connect)
     else:
-        path = local_emulator()
+        path = localqemu.find()
         if not path:
-            raise EnvironmentProblem("QEMU is not available: no qemu-system-x86_64 on PATH "
-                                     "(name one with --emulator PATH)")
-    if os.geteuid() == 0 and not trusted_executable(path):
+            raise EnvironmentProblem("QEMU is not available: none of " + ", ".join(localqemu.CANDIDATES)
+                                     + " (name one with --emulator PATH)")
+    if os.geteuid() == 0 and not localqemu.trusted_executable(path):
         raise BadInput(f"{shown(path)}: as root, verify starts only an emulator root owns that nobody else may "
                        "write, in a directory nobody else may write")
     return path, libvirt_version
@@ -83,7 +82,8 @@ def libvirt_emulator(uri: str) -> tuple[str, str]:
     path = (parse_xml(caps.encode(), "domain capabilities").getroot().findtext("path") or "").strip()
     if not path:
         raise EnvironmentProblem(f"{uri}: the domain capabilities name no emulator")
-    return path, f"{v // 1000000}.{v // 1000 % 1000}.{v % 1000}"
+    version = decode_libvirt_version(v)
+    return path, format_version(version) if version else None
 
 
 def check_kvm(device: str = "/dev/kvm") -> None:
@@ -108,17 +108,11 @@ def qemu_identity(device: str = "/dev/kvm") -> Identity:
     st = os.stat(device)
     group_rw = st.st_mode & 0o060 == 0o060
     other_rw = st.st_mode & 0o006 == 0o006
-    for name in QEMU_USERS:
-        try:
-            pw = pwd.getpwnam(name)
-        except KeyError:
-            continue
-        if pw.pw_uid == 0:
-            continue
+    for user in localqemu.unprivileged_users():  # the one user rule; plus the group that may open KVM
         if other_rw:
-            return Identity(name, pw.pw_uid, pw.pw_gid, ())
+            return Identity(user.name, user.uid, user.gid, ())
         if group_rw:
-            return Identity(f"{name} (group {st.st_gid})", pw.pw_uid, pw.pw_gid, (st.st_gid,))
+            return Identity(f"{user.name} (group {st.st_gid})", user.uid, user.gid, (st.st_gid,))
     return Identity("root")
 
 

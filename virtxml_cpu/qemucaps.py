@@ -13,7 +13,7 @@ import os
 import stat
 from typing import NamedTuple
 
-from .hostfacts import HostFacts, flavour_of_package, probe_local_qemu, which
+from .hostfacts import HostFacts, decode_libvirt_version, flavour_of_package
 from .safefs import (Untrusted, check_private_dir, check_trusted, create_temp, make_private_dir, read_regular,
                      remove_stale_temps)
 from .xmlio import parse_xml
@@ -63,11 +63,7 @@ def parse(data: bytes) -> QemuCaps:
     root = parse_xml(data, "QEMU capabilities cache").getroot()
     if root.tag != "qemuCaps":
         raise ValueError("not a libvirt QEMU capabilities cache (<qemuCaps>)")
-    raw = (root.findtext("version") or "").strip()
-    version = None
-    if raw.isascii() and raw.isdigit() and len(raw) <= 9:
-        n = int(raw)
-        version = (n // 1000000, n // 1000 % 1000, n % 1000)
+    version = decode_libvirt_version(root.findtext("version") or "")
     machines = [m for m in root.iterfind("machine") if m.get("type", "kvm") == "kvm"] or list(root.iterfind("machine"))
     return QemuCaps(
         emulator=(root.findtext("emulator") or "").strip(),
@@ -86,28 +82,30 @@ def cache_file(emulator: str, directory: str = CACHE_DIR) -> str:
 def lookup(emulator: str | None, directory: str = CACHE_DIR, digest_dir: str | None = None) -> tuple[HostFacts, str]:
     """The facts libvirt cached for `emulator` (the domain's devices/emulator), and why they are missing
     when they are: (HostFacts(), reason). Only a root-owned directory and file nobody else can write count,
-    and the file must say it describes exactly this emulator.
+    and the file must say it describes exactly this emulator. Owned by root, or by the user we are (who
+    could write it anyway): as root, root's alone.
 
     With `digest_dir`, what was parsed is kept there (a few KiB of JSON per emulator, keyed by the cache
     file's device, inode, size and mtime), so a guest start does not parse ~220 KiB of XML each time."""
     if not emulator or not os.path.isabs(emulator) or "\0" in emulator:
         return HostFacts(), "the domain names no absolute emulator path"
     path = cache_file(emulator, directory)
+    owners = (0, os.geteuid())
     try:
-        why = check_trusted(os.stat(directory))
+        why = check_trusted(os.stat(directory), owners)
         if why:
             return HostFacts(), f"{directory} {why}"
         st = os.lstat(path)
         if not stat.S_ISREG(st.st_mode):
             return HostFacts(), f"{path} is not a regular file"
-        why = check_trusted(st)
+        why = check_trusted(st, owners)
         if why:
             return HostFacts(), f"{path} {why}"
         key = [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns]
         caps = _load_digest(digest_dir, path, key) if digest_dir else None
         if caps is None:
             data, st = read_regular(path, MAX_CACHE_BYTES)
-            why = check_trusted(st)
+            why = check_trusted(st, owners)
             if why:
                 return HostFacts(), f"{path} {why}"
             caps = parse(data)
@@ -174,13 +172,3 @@ def _save_digest(digest_dir: str, path: str, key: list[int], caps: QemuCaps) -> 
             raise
     except OSError:
         pass
-
-
-def local_qemu(binary: str = "qemu-system-x86_64") -> HostFacts:
-    """The local QEMU's build for the CLI: what libvirt cached for it when readable, else its --version
-    (run only when trusted, and unprivileged: hostfacts.probe_local_qemu)."""
-    path = binary if os.path.isabs(binary) else which(binary)
-    if not path:
-        return HostFacts()
-    cached, _why = lookup(path)
-    return cached if cached.qemu_flavour else probe_local_qemu(path)

@@ -39,6 +39,7 @@ def _shared(r) -> dict:
         "kernel_irqchip": r.irqchip,
         "features": _features(r.features),
         "host_facts": list(r.host.sources),
+        "host_facts_unused": list(r.host.unused),
         **guest,
     }
 
@@ -93,6 +94,7 @@ def table(o: Outcome, verbose: bool = False) -> str:
     lines = [f"== {r.facts.name or '?'}  [{o.label}]",
              f"   machine {r.machine.label()}, CPU {r.facts.cpu_mode}{model}, {accel}, kernel_irqchip={r.irqchip}",
              f"   QEMU build: {r.flavour_basis}; {qemu_build.described(r.host)}"]
+    lines.extend(f"   host facts: {u}" for u in r.host.unused)
     if r.facts.os_id:
         row = guest_os.lookup(r.facts.os_id)
         known = f" ({row.name}: {row.effect})" if row else " (no finding about its kernel)"

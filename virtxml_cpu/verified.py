@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import json
 import os
-import re
-import shutil
 import time
 from typing import TYPE_CHECKING
 
 from . import __version__
-from .hostfacts import run_trusted
+from . import localqemu
+from .hostfacts import parse_version_line as _parse_line
+from .machines import format_version
 from .safefs import check_trusted, create_temp, read_regular, remove_stale_temps
 
 if TYPE_CHECKING:
@@ -22,7 +22,6 @@ if TYPE_CHECKING:
 
 DEFAULT_RECORD = "/var/lib/virtxml-cpu/verified.json"
 MAX_RECORD_BYTES = 64 * 1024
-LOCAL_EMULATORS = ("qemu-system-x86_64", "/usr/libexec/qemu-kvm")  # Debian/Ubuntu/SUSE/Arch; RHEL
 
 
 def record_key(emulator: str, version: str, package: str) -> str:
@@ -31,25 +30,17 @@ def record_key(emulator: str, version: str, package: str) -> str:
 
 
 def parse_version_line(text: str) -> tuple[str, str] | None:
-    """`QEMU emulator version 7.2.22 (Debian 1:7.2+dfsg-7+deb12u18+b3)` -> ("7.2.22", "Debian ...")."""
-    m = re.search(r"version (\d+\.\d+(?:\.\d+)?)(?: \((.*)\))?", text)
-    return (m.group(1), m.group(2) or "") if m else None
-
-
-def local_emulator() -> str | None:
-    """The QEMU a local libvirt would use: the first of LOCAL_EMULATORS on PATH."""
-    for name in LOCAL_EMULATORS:
-        path = shutil.which(name)
-        if path:
-            return os.path.abspath(path)
-    return None
+    """`QEMU emulator version 7.2.22 (Debian 1:7.2+dfsg-7+deb12u18+b3)` -> ("7.2.22", "Debian ...")
+    (hostfacts.parse_version_line: ASCII digits only)."""
+    parsed = _parse_line(text)
+    return (format_version(parsed[0]), parsed[1]) if parsed else None
 
 
 def local_build() -> tuple[str, str, str] | None:
-    """(emulator, version, package) of the local QEMU, from its --version (no KVM needed), run only as
-    hostfacts.run_trusted runs a QEMU."""
-    path = local_emulator()
-    out = run_trusted(path, "--version") if path else None
+    """(emulator, version, package) of the local QEMU (localqemu.find), from its --version (no KVM
+    needed), run only as localqemu runs a QEMU."""
+    path = localqemu.find()
+    out = localqemu.run_trusted(path, "--version") if path else None
     parsed = parse_version_line(out.splitlines()[0] if out and out.strip() else "")
     return (path, *parsed) if parsed else None
 

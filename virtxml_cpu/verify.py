@@ -19,9 +19,11 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Callable, NamedTuple
 from xml.sax.saxutils import quoteattr
 
-from . import __version__, domain, engine, rules
+from . import __version__, domain, engine, qemu_build, rules
 from .errors import EXIT_OK, EXIT_WORK_FOUND, BadInput, EnvironmentProblem
-from .hostfacts import HostFacts, flavour_from_machines, flavour_from_version, probe_kvm
+from .config import Config
+from .hostfacts import HostFacts, flavour_from_machines, qemu_answer
+from .hostsrc import HostSources, assemble
 from .qmp import QMPClosed
 from .verified import DEFAULT_RECORD, record_key
 from .xmlio import parse_domain
@@ -43,8 +45,8 @@ QEMU_NS = "http://libvirt.org/schemas/domain/qemu/1.0"
 class VerifyOptions(NamedTuple):
     emulator: str | None = None  # any executable (a wrapper script too)
     connect: str | None = None  # the emulator libvirt's domain capabilities name
-    qemu_flavour: str | None = None  # chosen by --qemu-flavour or the config (outranks detection)
-    flavour_source: str = ""
+    qemu_flavour: str | None = None  # --qemu-flavour (outranks everything; hostsrc has the order)
+    config: Config = Config()  # its qemu_flavour and qemu_version rank as explain ranks them
     timeout: float = DEFAULT_TIMEOUT
     workers: int = 2
     machines: tuple[str, ...] = ()  # shell patterns; empty: every x86 machine type
@@ -164,14 +166,18 @@ def machine_facts(query_machines: list, emulator: str) -> HostFacts:
                      qemu_flavour=flavour, flavour_source=why, descriptions=descriptions)
 
 
-def tool_host(build: Build, kvm: HostFacts, flavour: str | None = None, flavour_source: str = "") -> HostFacts:
-    """Host facts as explain would have them: /dev/kvm, then the QEMU's version and package string, then its
-    machine list (libvirt's order of authority), then an explicit build choice."""
-    version = flavour_from_version(build.version_line, f"{build.emulator} query-version")
-    host = kvm.merged(version).merged(machine_facts(build.machines, build.emulator))
-    if flavour:
-        host = host.merged(HostFacts(qemu_flavour=flavour, flavour_source=flavour_source))
-    return host
+def qemu_facts(build: Build) -> HostFacts:
+    """What the QEMU verify started says of itself (query-version, query-machines), as explain reads a
+    QEMU's --version and -machine help (hostfacts.qemu_answer)."""
+    return qemu_answer(build.version_line, machine_facts(build.machines, build.emulator),
+                       f"{build.emulator} query-version")
+
+
+def sources(opts: VerifyOptions, build: Build, kvm: bool = True) -> HostSources:
+    """verify's sources: --qemu-flavour, the config, /dev/kvm, and the QEMU it started, ranked as what
+    named it: --emulator (as explain's --emulator), --connect (libvirt's), else the local QEMU."""
+    where = "emulator" if opts.emulator else "libvirt_qemu" if opts.connect else "local_qemu"
+    return HostSources(flavour=opts.qemu_flavour, config=opts.config, kvm=kvm, **{where: qemu_facts(build)})
 
 
 def domain_xml(machine: str, mode: CpuMode, ioapic: str | None = None,
@@ -276,6 +282,7 @@ def lines(o: Outcome) -> list[str]:
     b, h = o.build, o.host
     out = [f"QEMU {b.emulator}: {b.version_line}; run as {o.identity.name}",
            f"build: {h.qemu_flavour} ({h.flavour_source})",
+           f"release: {qemu_build.described(h)}",
            f"CPU models: {', '.join(m.label for m in o.modes)}"]
     out += [f"not started: {r.machine} {r.mode.label}: {r.error}" for r in o.failed]
     out += [d.line() for d in o.disagreements]
@@ -289,6 +296,7 @@ def report(o: Outcome) -> dict:
     return {
         "tool": f"virtxml-cpu {__version__}", "emulator": b.emulator, "qemu_version": b.version,
         "package": b.package, "build": h.qemu_flavour, "build_basis": h.flavour_source,
+        "release": qemu_build.described(h),
         "qemu_user": o.identity.name, "properties": list(rules.PROPERTIES),
         "cpu_models": {m.key: {"label": m.label, "-cpu": m.qemu_cpu, "libvirt": m.cpu_xml} for m in o.modes},
         "machines": o.machines, "compat_props_answered": o.compat_checked is not None,
@@ -321,7 +329,7 @@ def run(opts: VerifyOptions) -> Outcome:
         raise EnvironmentProblem(f"{opts.connect} runs QEMU {libvirt_version}, but {emulator} here is "
                                  f"{build.version}: libvirt's emulator lives in another filesystem; "
                                  "name it with --emulator")
-    host = tool_host(build, probe_kvm(), opts.qemu_flavour, opts.flavour_source)
+    host = assemble(sources(opts, build))
     machines = x86_machines(build.machines, opts.machines)
     modes = cpu_modes(build.models, opts.modes)
     if not machines:

@@ -18,7 +18,8 @@ from dataclasses import replace
 from .errors import EnvironmentProblem, VirtxmlCpuError
 from .logline import Log
 from .hostfacts import HostFacts
-from .libvirt_conn import DEFAULT_URI, connection_host_facts, ensure_event_loop, libvirt_module, open_connection
+from .libvirt_conn import DEFAULT_URI, ensure_event_loop, libvirt_module, open_connection
+from .hostsrc import connection_facts
 from .live import ApplyOptions, ApplyResult, Selection, Target, apply_domain, apply_on, report
 from .records import FAILED, ApplyOutcome
 
@@ -61,7 +62,7 @@ def watch(uri: str | None, opts: ApplyOptions, stop: threading.Event | None = No
         conn.registerCloseCallback(lambda *_, ev=closed: ev.set(), None)  # this connection's event only
         cb = conn.domainEventRegisterAny(None, libvirt.VIR_DOMAIN_EVENT_ID_LIFECYCLE, on_event, None)
         try:
-            host = connection_host_facts(conn, uri, opts.probe, cfg)
+            host = connection_facts(opts.sources, cfg, conn, uri)
         except VirtxmlCpuError as e:
             log(f"host facts unavailable ({e}); continuing without them", warning=True)
             host = HostFacts()
