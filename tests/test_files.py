@@ -155,6 +155,7 @@ def open_dir():
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root to create files owned by others")
 def test_owner_and_group_kept_or_the_write_refused(open_dir):
     shared = open_dir
+    os.chmod(shared, 0o755)  # root replaces nothing in a directory others can write (tests/test_trust.py)
     vm = shared / "vm.xml"
     shutil.copy(SRC, vm)
     os.chown(vm, 12345, 12345)
@@ -163,6 +164,7 @@ def test_owner_and_group_kept_or_the_write_refused(open_dir):
     assert r.returncode == 0 and PV in vm.read_bytes()
     st = os.stat(vm)
     assert (st.st_uid, st.st_gid, stat.S_IMODE(st.st_mode)) == (12345, 12345, 0o666)
+    os.chmod(shared, 0o777)
     shutil.copy(SRC, vm)
     os.chown(vm, 12345, 12345)
     from virtxml_cpu.files import update_in_place
@@ -256,6 +258,7 @@ def test_unreadable_input_and_config_both_exit_3(open_dir):
     if os.geteuid() != 0:
         pytest.skip("needs root to drop privileges")
     tmp_path = open_dir
+    os.chmod(tmp_path, 0o755)  # a config in a directory others can write is refused (exit 2) before it is read
     cfg = tmp_path / "c.toml"
     cfg.write_text('policy = "compat"\n')
     os.chmod(cfg, 0o600)
@@ -415,13 +418,14 @@ def _planted(directory, mode, dir_owner, link_owner, target):
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root to make links owned by others")
 @pytest.mark.parametrize("mode,dir_owner,link_owner,followed", [
     (0o1777, 0, 65534, False),  # another user's link in /tmp: what fs.protected_symlinks refuses
-    (0o1777, 0, 0, True),  # our own link there
-    (0o1777, 65534, 65534, True),  # the sticky directory's owner's link
-    (0o0777, 0, 65534, True),  # not sticky: the kernel follows it, and so do we
-    (0o0755, 65534, 65534, True),  # a link in another user's own directory
+    (0o1777, 0, 0, True),  # root's own link there
+    (0o1777, 65534, 65534, False),  # the sticky directory's owner's link: protected_symlinks follows it, root not
+    (0o0777, 0, 65534, False),  # not sticky: the kernel follows it, root does not
+    (0o0755, 65534, 65534, False),  # a link in another user's own directory
+    (0o0755, 65534, 0, True),  # root's link in another user's directory (the target is root's)
 ])
-def test_a_final_link_is_followed_only_where_fs_protected_symlinks_would(open_dir, mode, dir_owner, link_owner,
-                                                                         followed):
+def test_as_root_a_final_link_is_followed_only_when_it_is_roots(open_dir, mode, dir_owner, link_owner, followed):
+    os.chmod(open_dir, 0o755)
     target = open_dir / "victim.xml"
     shutil.copy(SRC, target)
     link = _planted(open_dir / "d", mode, dir_owner, link_owner, target)
@@ -431,7 +435,7 @@ def test_a_final_link_is_followed_only_where_fs_protected_symlinks_would(open_di
         assert r.returncode == 0 and PV in target.read_bytes(), r.stderr
         return
     one_line(r, 3)
-    assert b"not followed (as fs.protected_symlinks)" in r.stderr
+    assert b"not followed (as fs.protected_symlinks)" in r.stderr or b"only root's links are followed" in r.stderr
     assert target.read_bytes() == SRC.read_bytes() and link.is_symlink()
     link.unlink()  # -o through such a link: refused the same way, nothing created through it
     link.symlink_to(out.with_name("created.xml"))

@@ -18,7 +18,7 @@ from typing import NamedTuple
 from .errors import BadInput, EnvironmentProblem, shown
 from .flavours import NAMES as FLAVOURS
 from .policy import POLICIES, STYLES
-from .safefs import Untrusted, read_regular
+from .safefs import Untrusted, check_trusted, read_regular, resolve_trusted
 
 DEFAULT_PATH = "/etc/virtxml-cpu/config.toml"
 HOOK_MODES = ("audit", "enforce", "queue")
@@ -89,6 +89,39 @@ def is_release(text: str) -> bool:
     return 2 <= len(parts) <= 3 and all(p.isascii() and p.isdigit() for p in parts)
 
 
+def trust_problem(path: str) -> str | None:
+    """Why a config at `path` could be changed by someone but root (and this user): the file, a link to
+    it, or a directory it is looked up in owned by another user or writable by group or others (a
+    root-owned sticky directory excepted). A missing file is judged by the directories it would be in:
+    nobody else may create it there either. None when only root (and this user) can change it."""
+    owners = tuple(sorted({0, os.geteuid()}))
+    real, why = resolve_trusted(path, owners, missing_ok=True)
+    if why:
+        return why
+    try:
+        st = os.stat(real)
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        return e.strerror or str(e)
+    why = check_trusted(st, owners)
+    return f"{why} (only root's config steers root)" if why else None
+
+
+def read_trusted(path: str) -> bytes:
+    """The bytes of a config only root (and this user) can change: checked by trust_problem, then read
+    from the path it resolved to, without following links (nothing on the way can change)."""
+    owners = tuple(sorted({0, os.geteuid()}))
+    real, why = resolve_trusted(path, owners, missing_ok=True)
+    if why:
+        raise Untrusted(f"could be changed by another user: {why} (only root's config steers root)")
+    raw, st = read_regular(real, MAX_CONFIG_BYTES)
+    why = check_trusted(st, owners)
+    if why:
+        raise Untrusted(f"{why} (only root's config steers root)")
+    return raw
+
+
 def load(path: str | None) -> Config:
     """Read the config; an explicitly named file must exist, the default one may be absent.
 
@@ -97,12 +130,12 @@ def load(path: str | None) -> Config:
     explicit = path is not None or "VIRTXML_CPU_CONFIG" in os.environ
     path = path or os.environ.get("VIRTXML_CPU_CONFIG", DEFAULT_PATH)
     try:
-        raw = read_regular(path, MAX_CONFIG_BYTES, follow=True)[0]
+        raw = read_trusted(path)
     except FileNotFoundError:
         if explicit:
             raise BadInput(f"config {shown(path)} does not exist") from None
         return Config()
-    except Untrusted as e:  # a directory, FIFO, device (never waited on) or an oversized file
+    except Untrusted as e:  # another user's, a directory, FIFO, device (never waited on), an oversized file
         what = f"is larger than {MAX_CONFIG_BYTES // 1024} KiB" if "larger" in str(e) else str(e)
         raise BadInput(f"config {shown(path)} {what}") from None
     except OSError as e:

@@ -38,6 +38,7 @@ T = TypeVar("T")
 MAX_BACKUP_NUMBER = 999
 MAX_LINKS = 40  # as the kernel's own limit on links in one lookup
 _READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
+_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
 _NOT_REGULAR = "is not a regular file (a directory, device, FIFO or socket)"
 
 
@@ -90,7 +91,8 @@ def locate(path: str) -> Place:
             if name in ("", ".", ".."):
                 raise BadInput(f"{shown(path)} {_NOT_REGULAR}; nothing was written")
             try:
-                new = os.open(parent or ".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=dfd)
+                new = (_open_dir_as_root(parent or ".", dfd, path) if os.geteuid() == 0 else
+                       os.open(parent or ".", _DIR, dir_fd=dfd))
             except OSError as e:
                 raise _os_error(path, e, "; nothing was written") from None
             if dfd is not None:
@@ -113,10 +115,73 @@ def locate(path: str) -> Place:
             os.close(dfd)
 
 
+def _open_dir_as_root(parent: str, dfd: int | None, path: str) -> int:
+    """Open the directory `parent` (relative to `dfd`, or absolute) one name at a time, following only
+    root's symbolic links: as root, another user's link anywhere on the way is refused, not followed."""
+    todo = [c for c in parent.split("/") if c][::-1]
+    fd = os.open("/", _DIR) if parent.startswith("/") else os.open(".", _DIR, dir_fd=dfd)
+    links = 0
+    try:
+        while todo:
+            name = todo.pop()
+            if name == ".":
+                continue
+            try:
+                new = os.open(name, _DIR | os.O_NOFOLLOW, dir_fd=fd)
+            except OSError as e:
+                if e.errno not in (errno.ELOOP, errno.ENOTDIR):
+                    raise
+                st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+                if not stat.S_ISLNK(st.st_mode):
+                    raise
+                if st.st_uid != 0:
+                    raise EnvironmentProblem(
+                        f"{shown(path)}: {shown(name)} on the way is a symbolic link of uid {st.st_uid}; as root, "
+                        "only root's links are followed; nothing was written; name the real directory") from None
+                links += 1
+                if links > MAX_LINKS:
+                    raise EnvironmentProblem(f"{shown(path)}: more than {MAX_LINKS} symbolic links; "
+                                             "nothing was written") from None
+                target = os.readlink(name, dir_fd=fd)
+                todo.extend([c for c in target.split("/") if c][::-1])
+                if not target.startswith("/"):
+                    continue
+                new = os.open("/", _DIR)
+            os.close(fd)
+            fd = new
+        out, fd = fd, None
+        return out
+    finally:
+        if fd is not None:
+            os.close(fd)
+
+
+def root_may_not_replace(dfd: int, existing: os.stat_result | None) -> str | None:
+    """As root, why nothing may be replaced in the directory `dfd` (None: it may; always None for other
+    users): its owner is not root, or others may write it (a root-owned sticky directory such as /tmp
+    aside, where only an existing file of root's may be replaced). There only a fresh file is created
+    (fresh_file): whoever can change the directory can put anything under any name at any time."""
+    if os.geteuid() != 0:
+        return None
+    d = os.fstat(dfd)
+    if d.st_uid != 0:
+        return f"its directory belongs to uid {d.st_uid}"
+    if d.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        if not d.st_mode & stat.S_ISVTX:
+            return "its directory is writable by group or others"
+        if existing is not None and existing.st_uid != 0:
+            return f"it belongs to uid {existing.st_uid}, in a sticky directory others can write"
+    return None
+
+
 def _follow(dfd: int, name: str, link: os.stat_result, where: str, path: str) -> str:
     """The target of the link `name` in `dfd` (relative to `dfd`, or absolute), when fs.protected_symlinks'
     rule lets this user follow it: outside a world-writable sticky directory, or a link of this user or of
     the directory's owner."""
+    if os.geteuid() == 0 and link.st_uid != 0:
+        raise EnvironmentProblem(
+            f"{shown(where)}: a symbolic link of uid {link.st_uid}; as root, only root's links are followed; "
+            "nothing was written; name the target itself")
     directory = os.fstat(dfd)
     sticky_open = directory.st_mode & (stat.S_ISVTX | stat.S_IWOTH) == stat.S_ISVTX | stat.S_IWOTH
     if sticky_open and link.st_uid not in (os.geteuid(), directory.st_uid):
@@ -187,6 +252,10 @@ def update_in_place(path: str, transform: Callable[[bytes], tuple[bytes | None, 
             st = os.fstat(fd)
             if not stat.S_ISREG(st.st_mode):
                 raise BadInput(f"{shown(path)} {_NOT_REGULAR}; nothing was written")
+            why = root_may_not_replace(place.dfd, st)
+            if why:
+                raise EnvironmentProblem(f"{shown(path)}: as root, --in-place replaces nothing another user can "
+                                         f"change ({why}); nothing was written; run it as that user")
             fcntl.flock(fd, fcntl.LOCK_EX)
             try:
                 now = os.stat(place.name, dir_fd=place.dfd, follow_symlinks=False)
@@ -351,6 +420,13 @@ def write_output(path: str, data: bytes, inputs: list[str]) -> None:
                     continue
                 if other is not None and (other.st_dev, other.st_ino) == (st.st_dev, st.st_ino):
                     raise BadInput(f"-o {shown(path)} is the input file {shown(name)}; use --in-place")
+        why = root_may_not_replace(place.dfd, st)
+        if why and st is not None:
+            raise EnvironmentProblem(f"-o {shown(path)}: as root, nothing another user can change is replaced "
+                                     f"({why}); nothing was written; name a new file, or run as that user")
+        if why:
+            fresh_file(place, data, path)
+            return
         _replace(place, data, fd, path, None)
     finally:
         if fd is not None:
@@ -381,6 +457,40 @@ def _replace(place: Place, data: bytes, src_fd: int | None, shown_as: str, locke
         raise
     finally:
         os.close(fd)
+    try:
+        os.fsync(place.dfd)
+    except OSError:
+        pass
+
+
+def fresh_file(place: Place, data: bytes, shown_as: str) -> None:
+    """A new file `place.name` holding `data`, created where none is (a temporary file linked into place,
+    or O_CREAT|O_EXCL|O_NOFOLLOW where there are no hard links): never over an existing name, never
+    through a link. Root's only way to write into a directory another user can change."""
+    fd, tmp = _mkstemp(place, shown_as)
+    try:
+        try:
+            _write_all(fd, data, shown_as)
+            umask = os.umask(0)
+            os.umask(umask)
+            os.fchmod(fd, 0o666 & ~umask)
+            os.fsync(fd)
+        except OSError as e:
+            raise _env_error(shown_as, e, "; nothing was written") from None
+        try:
+            os.link(tmp, place.name, src_dir_fd=place.dfd, dst_dir_fd=place.dfd, follow_symlinks=False)
+        except FileExistsError:
+            raise EnvironmentProblem(f"{shown(shown_as)}: appeared while it was being written; nothing was "
+                                     "written") from None
+        except OSError as e:
+            if e.errno not in (errno.EPERM, errno.EOPNOTSUPP, errno.EXDEV):
+                raise _env_error(shown_as, e, "; nothing was written") from None
+            if not _create_exclusive(place, place.name, data, os.fstat(fd)):
+                raise EnvironmentProblem(f"{shown(shown_as)}: appeared while it was being written; nothing "
+                                         "was written") from None
+    finally:
+        os.close(fd)
+        _unlink_quietly(place, tmp)
     try:
         os.fsync(place.dfd)
     except OSError:

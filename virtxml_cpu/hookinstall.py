@@ -13,10 +13,10 @@ import sys
 from importlib import resources
 from pathlib import Path
 
-from .errors import BadInput, EnvironmentProblem
+from .errors import BadInput, EnvironmentProblem, shown
 from .files import write_output
 from .localqemu import run_trusted, which
-from .safefs import check_ancestors, check_trusted, check_tree
+from .safefs import check_ancestors, check_trusted, check_tree, read_regular, resolve_trusted
 
 DEFAULT_HOOKS_DIR = "/etc/libvirt/hooks"
 MARKER = "# managed by `virtxml-cpu hook install`; `virtxml-cpu hook uninstall` removes it"
@@ -80,20 +80,108 @@ def target(hooks_dir: str, legacy: bool | None = None) -> Path:
     return Path(hooks_dir) / "qemu" if legacy else Path(hooks_dir) / "qemu.d" / "virtxml-cpu"
 
 
-def untrusted_code() -> str | None:
-    """Why the code the installed hook would run is not ours alone, or None. libvirtd runs the hook as root
-    at every guest start: the interpreter, virtxml_cpu and lxml it imports, and every directory above
-    them, must be root's (or, for a hook installed by another user, that user's) and nobody else's to
-    change; a checkout or venv in someone's home would hand them root."""
-    import lxml
-
+def untrusted_code(python: str | None = None, package_dir: str = PACKAGE_PARENT,
+                   lib: tuple[str, ...] | None = None) -> str | None:
+    """Why the code the hook would run is not ours alone, or None. libvirtd runs the hook as root at
+    every guest start: everything it runs must be root's (or, for a hook installed by another user, that
+    user's) and nobody else's to change, or a checkout or venv in someone's home hands them root:
+    - the interpreter the shebang names, literally: every directory it is looked up in (a venv's bin/,
+      which holds the link) and every link on the way to the binary, and the binary;
+    - the pyvenv.cfg beside it (Python reads it even with -I -S) and the home it names, where the
+      standard library is found;
+    - the directories on the isolated interpreter's sys.path (the standard library, lib-dynload),
+      the package and lxml trees, symbolic links inside them followed and checked;
+    - whatever in the package and lib directories the hook puts on sys.path could shadow a module the
+      hook imports (the standard library's names, virtxml_cpu, lxml)."""
+    python = python or sys.executable
+    lib = lib_dirs(package_dir) if lib is None else lib
     owners = tuple(sorted({0, os.geteuid()}))
-    python = os.path.realpath(sys.executable)
-    for what, why in (("the interpreter", check_ancestors(python, owners) or _file_problem(python, owners)),
-                      ("virtxml_cpu", check_tree(os.path.join(PACKAGE_PARENT, "virtxml_cpu"), owners)),
-                      ("lxml", check_tree(os.path.dirname(os.path.realpath(lxml.__file__)), owners))):
+    why = _interpreter_problem(python, owners)
+    if why:
+        return f"the interpreter {python}: {why}"
+    dirs, why = _isolated_path(python)
+    if why:
+        return f"the interpreter {python}: {why}"
+    for directory in dirs:
+        why = check_tree(directory, owners) if os.path.isdir(directory) else check_ancestors(directory, owners)
+        if why:
+            return f"the standard library ({directory}): {why}"
+    lxml_dir = next((os.path.join(d, "lxml") for d in (package_dir, *lib) if os.path.isdir(os.path.join(d, "lxml"))),
+                    None)
+    for what, why in (("virtxml_cpu", check_tree(os.path.join(package_dir, "virtxml_cpu"), owners)),
+                      ("lxml", check_tree(lxml_dir, owners) if lxml_dir else "not found where the hook looks"),
+                      ("the hook's import path", _shadowing(tuple(dict.fromkeys((package_dir, *lib))), owners))):
         if why:
             return f"{what}: {why}"
+    return None
+
+
+def _interpreter_problem(python: str, owners: tuple[int, ...]) -> str | None:
+    real, why = resolve_trusted(python, owners)
+    if why:
+        return why
+    why = _file_problem(real, owners)
+    if why:
+        return why
+    here = os.path.dirname(os.path.abspath(python))
+    for cfg in (os.path.join(here, "pyvenv.cfg"), os.path.join(os.path.dirname(here), "pyvenv.cfg")):
+        if not os.path.lexists(cfg):
+            continue  # its directory is checked above: nobody else can create one there
+        real, why = resolve_trusted(cfg, owners)
+        why = why or _file_problem(real, owners)
+        if why:
+            return f"{cfg}: {why}"
+        try:
+            text = read_regular(real, 64 * 1024)[0].decode("utf-8", "replace")
+        except OSError as e:
+            return f"{cfg}: {e.strerror or e}"
+        for key, value in re.findall(r"^\s*(home|executable)\s*=\s*(.*?)\s*$", text, flags=re.M):
+            why = check_ancestors(os.path.join(value, "x"), owners) if key == "home" else \
+                _interpreter_file(value, owners)
+            if why:
+                return f"{cfg} names {key} = {value}: {why}"
+        return None  # Python reads the first pyvenv.cfg it finds
+    return None
+
+
+def _interpreter_file(path: str, owners: tuple[int, ...]) -> str | None:
+    real, why = resolve_trusted(path, owners)
+    return why or _file_problem(real, owners)
+
+
+def _isolated_path(python: str) -> tuple[list[str], str | None]:
+    """sys.path of `python -I -S` (the standard library's directories), asked of the interpreter once
+    it is known to be root's alone."""
+    import json
+    import subprocess
+
+    try:
+        out = subprocess.run([python, "-I", "-S", "-c", "import sys, json; print(json.dumps(sys.path))"],
+                             capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL,
+                             env={"PATH": "/usr/bin:/bin", "LC_ALL": "C"}, cwd="/").stdout
+        return [p for p in json.loads(out) if p], None
+    except (OSError, ValueError, subprocess.SubprocessError) as e:
+        return [], f"cannot ask it for its module path ({e})"
+
+
+def _shadowing(dirs: tuple[str, ...], owners: tuple[int, ...]) -> str | None:
+    """An entry in a directory the hook adds to sys.path, named as a module the hook imports, that
+    someone else can change (the hook's package directory comes first on its path)."""
+    names = set(sys.stdlib_module_names) | {"virtxml_cpu", "lxml"}
+    for directory in dirs:
+        why = check_ancestors(os.path.join(directory, "x"), owners)
+        if why:
+            return why
+        try:
+            entries = sorted(os.listdir(directory))
+        except OSError as e:
+            return f"{directory}: {e.strerror or e}"
+        for name in entries:
+            if name.split(".")[0] in names and name not in ("virtxml_cpu", "lxml"):
+                path = os.path.join(directory, name)
+                why = check_tree(path, owners) if os.path.isdir(path) else _interpreter_file(path, owners)
+                if why:
+                    return f"{path} (it shadows the standard library's {name.split('.')[0]}): {why}"
     return None
 
 
@@ -111,12 +199,17 @@ def install(hooks_dir: str, mode: str | None, config: str | None, legacy: bool |
         raise BadInput(f"not installing a hook libvirtd would run as root: {why}; install virtxml-cpu where only "
                        "root can change it (the .deb, or a root-owned venv such as /opt/virtxml-cpu)")
     path = target(hooks_dir, legacy)
+    _real, why = resolve_trusted(str(path), tuple(sorted({0, os.geteuid()})), missing_ok=True)
+    if why:  # libvirtd runs whatever is there as root: a hooks directory others can change is theirs
+        raise BadInput(f"not installing into {shown(str(path.parent))}: {why}")
     if path.exists() and not is_ours(path):
         how = ("libvirt >= 6.5 runs every script in qemu.d/: upgrade and use that, or call "
                f"'{path.parent}/qemu.d/virtxml-cpu \"$@\"' from your own {path.name} script")
         raise BadInput(f"{path} exists and was not written by virtxml-cpu; not touching it ({how})")
     if config and not os.path.isabs(config):
         config = os.path.abspath(config)
+    if config:
+        _check_config(config)
     text = render(template(), sys.executable, PACKAGE_PARENT, mode, config, lib_dirs())
     what = f"mode {mode or 'from config, else audit'}, interpreter {sys.executable}"
     try:
@@ -131,6 +224,18 @@ def install(hooks_dir: str, mode: str | None, config: str | None, legacy: bool |
     write_output(str(path), text.encode(), [])
     os.chmod(path, 0o755)
     return [f"installed {path} ({what})", RESTART_NOTE]
+
+
+def _check_config(config: str) -> None:
+    """The hook reads its config as root at every guest start: only root may be able to change it, or
+    create it where it is missing; one that exists must also parse."""
+    from . import config as configmod
+
+    why = configmod.trust_problem(config)
+    if why:
+        raise BadInput(f"not installing a hook that reads config {shown(config)}: {why}")
+    if os.path.lexists(config):
+        configmod.load(config)
 
 
 def uninstall(hooks_dir: str) -> list[str]:
@@ -151,7 +256,7 @@ def uninstall(hooks_dir: str) -> list[str]:
 def status(hooks_dir: str) -> tuple[bool, list[str]]:
     v = libvirt_version()
     lines = [f"libvirt {'.'.join(map(str, v)) if v else 'not found'}; hooks directory {hooks_dir}"]
-    installed = False
+    installed, trusted = False, True
     for path in (Path(hooks_dir) / "qemu.d" / "virtxml-cpu", Path(hooks_dir) / "qemu"):
         if not path.exists():
             continue
@@ -161,12 +266,45 @@ def status(hooks_dir: str) -> tuple[bool, list[str]]:
             continue
         installed = True
         python = text.splitlines()[0][2:].split()[0]
-        settings = dict(re.findall(r"^(MODE|CONFIG|PACKAGE_DIR) = (.*?)\s+#", text, flags=re.M))
+        settings = dict(re.findall(r"^(MODE|CONFIG|PACKAGE_DIR|LIB_DIRS) = (.*?)\s+#", text, flags=re.M))
         ok = os.access(python, os.X_OK) and os.access(path, os.X_OK)
         mode = settings.get("MODE", "None")
         mode = "from config, else audit" if mode == "None" else mode.strip("'")
         lines.append(f"{path}: installed, mode {mode}, config {settings.get('CONFIG')}, "
                      f"interpreter {python} {'ok' if ok else 'MISSING or not executable'}")
+        problems = installed_problems(path, python, settings)
+        trusted = trusted and not problems
+        lines += [f"{path}: UNTRUSTED: {p}" for p in problems] or [f"{path}: trusted: only root can change "
+                                                                     "what it runs and reads"]
     if not installed:
         lines.append("virtxml-cpu hook: not installed")
-    return installed, lines
+    return installed and trusted, lines
+
+
+def installed_problems(path: Path, python: str, settings: dict[str, str]) -> list[str]:
+    """What `hook install` would refuse about an installed hook: the script itself, its interpreter, the
+    code it imports and the config it reads (the same checks, on what the script names)."""
+    import ast
+
+    owners = tuple(sorted({0, os.geteuid()}))
+    out = []
+    real, why = resolve_trusted(str(path), owners)
+    why = why or _file_problem(real, owners)
+    if why:
+        out.append(f"the script: {why}")
+    try:
+        package_dir = ast.literal_eval(settings.get("PACKAGE_DIR", "None")) or PACKAGE_PARENT
+        lib = tuple(ast.literal_eval(settings.get("LIB_DIRS", "None")) or ())
+        config = ast.literal_eval(settings.get("CONFIG", "None"))
+    except (ValueError, SyntaxError):
+        return out + ["its settings cannot be read"]
+    why = untrusted_code(python, package_dir, lib)
+    if why:
+        out.append(why)
+    from . import config as configmod
+
+    config = config or configmod.DEFAULT_PATH
+    why = configmod.trust_problem(config)
+    if why:
+        out.append(f"config {shown(config)}: {why}")
+    return out

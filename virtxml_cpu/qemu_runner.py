@@ -44,7 +44,8 @@ def find_emulator(opts: VerifyOptions) -> tuple[str, str | None]:
     """The QEMU to check, and the version libvirt reports for it when it came from --connect: --emulator
     (any executable, a wrapper script too), libvirt's, or the local one. As root only one that root owns
     and nobody else may change (nor a directory above it) is started, whichever source named it, even
-    though it then runs unprivileged: root hands it the kvm group."""
+    though it then runs unprivileged: root hands it the kvm group. A symbolic link is resolved once and
+    its target returned: a link its owner re-points between two QEMUs never changes what runs."""
     libvirt_version = None
     if opts.emulator:
         path = os.path.abspath(opts.emulator)
@@ -57,10 +58,11 @@ def find_emulator(opts: VerifyOptions) -> tuple[str, str | None]:
         if not path:
             raise EnvironmentProblem("QEMU is not available: none of " + ", ".join(localqemu.CANDIDATES)
                                      + " (name one with --emulator PATH)")
-    if os.geteuid() == 0 and not localqemu.trusted_executable(path):
+    real = os.path.realpath(path)  # resolved once: the very path checked is the one every QEMU runs from
+    if os.geteuid() == 0 and not localqemu.trusted_executable(real):
         raise BadInput(f"{shown(path)}: as root, verify starts only an emulator root owns that nobody else may "
                        "write, in a directory nobody else may write")
-    return path, libvirt_version
+    return real, libvirt_version
 
 
 def libvirt_emulator(uri: str) -> tuple[str, str]:

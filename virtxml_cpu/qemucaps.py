@@ -14,7 +14,7 @@ import stat
 from typing import NamedTuple
 
 from .hostfacts import HostFacts, decode_libvirt_version, flavour_of_package
-from .safefs import (Untrusted, check_private_dir, check_trusted, create_temp, make_private_dir, read_regular,
+from .safefs import (Untrusted, check_private_dir, check_trusted, create_temp, open_private_dir, read_regular,
                      remove_stale_temps)
 from .xmlio import parse_xml
 
@@ -158,17 +158,21 @@ def _save_digest(digest_dir: str, path: str, key: list[int], caps: QemuCaps) -> 
     import json
 
     try:
-        if make_private_dir(digest_dir):
-            return
-        remove_stale_temps(digest_dir)
-        fd, tmp = create_temp(digest_dir)
+        at = open_private_dir(digest_dir)  # ancestors checked, then created without following links
+    except OSError:
+        return
+    try:
+        remove_stale_temps(at)
+        fd, tmp = create_temp(at)
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as fh:
                 json.dump({"format": DIGEST_FORMAT, "key": key, "emulator": caps.emulator, "version": caps.version,
                            "package": caps.package, "machines": caps.machines}, fh)
-            os.replace(tmp, _digest_path(digest_dir, path))
+            os.replace(tmp, os.path.basename(_digest_path(digest_dir, path)), src_dir_fd=at, dst_dir_fd=at)
         except BaseException:
-            os.unlink(tmp)
+            os.unlink(tmp, dir_fd=at)
             raise
     except OSError:
         pass
+    finally:
+        os.close(at)

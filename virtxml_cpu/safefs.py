@@ -12,6 +12,7 @@ import stat
 TEMP_PREFIX = ".virtxml-cpu."
 TEMP_NAME = re.compile(r"\.virtxml-cpu\.([0-9]{1,10})\.[0-9a-z]{8}\.tmp\Z")  # .virtxml-cpu.PID.RANDOM.tmp
 _NOFOLLOW = os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+MAX_LINKS = 40  # as the kernel's own limit on links in one lookup
 
 
 class Untrusted(OSError):
@@ -77,70 +78,183 @@ def check_private_dir(path: str, owner: int | None = None) -> str | None:
     return check_trusted(st, (owner,)) or check_ancestors(path, (0, owner))
 
 
-def check_ancestors(path: str, owners: tuple[int, ...] = (0,)) -> str | None:
-    """Why a directory above `path` could be changed by someone not in `owners`, or None. Every directory
-    from / down must be owned by one of them and writable by no one else, except a root-owned sticky
-    directory (/tmp), where others cannot rename what is ours; a symbolic link on the way must be owned
-    by one of them too (and where it leads is checked the same way). As sshd's StrictModes."""
-    path = os.path.abspath(path)
-    for literal in _parents(path):
+def resolve_trusted(path: str, owners: tuple[int, ...] = (0,), missing_ok: bool = False) -> tuple[str, str | None]:
+    """Resolve `path` as the kernel does, one name at a time, and say why someone not in `owners` could
+    change what it names: every directory a name is looked up in must be theirs and writable by no one
+    else (a root-owned sticky directory such as /tmp excepted: others cannot rename what is ours there),
+    and every symbolic link followed must be theirs. Returns (the resolved path, None) or (where, why).
+    A missing last name is fine (a file about to be created); a missing directory is not, unless
+    `missing_ok` (nobody else can create it where every directory looked in is checked)."""
+    todo = [c for c in os.path.abspath(path).split("/") if c][::-1]  # a stack: the next name last
+    here, links, checked = "/", 0, set()
+    while todo:
+        name = todo.pop()
+        if name == ".":
+            continue
+        if name == "..":
+            here = os.path.dirname(here)
+            continue
+        if here not in checked:
+            why = _dir_problem(here, owners)
+            if why:
+                return here, why
+            checked.add(here)
+        there = os.path.join(here, name)
         try:
-            st = os.lstat(literal)
+            st = os.lstat(there)
+        except FileNotFoundError:
+            return (there, None) if not todo or missing_ok else (there, f"{there}: No such file or directory")
         except OSError as e:
-            return f"{literal}: {e.strerror or e}"
-        if stat.S_ISLNK(st.st_mode) and st.st_uid not in owners:
-            return f"{literal} is a symbolic link owned by uid {st.st_uid}"
-    for real in _parents(os.path.realpath(path)):
-        try:
-            st = os.stat(real)
-        except OSError as e:
-            return f"{real}: {e.strerror or e}"
-        if st.st_uid not in owners:
-            return f"{real} above it is owned by uid {st.st_uid}"
-        if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH) and not (st.st_mode & stat.S_ISVTX and st.st_uid == 0):
-            return f"{real} above it is writable by group or others"
+            return there, f"{there}: {e.strerror or e}"
+        if stat.S_ISLNK(st.st_mode):
+            if st.st_uid not in owners:
+                return there, f"{there} is a symbolic link owned by uid {st.st_uid}"
+            links += 1
+            if links > MAX_LINKS:
+                return there, f"{there}: more than {MAX_LINKS} symbolic links"
+            try:
+                target = os.readlink(there)
+            except OSError as e:
+                return there, f"{there}: {e.strerror or e}"
+            if target.startswith("/"):
+                here = "/"
+            todo.extend([c for c in target.split("/") if c][::-1])
+        elif todo and not stat.S_ISDIR(st.st_mode):
+            return there, f"{there}: Not a directory"
+        else:
+            here = there
+    return here, None
+
+
+def _dir_problem(directory: str, owners: tuple[int, ...], st: os.stat_result | None = None) -> str | None:
+    try:
+        st = st or os.lstat(directory)
+    except OSError as e:
+        return f"{directory}: {e.strerror or e}"
+    if st.st_uid not in owners:
+        return f"{directory} above it is owned by uid {st.st_uid}"
+    if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH) and not (st.st_mode & stat.S_ISVTX and st.st_uid == 0):
+        return f"{directory} above it is writable by group or others"
     return None
+
+
+def check_ancestors(path: str, owners: tuple[int, ...] = (0,)) -> str | None:
+    """Why a directory above `path` could be changed by someone not in `owners`, or None: every directory
+    a name of `path` is looked up in (from / down, through every symbolic link on the way, the last name's
+    too) must be theirs and writable by no one else, except a root-owned sticky directory (/tmp), and
+    every link followed must be theirs (resolve_trusted). As sshd's StrictModes."""
+    return resolve_trusted(path, owners)[1]
 
 
 def check_tree(top: str, owners: tuple[int, ...] = (0,)) -> str | None:
     """Why code under `top` (and the directories above it) could be changed by someone not in `owners`,
-    or None: what root will import must be root's alone."""
+    or None: what root will import must be root's alone. A symbolic link inside is followed and what it
+    leads to checked the same way (the link, every directory on the way, the whole tree it names)."""
     why = check_ancestors(os.path.join(top, "x"), owners)
-    if why:
-        return why
-    for directory, dirs, files in os.walk(top):
-        for name in [directory] + [os.path.join(directory, f) for f in files]:
+    return why or _check_below(top, owners, set())
+
+
+def _check_below(top: str, owners: tuple[int, ...], seen: set) -> str | None:
+    try:
+        st = os.stat(top)
+        if (st.st_dev, st.st_ino) in seen:
+            return None
+        seen.add((st.st_dev, st.st_ino))
+        problem = check_trusted(st, owners)
+        if problem:
+            return f"{top} {problem}"
+        entries = sorted(os.scandir(top), key=lambda e: e.name)
+    except OSError as e:
+        return f"{top}: {e.strerror or e}"
+    for entry in entries:
+        try:
+            st = entry.stat(follow_symlinks=False)
+        except OSError as e:
+            return f"{entry.path}: {e.strerror or e}"
+        if stat.S_ISLNK(st.st_mode):
+            real, why = resolve_trusted(entry.path, owners)  # the link's owner, and where it leads
+            if why:
+                return f"{entry.path}: {why}"
             try:
-                st = os.lstat(name)
+                st = os.stat(real)
             except OSError as e:
-                return f"{name}: {e.strerror or e}"
+                return f"{entry.path}: {e.strerror or e}"
+            if stat.S_ISDIR(st.st_mode):
+                why = _check_below(real, owners, seen)
+                if why:
+                    return why
+                continue
             problem = check_trusted(st, owners)
             if problem:
-                return f"{name} {problem}"
+                return f"{entry.path} (a link to {real}) {problem}"
+        elif stat.S_ISDIR(st.st_mode):
+            why = _check_below(entry.path, owners, seen)
+            if why:
+                return why
+        else:
+            problem = check_trusted(st, owners)
+            if problem:
+                return f"{entry.path} {problem}"
     return None
 
 
-def _parents(path: str) -> list[str]:
-    """/a/b/c -> ["/", "/a", "/a/b"] (the directories above `path`, outermost first)."""
-    out, head = [], os.path.dirname(path)
-    while True:
-        out.append(head)
-        if head == os.path.dirname(head):
-            break
-        head = os.path.dirname(head)
-    return out[::-1]
+_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def open_private_dir(path: str, create: bool = True) -> int:
+    """An open fd of `path`, a 0700 directory of the effective user that nobody else can change, created
+    when missing. The directories above it that exist are checked first (resolve_trusted); the missing
+    ones, and `path` itself, are then created and opened one at a time relative to their parent's fd,
+    never following a link: whoever plants a link on the way (in /tmp, say) makes root create nothing
+    anywhere. Raises Untrusted (why) or OSError."""
+    owner = os.geteuid()
+    owners = tuple(sorted({0, owner}))
+    path = os.path.abspath(path)
+    missing, existing = [os.path.basename(path)], os.path.dirname(path)
+    while not os.path.lexists(existing):
+        missing.append(os.path.basename(existing))
+        existing = os.path.dirname(existing)
+    real, why = resolve_trusted(os.path.join(existing, "x"), owners)
+    if why:
+        raise Untrusted(why)
+    fd = os.open(os.path.dirname(real), _DIR)
+    try:
+        for i, name in enumerate(reversed(missing)):
+            last = i == len(missing) - 1
+            if create:
+                try:
+                    os.mkdir(name, 0o700 if last else 0o755, dir_fd=fd)
+                except FileExistsError:
+                    pass
+            try:
+                new = os.open(name, _DIR, dir_fd=fd)
+            except OSError as e:
+                if e.errno in (errno.ELOOP, errno.ENOTDIR):
+                    st = os.lstat(name, dir_fd=fd)
+                    raise Untrusted("is a symbolic link" if stat.S_ISLNK(st.st_mode) else
+                                    f"is not a directory ({_kind(st.st_mode)})") from None
+                raise
+            os.close(fd)
+            fd = new
+            st = os.fstat(fd)
+            why = check_trusted(st, (owner,)) if last else _dir_problem(name, owners, st)
+            if why:
+                raise Untrusted(why)
+        out, fd = fd, None
+        return out
+    finally:
+        if fd is not None:
+            os.close(fd)
 
 
 def make_private_dir(path: str) -> str | None:
-    """Create `path` 0700 for the effective user when missing; then say why it is unusable, or None."""
+    """Create `path` 0700 for the effective user when missing (open_private_dir); then say why it is
+    unusable, or None."""
     try:
-        os.makedirs(os.path.dirname(path.rstrip("/")) or ".", mode=0o755, exist_ok=True)
-        os.mkdir(path, 0o700)
-    except FileExistsError:
-        pass
+        os.close(open_private_dir(path))
     except OSError as e:
         return e.strerror or str(e)
-    return check_private_dir(path)
+    return None
 
 
 def temp_name(directory: str) -> str:

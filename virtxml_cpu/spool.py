@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from .domain import canonical_uuid
 from .records import ApplyOutcome
-from .safefs import check_private_dir, create_temp, make_private_dir, read_regular, remove_stale_temps
+from .safefs import check_private_dir, create_temp, open_private_dir, read_regular, remove_stale_temps
 
 MAX_EPOCH = 1e11  # seconds: about the year 5138, far past any real retry time
 FIRST_DELAY = 60.0  # seconds before the first retry of a postponed entry
@@ -56,13 +56,16 @@ class Entry:
 def write(spool: str, uuid: str, fields: dict) -> str:
     """Record a pending fix atomically (a new entry replaces an older one for the same domain)."""
     uuid = _checked_uuid(uuid)
-    why = make_private_dir(spool)
-    if why:
-        raise Refused(f"spool {spool} {why}; refusing to write there")
-    remove_stale_temps(spool)
-    path = os.path.join(spool, f"{uuid}.json")
-    _write_json(spool, path, dict(fields, uuid=uuid))
-    return path
+    try:  # the directories above checked first, then created and opened without following links
+        fd = open_private_dir(spool)
+    except OSError as e:
+        raise Refused(f"spool {spool} {e.strerror or e}; refusing to write there") from None
+    try:
+        remove_stale_temps(fd)
+        _write_json(fd, f"{uuid}.json", dict(fields, uuid=uuid))
+    finally:
+        os.close(fd)
+    return os.path.join(spool, f"{uuid}.json")
 
 
 def entries(spool: str, warn=None) -> list[Entry]:
@@ -161,17 +164,20 @@ def _checked_uuid(value) -> str:
     return uuid
 
 
-def _write_json(spool: str, path: str, data: dict) -> None:
+def _write_json(spool: str | int, path: str, data: dict) -> None:
+    """`path` (a name in `spool` when that is an open directory's fd) replaced by a new O_EXCL|O_NOFOLLOW
+    temporary file."""
+    at = spool if isinstance(spool, int) else None
     fd, tmp = create_temp(spool)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             json.dump(data, fh)
             fh.flush()
             os.fsync(fh.fileno())
-        os.replace(tmp, path)
+        os.replace(tmp, path, src_dir_fd=at, dst_dir_fd=at)
     except BaseException:
         try:
-            os.unlink(tmp)
+            os.unlink(tmp, dir_fd=at)
         except OSError:
             pass
         raise

@@ -13,9 +13,11 @@ from typing import TYPE_CHECKING
 
 from . import __version__
 from . import localqemu
+from .errors import VirtxmlCpuError
+from .files import write_output
 from .hostfacts import parse_version_line as _parse_line
 from .machines import format_version
-from .safefs import check_trusted, create_temp, read_regular, remove_stale_temps
+from .safefs import check_trusted, read_regular, resolve_trusted
 
 if TYPE_CHECKING:
     from .verify import Outcome
@@ -75,21 +77,16 @@ def write_record(o: Outcome, path: str = DEFAULT_RECORD) -> str:
         verified = {o.build.key: verified[o.build.key]}
         data = json.dumps({"format": 1, "verified": verified}, indent=1, sort_keys=True).encode()
     directory = os.path.dirname(path) or "."
-    tmp = None
+    _real, why = resolve_trusted(directory, (0,), missing_ok=True)  # no one else's directory or link on the way
+    if why:
+        return f"not recorded in {path}: {why}"
     try:
         os.makedirs(directory, mode=0o755, exist_ok=True)
-        remove_stale_temps(directory)
-        fd, tmp = create_temp(directory, 0o644)
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        os.replace(tmp, path)
+        write_output(path, data, [])  # root's rules: only root's links, nothing of another user's replaced
     except OSError as e:
-        if tmp:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
         return f"not recorded in {path}: {e.strerror}"
+    except VirtxmlCpuError as e:
+        return f"not recorded: {e}"
     return f"recorded in {path}"
 
 
