@@ -20,20 +20,25 @@ _lab_skip_reasons: list[str] = []
 
 # What the suite exercised, as virt-manager's test_checkprops records XML properties: every rule row that
 # applied and every decision rule reached (tests/test_zz_exercised.py checks the totals after a full run).
-EXERCISED: dict[str, set] = {"rows": set(), "decisions": set(), "settings": set()}
+EXERCISED: dict[str, set] = {"rows": set(), "decisions": set(), "settings": set(), "placement": set()}
 
 
 def _record_exercise() -> None:
     from virtxml_cpu import domain, engine, policy
 
     rule_applies, decide, invalid = engine.rule_applies, policy._decide, policy.invalid_exemption
-    read_setting = domain._setting
+    read_setting, read_placement = domain._setting, domain._placement
 
     def recording_setting(top, row):
         value = read_setting(top, row)
         if value is not None:
             EXERCISED["settings"].add(row.key)
         return value
+
+    def recording_placement(root, top):
+        found = read_placement(root, top)
+        EXERCISED["placement"].update(p.key for p in found if p.cpus is not None)
+        return found
 
     def recording_rule_applies(rule, *args):
         applies = rule_applies(rule, *args)
@@ -53,7 +58,7 @@ def _record_exercise() -> None:
 
     engine.rule_applies, policy._decide, policy.invalid_exemption = (recording_rule_applies, recording_decide,
                                                                      recording_invalid)
-    domain._setting = recording_setting
+    domain._setting, domain._placement = recording_setting, recording_placement
 
 
 def pytest_configure(config):

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from virtxml_cpu.flavours import FLAVOURS
-from virtxml_cpu.libvirt_xml import SETTINGS
+from virtxml_cpu.libvirt_xml import PLACEMENT, SETTINGS
 from virtxml_cpu.policy import DECISION_RULES
 from virtxml_cpu.pipeline import process
 from virtxml_cpu.config import Config
@@ -32,6 +32,8 @@ def test_every_rule_row_and_decision_rule_was_exercised(request):
     assert set(DECISION_RULES) == EXERCISED["decisions"], sorted(set(DECISION_RULES) ^ EXERCISED["decisions"])
     unread = {s.key for s in SETTINGS} - EXERCISED["settings"]
     assert not unread, f"libvirt_xml rows no domain exercised: {sorted(unread)}"
+    unplaced = {p.key for p in PLACEMENT} - EXERCISED["placement"]
+    assert not unplaced, f"libvirt_xml PLACEMENT rows no domain exercised: {sorted(unplaced)}"
 
 
 def test_decisions_name_only_known_rules():

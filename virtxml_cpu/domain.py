@@ -7,7 +7,7 @@ from typing import NamedTuple
 
 from lxml import etree
 
-from .libvirt_xml import SETTINGS, Setting
+from .libvirt_xml import PLACEMENT, SETTINGS, Placement, Setting
 from .orchestrators import ORCHESTRATORS
 
 QEMU_NS = "http://libvirt.org/schemas/domain/qemu/1.0"
@@ -37,6 +37,14 @@ class QemuArgs(NamedTuple):
     accel_irqchip: str | None = None  # kernel_irqchip / kernel-irqchip from -machine/-accel
 
 
+class Placed(NamedTuple):
+    """One element of a libvirt_xml.PLACEMENT row as written: its attributes' text, None when absent."""
+
+    key: str  # the row's key
+    cpus: str | None  # the set attribute (cpuset / vcpus)
+    attrs: tuple[str | None, ...]  # the row's other attributes, in its order
+
+
 class DomainFacts(NamedTuple):
     """Every input the rules read (a tuple: built once per document, cheap to build and to hash). name and
     uuid come first: they are the only facts that differ between clones of one template."""
@@ -59,6 +67,7 @@ class DomainFacts(NamedTuple):
     os_id: str | None  # libosinfo id, e.g. http://microsoft.com/win/10
     emulator: str | None
     orchestrator: str | None = None  # who generates this definition (orchestrators.ORCHESTRATORS)
+    placement: tuple[Placed, ...] = ()  # <vcpu cpuset>, <cputune> pins and schedulers, in PLACEMENT order
 
     @property
     def looks_windows(self) -> bool:
@@ -103,6 +112,49 @@ def _setting(top: dict, row: Setting) -> str | None:
         return None
     value = child.get(row.attr)
     return row.bare if value is None else value
+
+
+def _by_parent(rows) -> dict[str, tuple[bool, dict[str | None, Placement]]]:
+    """PLACEMENT rows by the top-level element holding them: tag -> (first only, {child tag: row}); a row
+    whose path is one element long is that element itself (child tag None)."""
+    out: dict[str, tuple[bool, dict[str | None, Placement]]] = {}
+    for row in rows:
+        out.setdefault(row.path[0], (row.first, {}))[1][row.path[1] if len(row.path) > 1 else None] = row
+    return out
+
+
+_PLACEMENT_PARENTS = _by_parent(PLACEMENT)
+
+
+def _placement(root, top: dict) -> tuple[Placed, ...]:
+    """The libvirt_xml.PLACEMENT rows, read as libvirt's XPath does (every element at a row's path, or the
+    first), in one pass over each parent. An element without any of its row's attributes is left out when
+    libvirt takes that as nothing. Sorted in PLACEMENT order, as libvirt parses them."""
+    out: list[Placed] = []
+    for tag, (first, rows) in _PLACEMENT_PARENTS.items():
+        if tag not in top:
+            continue
+        parents = [top[tag]] if first else root.iterchildren(tag)
+        for parent in parents:
+            row = rows.get(None)
+            if row is not None:
+                _place(out, row, parent)
+            if len(rows) > (row is not None):
+                for el in parent:
+                    child = rows.get(el.tag)
+                    if child is not None:
+                        _place(out, child, el)
+    out.sort(key=lambda p: _PLACEMENT_ORDER[p.key])
+    return tuple(out)
+
+
+_PLACEMENT_ORDER = {row.key: i for i, row in enumerate(PLACEMENT)}
+
+
+def _place(out: list, row: Placement, el) -> None:
+    cpus, attrs = el.get(row.cpus), tuple(map(el.get, row.attrs))
+    if cpus is not None or row.missing is not None or attrs != (None,) * len(attrs):
+        out.append(Placed(row.key, cpus, attrs))
 
 
 def _int(text, default):
@@ -216,6 +268,7 @@ def extract(root: etree._Element) -> DomainFacts:
         os_id=osinfo.get("id") if osinfo is not None else None,
         emulator=_text(top["devices"].find("emulator") if "devices" in top else None),
         orchestrator=_orchestrator(top.get("metadata")),
+        placement=_placement(root, top),
     )
 
 

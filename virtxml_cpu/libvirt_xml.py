@@ -65,6 +65,51 @@ SETTINGS: tuple[Setting, ...] = (
 )
 BY_KEY: dict[str, Setting] = {s.key: s for s in SETTINGS}
 
+class Placement(NamedTuple):
+    """One element that places vCPU or emulator threads on host CPUs, read as libvirt's domain parser reads
+    it. Its set attribute is in libvirt's cpuset syntax (cpuset.parse); `errors` are libvirt's refusals."""
+
+    key: str  # the name it has in DomainFacts.placement
+    path: tuple[str, ...]  # element path below <domain>
+    first: bool  # only the first such element counts (libvirt's XPath ends in [1]); else every one
+    cpus: str  # the attribute in cpuset syntax
+    of: str  # what its numbers are: "host" CPUs or "vcpu" ids
+    attrs: tuple[str, ...]  # other attributes read
+    libvirt: str  # the libvirt function this row mirrors
+    meaning: str  # what libvirt does with it
+    empty: str  # libvirt's error for a cpuset that names no CPU ({v}: the attribute's text)
+    missing: str | None = None  # libvirt's error when the set attribute is absent (None: the element is a no-op)
+    single: str | None = None  # libvirt's error when there is more than one
+
+
+# Sources: libvirt 9.0.0 src/conf/domain_conf.c (virDomainVcpuParse, virDomainVcpuPinDefParseXML,
+# virDomainEmulatorPinDefParseXML, virDomainThreadSchedParseHelper, virDomainDefGetVcpuPinInfoHelper: a
+# vCPU's affinity is its <vcpupin>, else numad's choice with placement='auto', else <vcpu cpuset>, else every
+# host CPU), src/qemu/qemu_process.c (qemuProcessSetupPid: the same order when QEMU's threads start).
+PLACEMENT: tuple[Placement, ...] = (
+    Placement("vcpu-cpuset", ("vcpu",), True, "cpuset", "host", ("placement",),
+              "virDomainVcpuParse (def->cpumask)",
+              "the host CPUs of every vCPU that has no <vcpupin>; ignored with placement='auto'",
+              "Invalid value of 'cpuset': {v}"),
+    Placement("vcpupin", ("cputune", "vcpupin"), False, "cpuset", "host", ("vcpu",),
+              "virDomainVcpuPinDefParseXML (vcpu->cpumask)",
+              "the host CPUs of one vCPU; one for a vCPU id >= <vcpu> is ignored ('Ignoring vcpupin for missing "
+              "vcpus')", "Invalid value of 'cpuset': {v}", missing="missing cpuset for vcpupin"),
+    Placement("emulatorpin", ("cputune", "emulatorpin"), False, "cpuset", "host", (),
+              "virDomainEmulatorPinDefParseXML (cputune.emulatorpin)",
+              "the host CPUs of QEMU's emulator threads (not the vCPUs)", "Invalid value of 'cpuset': {v}",
+              missing="missing cpuset for emulatorpin", single="only one emulatorpin is supported"),
+    Placement("vcpusched", ("cputune", "vcpusched"), False, "vcpus", "vcpu", ("scheduler", "priority"),
+              "virDomainVcpuThreadSchedParse (vcpu->sched)",
+              "the host scheduler (fifo/rr: realtime) of the vCPUs it names; places nothing",
+              "'vcpus' scheduler bitmap '{v}' is empty",
+              missing="Missing attribute 'vcpus' in element 'vcpusched'"),
+)
+PLACEMENT_BY_KEY: dict[str, Placement] = {p.key: p for p in PLACEMENT}
+# The form that tells a guest its vCPUs have host CPUs of their own (KVM_HINTS_REALTIME, CPUID 0x40000001
+# EDX bit 0): qemuBuildCpuCommandLine writes kvm-hint-dedicated=on for it; libvirt 5.7.0 / QEMU 2.12.
+HINT_DEDICATED = "<features><kvm><hint-dedicated state='on'/></kvm></features>"
+
 # <cpu><feature name policy>: one -cpu flag per element (qemuBuildCpuFeatureArg / virQEMUCapsCPUFeatureToQEMU).
 CPU_FEATURE_POLICIES = {"require": "on", "force": "on", "disable": "off", "forbid": "off"}  # optional: nothing
 CPU_FEATURE_SOURCE = "<cpu><feature>"

@@ -48,7 +48,18 @@ BOOT_CODE = bytes.fromhex(
     "66b8010000400fa26689c3b90800baf8"
     "0366c1c30488d8240f04303c39760204"
     "07eee2edb00aeefaf4ebfc")
-BOOT_SECTOR = BOOT_CODE + bytes(510 - len(BOOT_CODE)) + b"\x55\xaa"
+# The same with `mov ebx,edx` (66 89 d3) in place of `mov ebx,eax` (66 89 c3): prints EDX, the KVM hints
+# (bit 0 KVM_HINTS_REALTIME).
+MOV_EBX = {"eax": bytes.fromhex("6689c3"), "edx": bytes.fromhex("6689d3")}
+
+
+def boot_sector(register: str = "eax") -> bytes:
+    """The CPUID 0x40000001 boot sector printing `register` (eax: features, edx: hints)."""
+    code = BOOT_CODE.replace(MOV_EBX["eax"], MOV_EBX[register], 1)
+    return code + bytes(510 - len(code)) + b"\x55\xaa"
+
+
+BOOT_SECTOR = boot_sector("eax")
 
 
 def lab_missing() -> str | None:
@@ -116,11 +127,11 @@ def read_properties(conn, xml: bytes, props) -> dict[str, bool]:
 
 
 def boot_sector_guest(name: str, machine: str, cpu_xml: str = "", features_xml: str = "",
-                      lab: Lab = HOST_LAB) -> bytes:
-    """A domain XML that boots the CPUID boot sector; serial output goes to a file."""
+                      lab: Lab = HOST_LAB, register: str = "eax", cputune_xml: str = "") -> bytes:
+    """A domain XML that boots the CPUID boot sector (printing `register`); serial output goes to a file."""
     lab.path(IMAGES).mkdir(parents=True, exist_ok=True)
     disk = IMAGES / f"{name}.img"
-    lab.path(disk).write_bytes(BOOT_SECTOR + bytes(1024 * 1024 - 512))  # AHCI wants more than one sector
+    lab.path(disk).write_bytes(boot_sector(register) + bytes(1024 * 1024 - 512))  # AHCI wants more than one sector
     log = IMAGES / f"{name}.serial"
     q35 = "q35" in machine
     bus, dev = ("sata", "sda") if q35 else ("ide", "hda")
@@ -128,7 +139,7 @@ def boot_sector_guest(name: str, machine: str, cpu_xml: str = "", features_xml: 
     return f"""<domain type='kvm'>
   <name>{name}</name>
   <memory unit='MiB'>32</memory>
-  <vcpu>2</vcpu>
+  <vcpu>2</vcpu>{cputune_xml}
   <os>
     <type arch='x86_64' machine='{machine}'>hvm</type>
     <boot dev='hd'/>

@@ -1,0 +1,189 @@
+"""Dedicated host CPUs: libvirt's cpuset syntax, where each vCPU runs, and the dedicated-vcpus rule.
+
+The cpuset cases are libvirt's own grammar (virBitmapParseInternal); tests/test_lab_pinning.py checks the same
+strings against the lab's libvirt 9.0 and 11.3.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+
+import pytest
+from lxml import etree
+
+from virtxml_cpu import cpuset, hook, pinning, policy
+from virtxml_cpu import cli
+from virtxml_cpu.config import Config
+from virtxml_cpu.domain import extract
+from virtxml_cpu.hostfacts import HostFacts
+from virtxml_cpu.libvirt_xml import HINT_DEDICATED
+from virtxml_cpu.pipeline import process
+
+from .conftest import FIXTURES, Capture
+
+# (text, the CPUs libvirt sets) -- None: libvirt refuses it ("Failed to parse bitmap").
+CPUSETS = [
+    ("3", {3}), ("0-3", {0, 1, 2, 3}), ("6-6", {6}), ("7 - 7", {7}), ("0,2", {0, 2}), ("4,4", {4}),
+    (" 5 ,", {5}), ("0-3,^2", {0, 1, 3}), ("2-3,^2", {3}), ("0-3,^0,^1,^3", {2}), ("^2,0-3", {0, 1, 2, 3}),
+    ("1-3,^2,2", {1, 2, 3}), ("0,^0", set()), ("0-+3", {0, 1, 2, 3}), ("1,\t2", {1, 2}), ("16383", {16383}),
+    ("", None), ("  ", None), ("0,,1", None), ("^1-3", None), ("1 2", None), ("-1", None), ("+1", None),
+    ("1-0", None), ("16384", None), ("0-16384", None), ("^16384", None), ("2147483648", None), ("a", None),
+    ("0-", None), ("^", None), ("٣", None), (",1", None),
+]
+
+
+@pytest.mark.parametrize("text,cpus", CPUSETS)
+def test_cpuset_reads_as_libvirt_reads_it(text, cpus):
+    if cpus is None:
+        with pytest.raises(cpuset.CpusetError, match=r"^Failed to parse bitmap '"):
+            cpuset.parse(text)
+    else:
+        assert cpuset.parse(text) == cpus
+
+
+def test_cpuset_format_is_virBitmapFormat():
+    assert cpuset.format({0, 1, 2, 3, 5, 7, 8}) == "0-3,5,7-8" and cpuset.format(set()) == ""
+
+
+DOMAIN = """<domain type='kvm'><name>d</name><vcpu{vattrs}>{n}</vcpu>{cputune}
+<os><type arch='x86_64' machine='pc-q35-7.2'>hvm</type></os>{features}
+<cpu mode='custom' match='exact'><model>qemu64</model></cpu><devices/></domain>"""
+
+
+def facts(n=2, pins=(), vattrs="", extra="", features=""):
+    tune = "".join(f"<vcpupin vcpu='{v}' cpuset='{c}'/>" for v, c in pins) + extra
+    xml = DOMAIN.format(vattrs=vattrs, n=n, cputune=f"<cputune>{tune}</cputune>" if tune else "",
+                        features=f"<features>{features}</features>" if features else "")
+    return extract(etree.fromstring(xml))
+
+
+@pytest.mark.parametrize("kw,dedicated", [
+    (dict(pins=[(0, "2"), (1, "3")]), True),
+    (dict(n=4, pins=[(0, "2"), (1, "3"), (2, "4")]), False),  # N-1 of N vCPUs pinned
+    (dict(pins=[(0, "2"), (1, "2")]), False),  # two vCPUs on one host CPU
+    (dict(pins=[(0, "2-3,^3"), (1, "0-3,^0-2")]), False),  # '^N-M' is refused by libvirt
+    (dict(pins=[(0, "2-3,^3"), (1, "0-3,^0,^1,^2")]), True),  # '^' leaves one CPU each
+    (dict(pins=[(0, "0-1"), (1, "2-3")]), False),  # a range of two each
+    (dict(vattrs=" cpuset='2-3'"), False),  # <vcpu cpuset> alone: both float over 2-3
+    (dict(n=1, vattrs=" cpuset='3'"), True),  # one vCPU, one host CPU
+    (dict(n=3, pins=[(0, "2"), (1, "3")], vattrs=" cpuset='7'"), True),  # <vcpu cpuset> places vCPU 2
+    (dict(n=3, pins=[(0, "2"), (1, "3")], vattrs=" cpuset='3'"), False),  # ... onto vCPU 1's CPU
+    (dict(n=3, pins=[(0, "2"), (1, "3")], vattrs=" placement='auto' cpuset='7'"), False),  # numad decides
+    (dict(extra="<emulatorpin cpuset='0'/>"), False),
+    (dict(extra="<vcpusched vcpus='0-1' scheduler='fifo' priority='1'/>"), False),
+    (dict(pins=[(0, "2"), (1, "3")], extra="<emulatorpin cpuset='2-3'/>"), True),  # Nova's default
+    (dict(pins=[(0, "2"), (1, "3"), (2, "2")]), True),  # vCPU 2 does not exist: libvirt ignores the pin
+    (dict(pins=[(0, "2"), (0, "3")]), False),  # duplicate vcpupin: refused
+    (dict(pins=[(0, "2"), (1, "0,^0")]), False),  # empty cpuset: refused
+])
+def test_dedicated_means_one_host_cpu_of_its_own_per_vcpu(kw, dedicated):
+    assert pinning.read(facts(**kw)).dedicated is dedicated
+
+
+@pytest.mark.parametrize("kw,error", [
+    (dict(pins=[(0, "2"), (0, "3")]), "duplicate vcpupin for vcpu '0'"),
+    (dict(pins=[(0, "2"), (1, "0,^0")]), "Invalid value of 'cpuset': 0,^0"),
+    (dict(pins=[(0, "2"), ("x", "3")]),
+     "Invalid value for attribute 'vcpu' in element 'vcpupin': 'x'. Expected non-negative integer value"),
+    (dict(extra="<vcpupin vcpu='0'/>"), "missing cpuset for vcpupin"),
+    (dict(extra="<emulatorpin cpuset='1'/><emulatorpin cpuset='2'/>"), "only one emulatorpin is supported"),
+    (dict(extra="<vcpusched vcpus='0' scheduler='fifo' priority='1'/><vcpusched vcpus='0-1' scheduler='rr' "
+                "priority='1'/>"), "'vcpusched' attributes 'vcpus' must not overlap"),
+    (dict(extra="<vcpusched vcpus='5' scheduler='fifo' priority='1'/>"),
+     "vCPU '5' is not present in domain definition"),
+    (dict(vattrs=" placement='numad'"), "Invalid value for attribute 'placement' in element 'vcpu': 'numad'."),
+])
+def test_what_libvirt_refuses_is_named_with_its_message(kw, error):
+    placed = pinning.read(facts(**kw))
+    assert placed.error == error and not placed.dedicated and error in placed.why
+
+
+def test_a_bare_vcpu_places_nothing_and_says_nothing():
+    assert not pinning.read(facts()).written
+    assert not any("placement" in n or "dedicated" in n for n in decide(facts()).notes)
+
+
+def decide(f, pol="compat"):
+    from virtxml_cpu.engine import resolve
+
+    return policy.decide(resolve(f, HostFacts(qemu_version=(7, 2, 0), qemu_flavour="upstream")), pol)
+
+
+@pytest.mark.parametrize("pol", ["compat", "numa"])
+def test_compat_and_numa_keep_a_dedicated_guest_and_name_the_hint(pol):
+    d = decide(facts(pins=[(0, "2"), (1, "3")]), pol)
+    assert (d.action, d.rule) == ("keep", "dedicated-vcpus") and f"policy '{pol}'" in d.reason
+    assert any(n.startswith("dedicated host CPUs: each of its 2 vCPU(s)") and "0->2, 1->3" in n for n in d.notes)
+    assert any(HINT_DEDICATED in n and "EDX bit 0" in n for n in d.notes)
+
+
+def test_always_still_adds_it_and_says_the_guest_is_dedicated():
+    d = decide(facts(pins=[(0, "2"), (1, "3")]), "always")
+    assert (d.action, d.rule) == ("inject", "policy-always")
+    assert any(HINT_DEDICATED in n for n in d.notes)
+
+
+def test_boundaries_are_added_under_compat_with_the_reason_they_do_not_count():
+    for kw, why in [(dict(n=4, pins=[(0, "2"), (1, "3"), (2, "4")]), "1 of 4 vCPU(s) (vCPU 3)"),
+                    (dict(pins=[(0, "2"), (1, "2")]), "vCPUs 0, 1 share host CPU 2"),
+                    (dict(pins=[(0, "0-3"), (1, "0-3")]), "may run on host CPUs 0-3"),
+                    (dict(extra="<vcpusched vcpus='0-1' scheduler='fifo' priority='1'/>"),
+                     "realtime <vcpusched> alone places no vCPU")]:
+        d = decide(facts(**kw))
+        assert (d.action, d.rule) == ("inject", "policy-compat"), kw
+        assert any(n.startswith("vCPU placement: not on dedicated host CPUs") and why in n for n in d.notes), d.notes
+
+
+def test_hint_already_on_is_not_advised_again():
+    d = decide(facts(pins=[(0, "2"), (1, "3")], features="<kvm><hint-dedicated state='on'/></kvm>"))
+    assert d.rule == "dedicated-vcpus" and "already" in d.reason
+    assert not any(HINT_DEDICATED in n for n in d.notes)
+
+
+NOVA = (FIXTURES / "openstack-nova-dedicated-realtime.xml").read_bytes()
+
+
+def test_nova_guest_says_no_flavor_or_image_setting_carries_the_hint():
+    o = process(NOVA, "nova", HostFacts(qemu_version=(7, 2, 0), qemu_flavour="upstream"), Config(), render=False)
+    assert o.decision.rule == "dedicated-vcpus"
+    nova = [n for n in o.decision.notes if n.startswith("managed by OpenStack Nova, on dedicated CPUs")]
+    assert nova and "hw:cpu_policy=dedicated" in nova[0] and "no Nova setting carries the hint" in nova[0]
+
+
+def test_kubevirt_guest_names_dedicatedCpuPlacement():
+    xml = NOVA.replace(b'<nova:instance xmlns:nova="http://openstack.org/xmlns/libvirt/nova/1.1">',
+                       b'<kubevirt xmlns="http://kubevirt.io"><nova:instance xmlns:nova="urn:x">').replace(
+        b"</nova:instance>", b"</nova:instance></kubevirt>")
+    o = process(xml, "kv", HostFacts(qemu_version=(7, 2, 0), qemu_flavour="upstream"), Config(), render=False)
+    assert any("KubeVirt, on dedicated CPUs" in n and "dedicatedCpuPlacement: true" in n for n in o.decision.notes)
+
+
+def test_explain_and_the_hook_show_the_rule(tmp_path, capsys):
+    path = FIXTURES / "dedicated-vcpupin.xml"
+    assert cli.main(["explain", "--no-host-probe", "--qemu-flavour", "upstream", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "keep as is [dedicated-vcpus, policy compat" in out and "note: dedicated host CPUs:" in out
+    conf = tmp_path / "c.toml"
+    conf.write_text(f'[hook]\nmode = "enforce"\nspool = "{tmp_path / "spool"}"\n')
+    log = Capture()
+    rc = hook.run(["dedicated-vcpupin", "prepare", "begin", "-"], config_path=str(conf),
+                  stdin=io.BytesIO(path.read_bytes()), log=log)
+    assert rc == 0 and "rule=dedicated-vcpus" in log.lines[0] and "decision=keep" in log.lines[0]
+
+
+def test_audit_shows_the_rule(capsys):
+    libvirt = pytest.importorskip("libvirt", reason="libvirt-python is not installed: the audit through "
+                                                    "libvirt's test driver is SKIPPED")
+    conn = libvirt.open("test:///default")
+    dom = conn.defineXML((FIXTURES / "dedicated-vcpupin.xml").read_text().replace(
+        "<name>dedicated-vcpupin</name>", "<name>vxc-dedicated-audit</name>"))
+    try:
+        cli.main(["audit", "--connect", "test:///default", "--no-host-probe", "--qemu-flavour", "upstream",
+                  "--format", "json", "vxc-dedicated-audit"])
+    finally:
+        dom.undefine()
+        conn.close()
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    row = next(r for r in rows if r.get("domain") == "vxc-dedicated-audit")
+    assert row["decision"]["rule"] == "dedicated-vcpus" and row["needs_fix"] is False
