@@ -92,8 +92,8 @@ def test_ubuntu_names_by_release_of_the_build():
 def test_unknown_rhel_versions_are_rhel_bounded_by_their_neighbours():
     m = classify("pc-q35-rhel9.5.0", RHEL)
     assert (m.low, m.high) == ((8, 2), (9, 1))
-    m = classify("pc-q35-rhel10.2.0", RHEL)
-    assert (m.low, m.high, m.own_version) == ((10, 0), None, (10, 2, 0))
+    m = classify("pc-q35-rhel10.4.0", RHEL)
+    assert (m.low, m.high, m.own_version) == ((10, 1), None, (10, 4, 0))
     assert classify("rhel6.6.0", RHEL).high == (1, 5)
 
 
@@ -325,7 +325,9 @@ def test_bad_release_sources_are_usage_errors(fake_qemu, args):
 def test_a_name_the_release_does_not_define_is_said_so():
     r = engine.resolve(dom("pc-i440fx-utopic"), HostFacts(qemu_flavour="ubuntu", flavour_source="t",
                                                            qemu_version=(8, 2, 2)))
-    assert r.machine.version == (2, 1) and any("not defined by QEMU 8.2.2" in w for w in r.warnings), r.warnings
+    assert r.machine.version == (2, 1) and any("QEMU 8.2.2 (Ubuntu's QEMU) has no machine type pc-i440fx-utopic"
+                                               in w for w in r.warnings), r.warnings
+    assert r.machine_status == "not-offered"
 
 
 def test_a_non_qemu_drivers_version_is_no_qemu_release():

@@ -116,6 +116,11 @@ VARIANTS = [
     ("cmdline-plus-feature", Q35, CUSTOM, "", "kvm", qargs("-cpu", "qemu64,+kvm_pv_unhalt")),
     ("cmdline-minus-feature", Q35, CUSTOM, "<pvspinlock state='on'/>", "kvm", qargs("-cpu", "qemu64,-kvm_pv_unhalt")),
     ("cmdline-bare-feature", Q35, CUSTOM, "", "kvm", qargs("-cpu", "qemu64,kvm-pv-unhalt")),
+    # QEMU's bool grammar (rules.GRAMMAR): y/n taken, 1/0/On refused with its own message (the start fails).
+    ("cmdline-y-n", Q35, CUSTOM, "", "kvm", qargs("-cpu", "qemu64,kvm-pv-unhalt=y,kvm-pv-eoi=n")),
+    ("cmdline-refused-1", Q35, CUSTOM, "", "kvm", qargs("-cpu", "qemu64,kvm-pv-eoi=1")),
+    ("cmdline-refused-On", Q35, CUSTOM, "", "kvm", qargs("-cpu", "qemu64,kvm_pv_unhalt=On")),
+    ("global-refused-0", Q35, CUSTOM, "", "kvm", qargs("-global", "x86_64-cpu.kvm-pv-unhalt=0")),
     ("cmdline-double-dash", Q35, CUSTOM, "", "kvm", qargs("--cpu", "qemu64,kvm-pv-unhalt=on")),
     ("global-keyvalue-form", Q35, CUSTOM, "", "kvm",
      qargs("-global", "driver=x86_64-cpu,property=kvm-pv-unhalt,value=on")),
@@ -172,10 +177,11 @@ def _compare(conn, host, label, xml):
         got = harness.read_properties(conn, started, rules.PROPERTIES)
     except libvirt.libvirtError as e:
         msg = e.get_error_message()
-        ok = res.start_refusal is not None and res.start_refusal in msg
-        return label, {"start": "refused"}, ({} if ok else {"start": (res.start_refusal, msg, "")})
-    if res.start_refusal:
-        return label, got, {"start": (res.start_refusal, "started", "")}
+        refusal = res.start_refusal or res.qemu_refusal  # libvirt's own check, or QEMU's error it passes on
+        ok = refusal is not None and refusal in msg
+        return label, {"start": "refused"}, ({} if ok else {"start": (refusal, msg, "")})
+    if res.start_refusal or res.qemu_refusal:
+        return label, got, {"start": (res.start_refusal or res.qemu_refusal, "started", "")}
     got = {p: "on" if v else "off" for p, v in got.items()}
     diffs = {p: (want[p], got[p], res.features[p].detail) for p in rules.PROPERTIES if want[p] != got[p]}
     return label, got, diffs

@@ -66,8 +66,8 @@ def full_run(emulator: str, shared_dir: Path, name: str) -> dict:
     data = json.loads(report.read_text())
     s = data["summary"]
     assert s["disagreements"] == 0 and s["not_started"] == 0, proc.stdout
-    assert s["cpu_models"] == 5 and s["properties"] == len(rules.PROPERTIES) == 17
-    assert s["checks"] == s["machine_types"] * 5 * 17 == len(data["runs"]) * 17
+    assert s["cpu_models"] == 5 and s["properties"] == len(rules.PROPERTIES) == 18
+    assert s["checks"] == s["machine_types"] * 5 * 18 == len(data["runs"]) * 18
     assert data["build"] == "upstream" and data["package"].startswith("Debian 1:")
     for r in data["runs"]:  # the report carries both answers for every pair
         assert {p: "off" if v == "absent" else v for p, v in r["qemu"].items()} == r["tool"], r
@@ -79,8 +79,8 @@ def full_run(emulator: str, shared_dir: Path, name: str) -> dict:
     # The pass is recorded for this emulator, version and package.
     verified = json.loads(record.read_text())["verified"]
     assert list(verified) == [f"{emulator}|{data['qemu_version']}|{data['package']}"]
-    assert proc.stdout.splitlines()[-1].startswith(f"verify: {s['machine_types']} machine types x 5 CPU models x 17 ")
-    print(f"\nverify on QEMU {data['qemu_version']}: {s['machine_types']} machine types x 5 CPU models x 17 "
+    assert proc.stdout.splitlines()[-1].startswith(f"verify: {s['machine_types']} machine types x 5 CPU models x 18 ")
+    print(f"\nverify on QEMU {data['qemu_version']}: {s['machine_types']} machine types x 5 CPU models x 18 "
           f"properties = {s['checks']} checks, compat-props checks {s['compat_checks']}, "
           f"{s['disagreements']} disagreements, {seconds:.1f} s")
     return data

@@ -274,7 +274,7 @@ def test_cpu_modes_and_version_line():
     assert verified.parse_version_line("QEMU emulator version 7.2.22 (Debian 1:7.2+dfsg-7+deb12u18+b3)") == (
         "7.2.22", "Debian 1:7.2+dfsg-7+deb12u18+b3")
     assert verified.parse_version_line("QEMU emulator version 10.0.2") == ("10.0.2", "")
-    assert len(rules.PROPERTIES) == 17
+    assert len(rules.PROPERTIES) == 18
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="the record is root's: needs root")

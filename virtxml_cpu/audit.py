@@ -115,7 +115,7 @@ def _audit_domain(uri: str, dom, host, opts: AuditOptions, active: bool, persist
         observed_pv_unhalt=observed, managed_by=o.resolution.facts.orchestrator,
         guest_os=guest_os.record(o.resolution.facts.os_id) if o.resolution.facts.os_id else None,
         decision=RowDecision(d.action, d.rule, reason, tuple(d.notes)),
-        needs_fix=d.action == "inject" and persistent)
+        needs_fix=d.action == "inject" and persistent, machine_status=o.resolution.machine_status)
 
 
 def audit(uris: list[str], opts: AuditOptions) -> list[HostResult]:

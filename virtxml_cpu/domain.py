@@ -68,6 +68,7 @@ class DomainFacts(NamedTuple):
     emulator: str | None
     orchestrator: str | None = None  # who generates this definition (orchestrators.ORCHESTRATORS)
     placement: tuple[Placed, ...] = ()  # <vcpu cpuset>, <cputune> pins and schedulers, in PLACEMENT order
+    launch_security: str | None = None  # <launchSecurity type='tdx'|'sev'|...>
 
     @property
     def looks_windows(self) -> bool:
@@ -269,6 +270,7 @@ def extract(root: etree._Element) -> DomainFacts:
         emulator=_text(top["devices"].find("emulator") if "devices" in top else None),
         orchestrator=_orchestrator(top.get("metadata")),
         placement=_placement(root, top),
+        launch_security=top["launchSecurity"].get("type") if "launchSecurity" in top else None,
     )
 
 

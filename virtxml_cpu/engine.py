@@ -16,18 +16,17 @@ host-dependent, with each build's answer in its detail.
 
 from __future__ import annotations
 
-import re
 from typing import NamedTuple
 
-from . import libvirt_xml, rules
+from . import libvirt_xml, lifecycle, rules
 from .cpu_models import MODEL_BITS
 from .domain import DomainFacts
 from .flavours import FLAVOURS, UPSTREAM, Flavour, Rule
 from .hostfacts import HostFacts
 from .machines import Machine, claimants, classify, format_version, own_version_at_most, version_at_most
 from .memo import MISSING, Kept
-from .properties import (BY_NAME, CPU_PM_STRIPS, KVM_LEAF_HIDDEN, KVM_LEAF_WITHOUT_KVM, PROPERTIES, TABLE,
-                         Property)
+from .properties import (BY_NAME, CONFIDENTIAL, KVM_LEAF_HIDDEN, KVM_LEAF_WITHOUT_KVM, KVM_STRIPS, PROPERTIES,
+                         TABLE, Property)
 
 ON, OFF, HOST = "on", "off", "host-dependent"
 
@@ -38,7 +37,7 @@ MODEL_OWN = tuple(p.name for p in TABLE if p.named_default is None)  # bits each
 
 
 class Value(NamedTuple):
-    """One property's answer (a tuple: 17 are built per domain)."""
+    """One property's answer (a tuple: 18 are built per domain)."""
 
     state: str  # on | off | host-dependent
     source: str  # where the value comes from, short
@@ -66,6 +65,9 @@ class Resolution(NamedTuple):
     flavour_basis: str = ""  # why that build
     support: dict[str, tuple[bool | None, str]] = {}  # would the accelerator keep it (never mutated)
     cpu_from_commandline: bool = False  # <qemu:commandline> -cpu replaced libvirt's -cpu
+    machine_status: str = lifecycle.OFFERED  # offered | deprecated | not-offered (lifecycle.py)
+    machine_status_why: str = ""
+    qemu_refusal: str | None = None  # QEMU's own error when it refuses a <qemu:commandline> spelling
 
 
 class _Slot:
@@ -101,39 +103,65 @@ class _Context:
         self.support: dict[str, tuple[bool | None, str]] = {}  # filled once, read by steps
 
 
-def _bool(text: str) -> bool | None:
-    t = text.strip().lower()
-    if t in ("on", "true", "yes", "1"):
-        return True
-    if t in ("off", "false", "no", "0"):
-        return False
-    return None
+def qemu_bool(text: str, release: tuple[int, ...] | None = None) -> bool | None:
+    """A boolean as QEMU `release` reads it (rules.GRAMMAR); None: QEMU refuses the value."""
+    g = rules.grammar(release)
+    return True if text in g.true else False if text in g.false else None
 
 
 _qemu_name = libvirt_xml.qemu_name
+_BOOL_PROPS = frozenset(PROPERTIES) | {"kvm"}  # the boolean properties read here (kvm=off hides the KVM leaf)
 
 
-def parse_cpu_option(text: str) -> tuple[str, list[tuple[str, bool]]]:
-    """`-cpu model,+feat,-feat,feat=on,feat` -> (model, [(prop, value)]); a bare `feat` means feat=on."""
+class CpuOption(NamedTuple):
+    model: str
+    props: list[tuple[str, bool]]
+    refused: list[tuple[str, str]]  # (property as written, value) QEMU will not take
+
+
+def parse_cpu_option(text: str, release: tuple[int, ...] | None = None) -> CpuOption:
+    """`-cpu model,+feat,-feat,feat=on,feat` -> the properties by QEMU's grammar (rules.GRAMMAR): a bare `feat`
+    means feat=on, `_` reads as `-`; a value QEMU refuses for one of the properties resolved is listed apart."""
     parts = text.split(",")
     props: list[tuple[str, bool]] = []
+    refused: list[tuple[str, str]] = []
     for p in parts[1:]:
         if not p:
             continue
-        if p[0] in "+-":
-            props.append((_qemu_name(p[1:]), p[0] == "+"))
+        if p[0] in rules.FLAG_PREFIXES:
+            props.append((_qemu_name(p[1:]), rules.FLAG_PREFIXES[p[0]]))
         elif "=" in p:
             k, v = p.split("=", 1)
-            b = _bool(v)
+            b = qemu_bool(v, release)
             if b is not None:
                 props.append((_qemu_name(k), b))
+            elif _qemu_name(k) in _BOOL_PROPS:
+                refused.append((k, v))
         else:
-            props.append((_qemu_name(p), True))
-    return parts[0], props
+            props.append((_qemu_name(p), rules.BARE_FLAG))
+    return CpuOption(parts[0], props, refused)
+
+
+def _refusal(model: str | None, kind: str, text: str | None, globals_, release) -> str | None:
+    """QEMU's own error for the first spelling it refuses: the -cpu's (x86_cpu_parse_featurestr turns each
+    property into a -global of the model's type, its name in the dash spelling), then each -global that reaches
+    the vCPU (named as written)."""
+    g = rules.grammar(release)
+    if text:
+        opt = parse_cpu_option(text, release)
+        if opt.refused:
+            prop, value = opt.refused[0]
+            cpu_type = rules.cpu_type_names(rules.MAX_FEATURE_MODELS.get(kind, model or opt.model))[0]
+            return g.refused.format(type=cpu_type, prop=_qemu_name(prop), value=value)
+    for driver, prop, value in globals_:
+        if (_qemu_name(prop) in _BOOL_PROPS and qemu_bool(value, release) is None
+                and _global_matches(driver, kind, model)):
+            return g.refused.format(type=driver, prop=prop, value=value)
+    return None
 
 
 def _accel(virt_type: str | None) -> str:
-    return {"kvm": "kvm", "qemu": "tcg"}.get(virt_type or "", virt_type or "unknown")
+    return rules.ACCELERATORS.get(virt_type or "", virt_type or "unknown")
 
 
 def _irqchip(facts: DomainFacts, machine: Machine) -> str:
@@ -175,16 +203,16 @@ def _model_bits(ctx: _Context) -> tuple[dict[str, bool | None], str]:
     if facts.cpu_mode == "host-model" and not facts.qemu.cpu:
         if host.host_model:
             base, feats = host.host_model
-            bits = dict(MODEL_BITS.get(base or "", unknown))
+            bits = {**unknown, **MODEL_BITS.get(base or "", {})}
             for name, policy in feats:
                 if name in bits:
                     bits[name] = policy in ("require", "force")
             return bits, f"host-model = {base} + {len(feats)} features (domain capabilities)"
-        inferred = {b: host.supports(*BY_NAME[b].cpuid) for b in MODEL_OWN}
+        inferred = {b: host.supports(*BY_NAME[b].cpuid) if BY_NAME[b].cpuid else None for b in MODEL_OWN}
         how = "inferred from /dev/kvm" if host.cpuid is not None else "unknown without host facts"
         return inferred, f"host-model: libvirt names every host CPU feature in its CPU map ({how})"
     bits = MODEL_BITS.get(ctx.model or "")
-    if bits is None:
+    if bits is None or not bits:
         return unknown, f"CPU model {ctx.model} is not in the model table"
     return dict(bits), f"CPU model {ctx.model} definition"
 
@@ -195,8 +223,10 @@ def step_cpu_model(ctx: _Context, slots: dict[str, _Slot]) -> None:
     if ctx.kind == "named":
         bits, why = _model_bits(ctx)
         for p in TABLE:
-            if p.named_default is None:
-                slots[p.name] = _Slot(bits[p.name], "cpu-model", why)
+            if p.named_default is None:  # a model-own bit the model table lacks is unknown (regenerate it)
+                known = p.name in bits
+                slots[p.name] = _Slot(bits.get(p.name), "cpu-model", why if known else
+                                      f"{why} has no {p.name}: tools/gen_cpu_models.py predates the property")
             else:
                 slots[p.name] = _Slot(p.named_default, "qemu-default", p.default_why)
         return
@@ -260,7 +290,7 @@ def step_globals(ctx: _Context, slots: dict[str, _Slot]) -> None:
     for driver, prop, value in ctx.facts.qemu.globals:
         p = _qemu_name(prop)
         if p in slots and _global_matches(driver, ctx.kind, ctx.model):
-            b = _bool(value)
+            b = qemu_bool(value, ctx.host.qemu_version)
             if b is not None:
                 slots[p] = _Slot(b, "qemu:commandline -global", f"-global {driver}.{prop}={value}", user_set=True)
 
@@ -321,10 +351,13 @@ def _absent(p: Property, release: tuple[int, ...]) -> str:
 
 
 def _kvm_strips(ctx: _Context, values: dict[str, Value]) -> None:
-    """10. What KVM strips after QEMU: HLT exits disabled -> no PV_UNHALT (kvm_update_cpuid_runtime)."""
-    v = values["kvm-pv-unhalt"]
-    if ctx.facts.qemu.cpu_pm and ctx.accel == "kvm" and v.source not in (SRC_HIDDEN, SRC_ABSENT):
-        values["kvm-pv-unhalt"] = Value(OFF, SRC_CPU_PM, CPU_PM_STRIPS, qom=v.state)
+    """10. What KVM strips after QEMU (properties.KVM_STRIPS): HLT exits disabled -> no PV_UNHALT
+    (kvm_update_cpuid_runtime)."""
+    active = {"cpu-pm": ctx.facts.qemu.cpu_pm}
+    for strip in KVM_STRIPS:
+        v = values[strip.prop]
+        if active[strip.when] and ctx.accel == "kvm" and v.source not in (SRC_HIDDEN, SRC_ABSENT):
+            values[strip.prop] = Value(OFF, SRC_CPU_PM, strip.why, qom=v.state)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -381,21 +414,20 @@ def _resolve_one(facts: DomainFacts, host: HostFacts, flavour: Flavour, machine:
                  warnings: list[str]) -> Resolution:
     accel = _accel(facts.virt_type)
     irqchip = _irqchip(facts, machine)
-    if host.machines and facts.machine and facts.machine not in host.machines:
-        warnings.append(f"machine type {facts.machine} is not offered by this host's QEMU")
-    elif machine.defined_in:
-        warnings.append(f"machine type {facts.machine} is not defined by QEMU {format_version(host.qemu_version)} of "
-                        f"this build (only by {machine.defined_in}); read as that definition")
+    status = lifecycle.status(machine, host)
+    if status.status == lifecycle.NOT_OFFERED:
+        warnings.append(f"machine type {facts.machine} is not offered: {status.why}"
+                        + ("; read as the definition of those releases" if machine.defined_in else ""))
     libvirt_props = _libvirt_cpu_props(facts, warnings)
     if facts.qemu.cpu:
-        model, cmd = parse_cpu_option(facts.qemu.cpu)
+        model, cmd, _refused = parse_cpu_option(facts.qemu.cpu, host.qemu_version)
         cpu_props = [(p, v, "qemu:commandline -cpu", f"-cpu {facts.qemu.cpu}") for p, v in cmd]
         warnings.append("<qemu:commandline> passes its own -cpu, which replaces libvirt's -cpu "
                         "(and every <features>/<cpu> setting libvirt put there)")
-        kind = {"host": "host", "max": "max"}.get(model, "named")
+        kind = rules.MAX_FEATURE_MODELS.get(model, "named")
     else:
         cpu_props = libvirt_props
-        kind = {"host-passthrough": "host", "maximum": "max"}.get(facts.cpu_mode, "named")
+        kind = rules.CPU_MODE_KINDS.get(facts.cpu_mode, "named")
         if facts.cpu_mode == "none" or (facts.cpu_mode == "custom" and not facts.cpu_model):
             model = rules.ISAPC_DEFAULT_MODEL if machine.family == "isapc" else \
                 rules.DEFAULT_MODEL.get(facts.arch or "x86_64", "qemu64")
@@ -411,9 +443,11 @@ def _resolve_one(facts: DomainFacts, host: HostFacts, flavour: Flavour, machine:
     values = {p: Value(_state(s.value), s.source, s.detail) for p, s in slots.items()}
     _kvm_strips(ctx, values)
     refusal = _start_refusal(ctx, values)
+    qemu_refusal = _refusal(model, kind, facts.qemu.cpu, facts.qemu.globals, host.qemu_version)
     return Resolution(facts, machine, accel, irqchip, kind, model, values, _explicit_unhalt(facts),
                       tuple(dict.fromkeys(warnings)), start_refusal=refusal, host=host, flavour=flavour.name,
-                      support=ctx.support, cpu_from_commandline=bool(facts.qemu.cpu))
+                      support=ctx.support, cpu_from_commandline=bool(facts.qemu.cpu),
+                      machine_status=status.status, machine_status_why=status.why, qemu_refusal=qemu_refusal)
 
 
 def _start_refusal(ctx: _Context, values: dict[str, Value]) -> str | None:
@@ -458,13 +492,18 @@ def _merge(results: list[Resolution]) -> Resolution:
                       alias_of=first.machine.alias_of if len({m.alias_of for m in machines}) == 1 else None,
                       irqchip=first.irqchip, how="; ".join(f"{r.flavour}: {r.machine.how}" for r in results))
     refusals = {r.start_refusal for r in results}
+    statuses = {r.machine_status for r in results}
+    status, status_why = (first.machine_status, first.machine_status_why) if len(statuses) == 1 else (
+        lifecycle.OFFERED, "depends on the QEMU build: " + "; ".join(f"{r.flavour}: {r.machine_status}"
+                                                                    for r in results))
     support = {p: first.support[p] if len({r.support[p][0] for r in results}) == 1
                else (None, "depends on the QEMU build") for p in PROPERTIES}
     return Resolution(first.facts, machine, first.accel, first.irqchip, first.cpu_kind, first.model, features,
                       first.explicit_unhalt, tuple(dict.fromkeys(w for r in results for w in r.warnings)),
                       start_refusal=first.start_refusal if len(refusals) == 1 else None, host=first.host,
                       flavour="|".join(r.flavour for r in results), support=support,
-                      cpu_from_commandline=first.cpu_from_commandline)
+                      cpu_from_commandline=first.cpu_from_commandline, machine_status=status,
+                      machine_status_why=status_why, qemu_refusal=first.qemu_refusal)
 
 
 def _state(v: bool | None) -> str:
@@ -475,9 +514,9 @@ def _global_matches(driver: str, kind: str, model: str | None) -> bool:
     """Whether `-global driver.prop` reaches this vCPU: TYPE_X86_CPU, or the CPU's type or a QOM parent."""
     if driver in rules.X86_CPU_DRIVERS:
         return True
-    name = {"host": "host", "max": "max"}.get(kind, model or "")
+    name = rules.MAX_FEATURE_MODELS.get(kind, model or "")
     types = (name,) + rules.CPU_TYPE_PARENTS.get(name, ())
-    return any(driver in (f"{t}-x86_64-cpu", f"{t}-i386-cpu") for t in types)
+    return any(driver in rules.cpu_type_names(t) for t in types)
 
 
 def _libvirt_cpu_props(facts: DomainFacts, warnings: list[str]) -> list[tuple[str, bool, str, str]]:
@@ -501,6 +540,11 @@ def _libvirt_cpu_props(facts: DomainFacts, warnings: list[str]) -> list[tuple[st
 
 def _support(ctx: _Context) -> dict[str, tuple[bool | None, str]]:
     """What the accelerator keeps, per property (QEMU's filter), with the reason: the rows' conditions."""
+    secure = CONFIDENTIAL.get(ctx.facts.launch_security or "")
+    if secure and ctx.accel == "kvm" and (ctx.host.qemu_version is None or ctx.host.qemu_version >= secure.since):
+        return {p.name: (False, f"<launchSecurity type='{secure.launch_security}'>: {secure.source} lacks it")
+                if p.kvm_leaf and p.name not in secure.keeps else _supported(p, ctx.accel, ctx.irqchip, ctx.host)
+                for p in TABLE}
     return {p.name: _supported(p, ctx.accel, ctx.irqchip, ctx.host) for p in TABLE}
 
 
@@ -528,9 +572,6 @@ def _supported(p: Property, accel: str, irqchip: str, host: HostFacts) -> tuple[
     return sup, ("the host's KVM supports it" if sup else "the host's KVM does not support it") + " (/dev/kvm)"
 
 
-_UNHALT = re.compile(r"(^|,)[+-]?kvm[-_]pv[-_]unhalt($|[,=])")
-
-
 def _explicit_unhalt(facts: DomainFacts) -> str | None:
     """Who chose kvm-pv-unhalt explicitly, in any form libvirt or QEMU accepts; such a choice is never changed."""
     for key, value in facts.settings:
@@ -540,7 +581,8 @@ def _explicit_unhalt(facts: DomainFacts) -> str | None:
     for name, policy in facts.cpu_features:
         if _qemu_name(name) == "kvm-pv-unhalt":
             return f"<cpu><feature policy='{policy}' name='{name}'/>"
-    if facts.qemu.cpu and _UNHALT.search(facts.qemu.cpu):
+    if facts.qemu.cpu and any(_qemu_name(p.lstrip("+-").split("=", 1)[0]) == "kvm-pv-unhalt"
+                              for p in facts.qemu.cpu.split(",")[1:]):
         return f"<qemu:commandline> -cpu {facts.qemu.cpu}"
     for driver, prop, value in facts.qemu.globals:
         if _qemu_name(prop) == "kvm-pv-unhalt":

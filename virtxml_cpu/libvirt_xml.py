@@ -24,8 +24,7 @@ class Setting(NamedTuple):
     prop: str  # the QEMU property or -machine option it becomes
     values: dict[str, str]  # XML value -> QEMU value; any other value: libvirt writes nothing
     source: str  # the provenance label explain shows
-    detail: str  # "{v}": the XML value, "{q}": the QEMU value
-    libvirt: str  # the libvirt function this row mirrors
+    detail: str  # "{v}": the XML value, "{q}": the QEMU value (the libvirt function each row mirrors: its comment)
     bare: str | None = None  # the value of the element written without the attribute
     select: tuple[str, str] | None = None  # (attribute, value) picking one of several sibling elements
     verified: str = ""  # libvirt's error when the started vCPU lacks what "on" asked for
@@ -34,34 +33,36 @@ class Setting(NamedTuple):
 
 SETTINGS: tuple[Setting, ...] = (
     # In the order the engine applies them; a later one wins for the same property.
+    # qemuBuildCpuCommandLine (VIR_DOMAIN_KVM_HIDDEN)
     Setting("kvm-hidden", ("features", "kvm", "hidden"), "state", "-cpu", "kvm", {"on": "off"},
-            "<features><kvm>", "<hidden state='{v}'/> -> kvm={q}", "qemuBuildCpuCommandLine (VIR_DOMAIN_KVM_HIDDEN)"),
+            "<features><kvm>", "<hidden state='{v}'/> -> kvm={q}"),
+    # qemuBuildCpuCommandLine (VIR_DOMAIN_KVM_DEDICATED)
     Setting("hint-dedicated", ("features", "kvm", "hint-dedicated"), "state", "-cpu", "kvm-hint-dedicated", ON_OFF,
-            "<features><kvm>", "<kvm><hint-dedicated state='{v}'/> -> kvm-hint-dedicated={q}",
-            "qemuBuildCpuCommandLine (VIR_DOMAIN_KVM_DEDICATED)"),
+            "<features><kvm>", "<kvm><hint-dedicated state='{v}'/> -> kvm-hint-dedicated={q}"),
+    # qemuBuildCpuCommandLine (VIR_DOMAIN_KVM_POLLCONTROL)
     Setting("poll-control", ("features", "kvm", "poll-control"), "state", "-cpu", "kvm-poll-control", ON_OFF,
-            "<features><kvm>", "<kvm><poll-control state='{v}'/> -> kvm-poll-control={q}",
-            "qemuBuildCpuCommandLine (VIR_DOMAIN_KVM_POLLCONTROL)"),
+            "<features><kvm>", "<kvm><poll-control state='{v}'/> -> kvm-poll-control={q}"),
+    # qemuBuildCpuCommandLine (VIR_DOMAIN_KVM_PVIPI)
     Setting("pv-ipi", ("features", "kvm", "pv-ipi"), "state", "-cpu", "kvm-pv-ipi", ON_OFF,
-            "<features><kvm>", "<kvm><pv-ipi state='{v}'/> -> kvm-pv-ipi={q}",
-            "qemuBuildCpuCommandLine (VIR_DOMAIN_KVM_PVIPI)"),
+            "<features><kvm>", "<kvm><pv-ipi state='{v}'/> -> kvm-pv-ipi={q}"),
+    # qemuBuildCpuCommandLine (VIR_DOMAIN_FEATURE_PVSPINLOCK)
     Setting("pvspinlock", ("features", "pvspinlock"), "state", "-cpu", "kvm-pv-unhalt", ON_OFF,
-            "<features><pvspinlock>", "<pvspinlock state='{v}'/> -> kvm-pv-unhalt={q}",
-            "qemuBuildCpuCommandLine (VIR_DOMAIN_FEATURE_PVSPINLOCK)", bare="on",
+            "<features><pvspinlock>", "<pvspinlock state='{v}'/> -> kvm-pv-unhalt={q}", bare="on",
             verified="host doesn't support paravirtual spinlocks"),
+    # qemuBuildCpuCommandLine (apic_eoi)
     Setting("apic-eoi", ("features", "apic"), "eoi", "-cpu", "kvm-pv-eoi", ON_OFF,
-            "<features><apic>", "<apic eoi='{v}'/> -> kvm-pv-eoi={q}", "qemuBuildCpuCommandLine (apic_eoi)"),
+            "<features><apic>", "<apic eoi='{v}'/> -> kvm-pv-eoi={q}"),
+    # qemuBuildCpuCommandLine (VIR_DOMAIN_TIMER_NAME_KVMCLOCK)
     Setting("kvmclock", ("clock", "timer"), "present", "-cpu", "kvmclock", {"yes": "on", "no": "off"},
-            "<clock><timer>", "<timer name='kvmclock' present='{v}'/> -> kvmclock={q}",
-            "qemuBuildCpuCommandLine (VIR_DOMAIN_TIMER_NAME_KVMCLOCK)", select=("name", "kvmclock")),
+            "<clock><timer>", "<timer name='kvmclock' present='{v}'/> -> kvmclock={q}", select=("name", "kvmclock")),
+    # qemuBuildCpuCommandLine (def->cpu->cache)
     Setting("cache", ("cpu", "cache"), "mode", "-cpu", "l3-cache",
             {"emulate": "on", "passthrough": "off", "disable": "off"},
             "<cpu><cache>", "<cache mode='{v}'/> -> l3-cache={q} (qemuBuildCpuCommandLine)",
-            "qemuBuildCpuCommandLine (def->cpu->cache)",
             refused_with_named={"passthrough": "CPU cache mode 'passthrough' can only be used with"}),
+    # qemuBuildMachineCommandLine (VIR_DOMAIN_FEATURE_IOAPIC)
     Setting("ioapic", ("features", "ioapic"), "driver", "-machine", "kernel_irqchip", {"qemu": "split", "kvm": "on"},
-            "<features><ioapic>", "<ioapic driver='{v}'/> -> kernel_irqchip={q}",
-            "qemuBuildMachineCommandLine (VIR_DOMAIN_FEATURE_IOAPIC)"),
+            "<features><ioapic>", "<ioapic driver='{v}'/> -> kernel_irqchip={q}"),
 )
 BY_KEY: dict[str, Setting] = {s.key: s for s in SETTINGS}
 

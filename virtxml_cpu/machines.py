@@ -31,6 +31,7 @@ class Machine(NamedTuple):
     how: str = ""  # which table row or grammar read the name
     arrays: str = "upstream"  # whose machine compat arrays it takes: "upstream" (pc_compat_X_Y) | "rhel"
     defined_in: str | None = None  # when this QEMU release does not define the name: which releases do
+    downstream: str = ""  # the distribution release a downstream name belongs to ("Ubuntu 25.04", "RHEL 9.8.0")
 
     @property
     def version(self) -> Version | None:
@@ -39,6 +40,25 @@ class Machine(NamedTuple):
     @property
     def is_pc(self) -> bool:
         return self.family in PC_FAMILIES
+
+    @property
+    def base(self) -> str | None:
+        """The upstream machine type this one is built from (pc-q35-9.1 for pc-q35-plucky); None when the
+        compat level is not known exactly."""
+        v = self.version
+        if v is not None and self.family in PC_FAMILIES:
+            return f"{self.family}-{format_version(v)}"
+        if self.family not in PC_FAMILIES and self.family != "unknown" and self.low is None:
+            return self.alias_of or self.name  # an unversioned machine (microvm, isapc) is its own base
+        return None
+
+    def described(self) -> str:
+        """'pc-q35-plucky (Ubuntu 25.04, built as pc-q35-9.1)': what explain's machine line shows."""
+        base = self.base
+        built = [self.downstream] if self.downstream else []
+        if base and base != (self.alias_of or self.name):
+            built.append(f"built as {base}")
+        return self.label() + (f" ({', '.join(built)})" if built else "")
 
     def label(self) -> str:
         if self.alias_of and self.alias_of != self.name:
@@ -56,6 +76,21 @@ def parse_version(text: str) -> Version:
 
 def format_version(v: Version | None) -> str:
     return ".".join(str(p) for p in v) if v else "?"
+
+
+def _newest(alias, flavour: Flavour, release: Version | None) -> str | None:
+    """What an alias stands for in a known release: upstream's pc/q35 are FAMILY-X.Y of QEMU X.Y (the
+    DEFINE_*_MACHINE_AS_LATEST of that release); Ubuntu's ubuntu/ubuntu-q35 the newest codename row it defines."""
+    if release is None or len(release) > 2 and release[2] >= 50:  # a development snapshot's newest is ahead
+        return None
+    if alias.newest == "version":
+        return f"{alias.family}-{release[0]}.{release[1]}"
+    if alias.newest == "table" and flavour.tables:
+        rows = [r for r in flavour.tables[0].releases if alias.family in r.bases and r.since and r.exists_in(release)]
+        if rows:
+            newest = max(rows, key=lambda r: r.since)
+            return f"{alias.family}-{newest.key}" if newest.since[:2] == release[:2] else None
+    return None
 
 
 def classify(name: str | None, flavour: Flavour, host_aliases: dict[str, str] | None = None,
@@ -82,6 +117,12 @@ def classify(name: str | None, flavour: Flavour, host_aliases: dict[str, str] | 
     alias_name = name or flavour.default_machine
     alias = flavour.aliases.get(alias_name)
     if alias is not None:
+        target = alias.canonical or _newest(alias, flavour, release)
+        if target and not alias.canonical:
+            resolved = classify(target, flavour, release=release, chosen=chosen)
+            if resolved is not None and resolved.version is not None:
+                return resolved._replace(name=name, alias_of=target,
+                                         how=f"{alias.source}: in QEMU {format_version(release)}, {target}")
         if alias.canonical:
             resolved = classify(alias.canonical, flavour, release=release, chosen=chosen)
             assert resolved is not None, alias.canonical  # data error, caught by the flavour tests
@@ -129,9 +170,10 @@ def _from_table(name: str, m, table: NameTable, flavour: Flavour, release: Versi
     if row is not None:
         base = row.bases[family]
         irqchip = row.irqchip.get(family) or flavour.irqchip_defaults.get(f"{family}-{format_version(base)}", "on")
-        gone = None if row.exists_in(release) else _span(row)
+        gone = None if release is None or row.exists_in(release) else _span(row)  # unknown: some release has it
         return Machine(name, family, flavour.name, base, base, own, irqchip=irqchip, arrays=table.arrays,
-                       defined_in=gone, how=f"{row.source} ({key}{suffix}: {family}-{format_version(base)} options)"
+                       defined_in=gone, downstream=_release_label(table, key, row),
+                       how=f"{row.source} ({key}{suffix}: {family}-{format_version(base)} options)"
                                             + (f"; not defined by QEMU {format_version(release)}" if gone else ""))
     if table.order == "version":
         below, above = _neighbours(key, table)
@@ -144,13 +186,22 @@ def _from_table(name: str, m, table: NameTable, flavour: Flavour, release: Versi
 
 
 def _definition(table: NameTable, key: str, suffix: str, family: str, release: Version | None) -> Release | None:
-    """The row defining KEY+suffix for this family in that QEMU release: a suffix override first, else the
-    key's row; among a name's definitions over time the one of `release`, else the newest."""
-    rows = [r for r in table.suffix_overrides.get(key + suffix, ()) if family in r.bases] or \
-           [r for r in table.releases if r.key == key and family in r.bases]
+    """The row defining KEY+suffix for this family in that QEMU release (a suffixed name only by its own row:
+    pc-q35-questing-v2 does not exist); among a name's definitions over time the one of `release`, else the
+    newest."""
+    if suffix:
+        rows = [r for r in table.suffix_overrides.get(key + suffix, ()) if family in r.bases]
+    else:
+        rows = [r for r in table.releases if r.key == key and family in r.bases]
     if not rows:
         return None
     return next((r for r in reversed(rows) if r.exists_in(release)), rows[-1])
+
+
+def _release_label(table: NameTable, key: str, row: Release) -> str:
+    if "{described}" in table.release_label and not row.described:
+        return ""
+    return table.release_label.format(key=key, described=row.described)
 
 
 def _dated(name: str, family: str, flavour: Flavour, table: NameTable, release: Version | None,

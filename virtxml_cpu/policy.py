@@ -4,9 +4,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from . import guest_os
-from . import libvirt_xml
-from . import pinning
+from . import guest_os, libvirt_xml, lifecycle, pinning
 from .engine import OFF, ON, SRC_CPU_PM, SRC_HIDDEN, SRC_TCG, Resolution
 from .machines import PC_FAMILIES, version_at_least
 from .memo import MISSING, Kept
@@ -18,10 +16,11 @@ COMPAT_SINCE = (2, 11)  # the seed series: "enables kvm_pv_unhalt by default on 
 X86 = ("x86_64", "i686")
 # Every rule a decision can name, in the order decide() tries them (README "The rules"; the suite checks
 # that each one is reached).
-DECISION_RULES = ("policy-never", "not-x86", "not-kvm", "user-choice", "qemu-cpu-override", "kvm-hidden", "cpu-pm",
-                  "already-on", "machine-family", "cpu-mode", "dedicated-vcpus", "machine-too-old",
-                  "machine-version-unknown", "accelerator-unsupported", "numa-single-node", "guest-kernel",
-                  "policy-compat", "policy-numa", "policy-always", "metadata-invalid")
+DECISION_RULES = ("policy-never", "not-x86", "machine-not-offered", "qemu-refuses", "not-kvm", "user-choice",
+                  "qemu-cpu-override", "kvm-hidden", "cpu-pm", "already-on", "machine-family", "cpu-mode",
+                  "dedicated-vcpus", "machine-too-old", "machine-version-unknown", "accelerator-unsupported",
+                  "numa-single-node", "guest-kernel", "policy-compat", "policy-numa", "policy-always",
+                  "metadata-invalid")
 
 
 class Decision(NamedTuple):
@@ -77,6 +76,12 @@ def _decide(res: Resolution, policy: str, style: str) -> Decision:
     arch = res.facts.arch
     if arch and arch not in X86:
         return keep("not-x86", f"arch {arch}: kvm-pv-unhalt is an x86 CPUID bit")
+    if res.machine_status == lifecycle.NOT_OFFERED:
+        return keep("machine-not-offered", f"{res.machine_status_why}, so it will not start this guest at all: change "
+                                           "its machine type (<os><type machine=...>) to one this QEMU offers")
+    if res.qemu_refusal:
+        return keep("qemu-refuses", f"QEMU will not start this domain: {res.qemu_refusal} (<qemu:commandline>); "
+                                    "write the value as on/off")
     if res.accel != "kvm" or unhalt.source == SRC_TCG:
         return keep("not-kvm", f"domain type '{res.facts.virt_type}' is not KVM: QEMU clears the KVM leaf under "
                                "TCG, so there is nothing to add")
@@ -174,6 +179,9 @@ def _placement_notes(res: Resolution) -> list[str]:
 def _notes(res: Resolution, style: str) -> tuple[str, ...]:
     f = res.facts
     notes: list[str] = list(res.warnings)
+    if res.machine_status == lifecycle.DEPRECATED:
+        notes.append(f"machine type {res.machine.label()} is deprecated: {res.machine_status_why}; a later QEMU "
+                     "will not offer it, so plan a change of machine type")
     if f.orchestrator:
         notes.append(f"managed by {f.orchestrator}: {ORCHESTRATOR_NOTES[f.orchestrator]}")
     notes.extend(_placement_notes(res))

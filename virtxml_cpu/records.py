@@ -46,6 +46,7 @@ class AuditRow:
     decision: RowDecision | None = None
     needs_fix: bool = False  # the persistent definition should get kvm-pv-unhalt
     error: str | None = None
+    machine_status: str | None = None  # offered | deprecated | not-offered on this host's QEMU (lifecycle.py)
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +83,8 @@ class Summary:
     needs_fix: int  # domains whose persistent definition should get kvm-pv-unhalt
     have_pv_unhalt: int
     domain_errors: int  # named but not audited (unknown or vanished)
+    machine_deprecated: int = 0  # domains whose machine type this host's QEMU marks deprecated
+    machine_not_offered: int = 0  # domains whose machine type this host's QEMU does not offer (will not start)
     version: int = SCHEMA_VERSION
 
 
@@ -96,6 +99,8 @@ def summarize(hosts: Sequence[HostResult]) -> Summary:
         needs_fix=sum(r.needs_fix for r in rows),
         have_pv_unhalt=sum(r.pv_unhalt == "on" for r in rows),
         domain_errors=sum(r.error is not None for h in hosts for r in h.rows),
+        machine_deprecated=sum(r.machine_status == "deprecated" for r in rows),
+        machine_not_offered=sum(r.machine_status == "not-offered" for r in rows),
     )
 
 

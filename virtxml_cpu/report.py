@@ -30,6 +30,9 @@ def _shared(r) -> dict:
         "machine": r.facts.machine,
         "machine_resolved": r.machine.alias_of or r.facts.machine,
         "machine_family": r.machine.family,
+        "machine_base": r.machine.base,
+        "machine_status": r.machine_status,
+        "machine_status_reason": r.machine_status_why,
         "qemu_flavour": r.flavour,
         "qemu_flavour_basis": r.flavour_basis,
         "qemu_release": qemu_build.described(r.host),
@@ -92,7 +95,8 @@ def table(o: Outcome, verbose: bool = False) -> str:
     accel = {"kvm": "KVM", "tcg": "TCG"}.get(r.accel, r.accel)
     model = f" ({r.model})" if r.model and r.cpu_kind == "named" else ""
     lines = [f"== {r.facts.name or '?'}  [{o.label}]",
-             f"   machine {r.machine.label()}, CPU {r.facts.cpu_mode}{model}, {accel}, kernel_irqchip={r.irqchip}",
+             f"   machine {r.machine.described()}, CPU {r.facts.cpu_mode}{model}, {accel}, kernel_irqchip={r.irqchip}",
+             f"   machine status: {r.machine_status} ({r.machine_status_why})",
              f"   QEMU build: {r.flavour_basis}; {qemu_build.described(r.host)}"]
     lines.extend(f"   host facts: {u}" for u in r.host.unused)
     if r.facts.os_id:

@@ -19,9 +19,10 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Callable, NamedTuple
 from xml.sax.saxutils import quoteattr
 
-from . import __version__, domain, engine, qemu_build, rules
+from . import __version__, domain, engine, lifecycle, qemu_build, rules
 from .errors import EXIT_OK, EXIT_WORK_FOUND, BadInput, EnvironmentProblem
 from .config import Config
+from .flavours import FLAVOURS
 from .hostfacts import HostFacts, flavour_from_machines, qemu_answer
 from .hostsrc import HostSources, assemble
 from .qmp import QMPClosed
@@ -84,7 +85,8 @@ class Disagreement(NamedTuple):
     check: str = "qom-get"  # or compat-props
 
     def line(self) -> str:
-        what = "QEMU's compat-props imply" if self.check == "compat-props" else "QEMU"
+        what = {"compat-props": "QEMU's compat-props imply", "lifecycle": "QEMU's query-machines says"}.get(
+            self.check, "QEMU")
         return (f"DISAGREE {self.machine} {self.model} {self.prop}: {what} {self.qemu}, tool {self.tool} "
                 f"({self.source}: {self.reason})")
 
@@ -244,6 +246,28 @@ def compat_disagreements(case: tuple[str, str, tuple], mode: CpuMode, host: Host
     return out
 
 
+def lifecycle_disagreements(query_machines: list, host: HostFacts) -> tuple[int, list[Disagreement]]:
+    """The machine lifecycle table against the QEMU's own list: every PC machine type it lists (offered, or
+    deprecated by its `deprecated` flag) and every name the tables know for this build up to its release
+    (not listed: not offered). The table is asked without the QEMU's list, which would otherwise decide."""
+    listed = {m["name"]: (lifecycle.DEPRECATED if m.get("deprecated") else lifecycle.OFFERED)
+              for m in query_machines if m.get("name", "").startswith("pc-")}
+    flavour = FLAVOURS.get(host.qemu_flavour or "upstream", FLAVOURS["upstream"])
+    # RHEL: which of its own names each RHEL major keeps is not in the tables, so only what it lists is compared.
+    full = host.qemu_version and flavour.downstream_lifecycle.age is None
+    known = lifecycle.known_names(flavour, host.qemu_version) if full else []
+    table_host = host._replace(machines=frozenset())
+    out = []
+    names = sorted(set(listed) | set(known), key=_machine_order)
+    for name in names:
+        res = tool_answer(name, CpuMode("default", "default-cpu", None, ""), table_host)
+        qemu = listed.get(name, lifecycle.NOT_OFFERED)
+        if res.machine_status != qemu:
+            out.append(Disagreement(name, "-", "machine_status", qemu, res.machine_status, "lifecycle",
+                                    res.machine_status_why, "lifecycle"))
+    return len(names), out
+
+
 class Outcome(NamedTuple):
     build: Build
     host: HostFacts
@@ -255,6 +279,7 @@ class Outcome(NamedTuple):
     compat_checked: int | None  # properties compared through compat-props; None: not answered
     seconds: float
     tool: dict = {}  # (machine, CPU key) -> {property: the tool's value}
+    lifecycle_checked: int = 0  # machine names whose status was compared with query-machines
 
     @property
     def checks(self) -> int:
@@ -275,6 +300,7 @@ def summary(o: Outcome) -> str:
     failed = f", {len(o.failed)} not started (listed above)" if o.failed else ""
     return (f"verify: {len(o.machines)} machine types x {len(o.modes)} CPU models x {len(rules.PROPERTIES)} "
             f"properties = {o.checks} checks ({len(o.runs) - len(o.failed)} QEMUs{failed}); {compat}; "
+            f"machine status: {o.lifecycle_checked} names; "
             f"{len(o.disagreements)} disagreements; {o.seconds:.1f} s")
 
 
@@ -305,7 +331,8 @@ def report(o: Outcome) -> dict:
         "disagreements": [d._asdict() for d in o.disagreements],
         "summary": {"machine_types": len(o.machines), "cpu_models": len(o.modes),
                     "properties": len(rules.PROPERTIES), "checks": o.checks, "not_started": len(o.failed),
-                    "compat_checks": o.compat_checked, "disagreements": len(o.disagreements),
+                    "compat_checks": o.compat_checked, "lifecycle_checks": o.lifecycle_checked,
+                    "disagreements": len(o.disagreements),
                     "seconds": round(o.seconds, 1)},
     }
 
@@ -348,6 +375,8 @@ def run(opts: VerifyOptions) -> Outcome:
         cases = compat_cases(build.machines, opts.machines)
         compat_checked = len(cases) * len(modes) * 2 * len(rules.PROPERTIES)
         found += [d for case in cases for mode in modes for d in compat_disagreements(case, mode, host)]
+    lifecycle_checked, lifecycle_found = lifecycle_disagreements(build.machines, host)
+    found += lifecycle_found
     if all(r.qemu is None for r in runs):
         raise EnvironmentProblem(f"QEMU started no machine type: {runs[0].error}")
     if runner.killed >= qr.GIVE_UP_AFTER:
@@ -355,4 +384,4 @@ def run(opts: VerifyOptions) -> Outcome:
                                  f"{opts.timeout:g} s each; nothing verified")
     return Outcome(build, host, identity, machines, modes, runs, found, compat_checked, time.monotonic() - start,
                    {k: {p: v.qemu_property for p, v in res.features.items() if p in rules.PROPERTIES}
-                    for k, res in tool.items()})
+                    for k, res in tool.items()}, lifecycle_checked)

@@ -6,7 +6,7 @@ code: machines.py and engine.py interpret whatever these tables say.
 
 from __future__ import annotations
 
-from .model import I440FX, PC, Q35, Alias, Flavour, NameTable, Release, Rule, Version
+from .model import I440FX, PC, Q35, AgeRule, Alias, Flavour, Lifecycle, NameTable, Release, Rule, Span, Version
 from .rhel import RHEL
 from .ubuntu import UBUNTU
 from .upstream import UPSTREAM
@@ -14,5 +14,5 @@ from .upstream import UPSTREAM
 FLAVOURS: dict[str, Flavour] = {f.name: f for f in (UPSTREAM, UBUNTU, RHEL)}
 NAMES: tuple[str, ...] = tuple(FLAVOURS)
 
-__all__ = ["FLAVOURS", "NAMES", "I440FX", "PC", "Q35", "Alias", "Flavour", "NameTable", "Release", "Rule",
-           "Version", "UPSTREAM", "UBUNTU", "RHEL"]
+__all__ = ["FLAVOURS", "NAMES", "I440FX", "PC", "Q35", "AgeRule", "Alias", "Flavour", "Lifecycle", "NameTable",
+           "Release", "Rule", "Span", "Version", "UPSTREAM", "UBUNTU", "RHEL"]

@@ -87,6 +87,7 @@ class NameTable(NamedTuple):
     family_of_bare: str | None = None  # for patterns without a family group (rhel6.x.0 is i440fx)
     arrays: str = "upstream"
     dated_by: re.Pattern | None = None  # finds (?P<release>...) in a machine description
+    release_label: str = ""  # names a row's distribution release: "Ubuntu {described}", "RHEL {key}"
 
 
 class Alias(NamedTuple):
@@ -97,6 +98,48 @@ class Alias(NamedTuple):
     floor: Version | None
     source: str
     canonical: str | None = None  # when the build fixes what the alias means (RHEL: pc-i440fx-rhel7.6.0)
+    newest: str = ""  # what it stands for in a known release: "version" (FAMILY-X.Y of the QEMU X.Y), "table"
+    # (the newest row of the build's name table defined in that release); "": not known from the release
+
+
+class Span(NamedTuple):
+    """Versioned machine types `prefix` + X.Y with low <= X.Y <= high (inclusive) and a QEMU release where
+    their status changes: `removed` (the first release whose code has none of them; (0,) = never existed
+    under this prefix) or `deprecated` (the first release that marks them so, until they are removed)."""
+
+    prefix: str  # "pc-i440fx-", "pc-q35-", "pc-" (the i440fx names before 1.4)
+    low: Version
+    high: Version
+    release: Version  # the QEMU release the change comes with
+    source: str
+
+    def covers(self, name_prefix: str, version: Version) -> bool:
+        return name_prefix == self.prefix and self.low <= version[:2] <= self.high
+
+
+class AgeRule(NamedTuple):
+    """include/hw/core/boards.h's versioned machine lifecycle: a machine (major, minor) is deprecated once
+    the build's major release is `deprecate_after` majors on (the same minor or later in the last year),
+    and not registered once it is `delete_after` majors on; counted against the QEMU release (upstream) or
+    the RHEL major release the package is built for (RHEL's RHEL_VERSION)."""
+
+    deprecate_after: int
+    delete_after: int
+    since: Version  # the first QEMU release with these macros
+    delete_since: Version  # the first QEMU release where the deletion takes effect
+    source: str
+    counted: str = "qemu"  # "qemu": QEMU_VERSION_MAJOR/MINOR | "rhel": RHEL_VERSION (the RHEL major)
+    delete_after_by_major: dict[int, int] = {}  # RHEL: the deletion cutoff each RHEL major builds with
+
+
+class Lifecycle(NamedTuple):
+    """Which versioned machine types a build's release offers: the age rule, and what releases removed
+    from the code or marked deprecated before it (an unversioned or downstream codename machine has no
+    lifecycle: it exists in the releases its Release row names)."""
+
+    age: AgeRule | None = None
+    removals: tuple[Span, ...] = ()
+    deprecations: tuple[Span, ...] = ()
 
 
 class Flavour(NamedTuple):
@@ -114,3 +157,5 @@ class Flavour(NamedTuple):
     emulator_marker: re.Pattern | None = None  # matches the emulator path of this build
     registered: tuple[tuple[re.Pattern, str | None], ...] = ()  # upstream names this build registers as its
     # own machines: read only when the build is known (they do not make a name this build's)
+    lifecycle: Lifecycle = Lifecycle()  # which versioned machine types each release offers or deprecates
+    downstream_lifecycle: Lifecycle = Lifecycle()  # the same for the build's own versioned names (RHEL)

@@ -22,14 +22,21 @@ from __future__ import annotations
 
 import re
 
-from .model import I440FX, PC, Q35, Alias, Flavour, NameTable, Release, Rule
+from .model import I440FX, PC, Q35, AgeRule, Alias, Flavour, Lifecycle, NameTable, Release, Rule, Span
 from .upstream import FIXED, IRQCHIP_DEFAULTS, KVM_DEFAULTS, MACHINE_ROWS
 
 _PATCH = "RHEL x86_64 machine-types patch"
 
 
-def _rel(key: str, version, note: str = "") -> Release:
-    return Release(key, {I440FX: version, Q35: version}, f"{_PATCH}: {note or 'compat comments'}")
+def _rel(key: str, version, note: str = "", since=None) -> Release:
+    return Release(key, {I440FX: version, Q35: version}, f"{_PATCH}: {note or 'compat comments'}", since=since)
+
+
+# qemu-kvm 10.1.0-17.el9 (RHEL 9.8) and 10.1.0 el10 (RHEL 10.2), read in openela-main/qemu-kvm.
+_EL9_8 = ("openela-main/qemu-kvm 061f0ea73f8f (qemu-kvm-10.1.0-17.el9), "
+          "SOURCES/kvm-x86-create-new-pc-q35-machine-type-for-rhel-9.8.patch")
+_EL10_2 = ("openela-main/qemu-kvm fd835c8a550d (qemu-kvm 10.1.0, el10), "
+           "SOURCES/kvm-x86-create-new-rhel-10.2-specific-pc-q35-machine-typ.patch")
 
 
 RELEASES: tuple[Release, ...] = (
@@ -51,13 +58,18 @@ RELEASES: tuple[Release, ...] = (
     _rel("9.0.0", (6, 2), "'from pc_compat_6_2'"),
     _rel("9.2.0", (7, 2), "'from ..._7_2'"),
     _rel("9.4.0", (8, 2), "'from pc_compat_9_0 (backported)', hw_compat_8_2"),
-    _rel("9.6.0", (9, 1), "DEFINE_Q35_MACHINE_AS_LATEST(9, 6, 0) in qemu-kvm 10.1 (level inferred)"),
+    _rel("9.6.0", (9, 1), "DEFINE_Q35_MACHINE_AS_LATEST(9, 6, 0) in qemu-kvm 9.1 (level inferred: "
+         "pc_rhel_9_8_compat carries pc_compat_9_1's entries for it)"),
+    _rel("9.8.0", (10, 1), f"pc_q35_rhel_machine_9_8_0_options = pc_q35_machine_options of qemu-kvm 10.1, no compat "
+         f"array ({_EL9_8}; also in el10's {_EL10_2.split(', ')[0]})", since=(10, 1)),
     _rel("10.0.0", (10, 0), "pc-q35-rhel10.0.0 / pc-i440fx-rhel10.0.0 in qemu-kvm 10.0 (level inferred)"),
+    _rel("10.2.0", (10, 1), f"pc_q35_rhel_machine_10_2_0_options = pc_q35_machine_options of qemu-kvm 10.1 "
+         f"({_EL10_2})", since=(10, 1)),
 )
 
 VERSIONS = NameTable(
     pattern=re.compile(r"(?P<family>pc-i440fx|pc-q35)-rhel(?P<key>[0-9]+\.[0-9]+\.[0-9]+)", re.ASCII),
-    releases=RELEASES, order="version", source=_PATCH, arrays="rhel")
+    releases=RELEASES, order="version", source=_PATCH, arrays="rhel", release_label="RHEL {key}")
 RHEL6 = NameTable(
     pattern=re.compile(r"rhel(?P<key>6\.[0-9]+\.[0-9]+)", re.ASCII),
     releases=RELEASES, order="version", source=f"{_PATCH} (RHEL 7 qemu-kvm keeps the RHEL 6 machines)",
@@ -95,6 +107,14 @@ RHEL_ROWS: tuple[Rule, ...] = (
          families=frozenset({I440FX}), own_up_to=(6, 6, 0), models=frozenset({"Opteron_G4", "Opteron_G5"})),
 )
 
+# SOURCES/*Adapt-versioned-machine-type-macros-for-RHEL.patch (qemu-kvm >= 9.1, openela-main/qemu-kvm 061f0ea73f8f):
+# a pc-*-rhelX.Y.Z machine is deprecated once (RHEL_VERSION - X) >= 1 and not registered once >= the deletion
+# cutoff: 3 in RHEL 9 ("Increase deletion schedule to 3 releases", keeps rhel7.6.0), 4 in RHEL 10 ("... to 4
+# releases", b7a9a4207b87 and fd835c8a550d). RHEL_VERSION is the RHEL major the package is built for (.elN).
+RHEL_AGE = AgeRule(1, 3, since=(9, 1), delete_since=(9, 1), counted="rhel", delete_after_by_major={9: 3, 10: 4},
+                   source="RHEL's Adapt-versioned-machine-type-macros-for-RHEL.patch: deprecated after 1 RHEL major, "
+                          "not registered after 3 (RHEL 9) or 4 (RHEL 10)")
+
 RHEL = Flavour(
     name="rhel",
     title="RHEL/CentOS qemu-kvm",
@@ -113,4 +133,9 @@ RHEL = Flavour(
     version_marker=re.compile(r"qemu-kvm-(?:rhev-|ev-)?[0-9][^)]*[.+]el[0-9]"),
     emulator_marker=re.compile(r"/usr/libexec/qemu-kvm$"),
     registered=((re.compile(r"pc-i440fx-(?P<version>2\.11|4\.2)", re.ASCII), I440FX),),
+    downstream_lifecycle=Lifecycle(RHEL_AGE, removals=tuple(
+        # RHEL 9's x86_64 machine-types patch, "Merged patches (6.1.0)": a3995e2eff ... 8f7a74ab78 "Remove RHEL
+        # 7.0.0 ... 7.5.0 machine type(s)" (openela-main/qemu-kvm 061f0ea73f8f); release = the RHEL major.
+        Span(prefix, (7, 0), (7, 5), (9,), "RHEL 9 removed the rhel7.0.0 ... rhel7.5.0 machine types "
+             "(a3995e2eff ... 8f7a74ab78, qemu-kvm 6.1 rebase)") for prefix in ("pc-i440fx-rhel", "pc-q35-rhel"))),
 )

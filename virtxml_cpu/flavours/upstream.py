@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from .model import I440FX, PC, Q35, Alias, Flavour, Rule
+from .model import I440FX, PC, Q35, AgeRule, Alias, Flavour, Lifecycle, Rule, Span
 
 _SINCE_1_2 = "default since 1.2"
 
@@ -68,8 +68,9 @@ VERSIONED = (
 )
 
 ALIASES = {
-    "pc": Alias(I440FX, (4, 2), "the newest pc-i440fx-X.Y of the running QEMU (MachineClass alias)"),
-    "q35": Alias(Q35, (4, 2), "the newest pc-q35-X.Y of the running QEMU (MachineClass alias)"),
+    "pc": Alias(I440FX, (4, 2), "the newest pc-i440fx-X.Y of the running QEMU (MachineClass alias)",
+                newest="version"),
+    "q35": Alias(Q35, (4, 2), "the newest pc-q35-X.Y of the running QEMU (MachineClass alias)", newest="version"),
 }
 
 FIXED = {
@@ -85,6 +86,44 @@ IRQCHIP_DEFAULTS = {
     "microvm": "split",  # default_kernel_irqchip_split (0ebf007dda, 4.2)
 }
 
+# The versioned machine lifecycle (include/hw/boards.h; include/hw/core/boards.h in later trees):
+# MACHINE_VER_DEPRECATION sets deprecation_reason once (QEMU_VERSION_MAJOR - major) > 3, or == 3 with QEMU_VERSION_MINOR >= minor;
+# MACHINE_VER_DELETION skips the registration at 6 the same way. Introduced by a391eeb129 (9.1), the deletion
+# gated on QEMU_DELETE_MACHINES or QEMU >= 10.1 until 3dfa5a5c71 (10.1) made it unconditional. Checked against
+# QEMU 10.0.2's `-machine help` (deprecated: every 2.x ... 7.0; 2.4 ... 10.0 all registered).
+AGE_RULE = AgeRule(3, 6, since=(9, 1), delete_since=(10, 1),
+                   source="boards.h MACHINE_VER_DEPRECATION/MACHINE_VER_DELETION (a391eeb129, 9.1; deletion "
+                          "unconditional from 10.1, 3dfa5a5c71)")
+_NEVER = (0,)  # a Span whose release is (0,): no QEMU ever had these names
+_RENAMED = "the i440fx machines are named pc-i440fx-X.Y from 1.4 on (pc-X.Y before)"
+REMOVALS: tuple[Span, ...] = (
+    Span("pc-", (1, 4), (99, 99), _NEVER, _RENAMED),
+    Span("pc-i440fx-", (0, 0), (1, 3), _NEVER, _RENAMED),
+    Span("pc-q35-", (0, 0), (1, 3), _NEVER, "the first q35 machine is pc-q35-1.4"),
+    *(Span(p, low, high, _NEVER, why) for p in ("pc-i440fx-", "pc-q35-") for low, high, why in (
+        ((1, 8), (1, 99), "QEMU 1.7 was followed by 2.0"), ((2, 13), (2, 99), "QEMU 2.12 was followed by 3.0"),
+        ((3, 2), (3, 99), "QEMU 3.1 was followed by 4.0"))),
+    Span("pc-q35-", (1, 4), (2, 3), (2, 6), "86165b499e 'q35: Remove old machine versions' (2.6)"),
+    Span("pc-", (0, 10), (0, 11), (4, 0), "cc425b5ddf (4.0): pc-0.10, pc-0.11 removed"),
+    Span("pc-", (0, 12), (0, 15), (5, 0), "30d2a17b46 (5.0): pc-0.12 ... pc-0.15 removed"),
+    Span("pc-", (1, 0), (1, 3), (6, 0), "f862ddbb1a (6.0): pc-1.0 ... pc-1.3 removed"),
+    Span("pc-i440fx-", (1, 4), (1, 7), (8, 2), "ea985d235b (8.2): pc-i440fx-1.4 ... 1.7 removed"),
+    Span("pc-i440fx-", (2, 0), (2, 3), (9, 1), "dbe442ad48, 80685972e3, d6b832fca8, 46a2bd5257 (9.1): "
+                                                "pc-i440fx-2.0 ... 2.3 removed"),
+    Span("pc-i440fx-", (2, 4), (2, 5), (10, 1), "07a2adeebb, ff63280a81 (10.1): pc-*-2.4, 2.5 removed"),
+    Span("pc-q35-", (2, 4), (2, 5), (10, 1), "07a2adeebb, ff63280a81 (10.1): pc-*-2.4, 2.5 removed"),
+    Span("pc-i440fx-", (2, 6), (2, 7), (11, 0), "52d8e35bd1, 6fcfe360dc (11.0): pc-*-2.6, 2.7 removed"),
+    Span("pc-q35-", (2, 6), (2, 7), (11, 0), "52d8e35bd1, 6fcfe360dc (11.0): pc-*-2.6, 2.7 removed"),
+)
+# deprecation_reason set by hand before the age rule (docs/about/deprecated.rst); seen in QEMU 5.2's and 7.2's -machine
+# help. Hand deprecations before 5.0 are not in the table.
+DEPRECATIONS: tuple[Span, ...] = (
+    Span("pc-", (1, 0), (1, 3), (5, 0), "docs/system/deprecated.rst: pc-1.0, pc-1.1, pc-1.2 and pc-1.3 (since 5.0)"),
+    Span("pc-i440fx-", (1, 4), (1, 7), (7, 0), "docs/about/deprecated.rst: pc-i440fx-1.4 up to 1.7 (since 7.0)"),
+    Span("pc-i440fx-", (2, 0), (2, 3), (8, 2), "docs/about/deprecated.rst: pc-i440fx-2.0 up to 2.3 (since 8.2)"),
+)
+LIFECYCLE = Lifecycle(AGE_RULE, REMOVALS, DEPRECATIONS)
+
 UPSTREAM = Flavour(
     name="upstream",
     title="upstream QEMU",
@@ -97,4 +136,5 @@ UPSTREAM = Flavour(
     kvm_defaults=KVM_DEFAULTS,
     machine_rows=MACHINE_ROWS,
     version_marker=None,
+    lifecycle=LIFECYCLE,
 )

@@ -19,7 +19,7 @@ def domain_record(r: AuditRow) -> dict:
             "needs_fix": r.needs_fix,
             "decision": None if d is None else {"action": d.action, "rule": d.rule, "reason": d.reason,
                                                 "notes": list(d.notes)},
-            "error": r.error}
+            "error": r.error, "machine_status": r.machine_status}
 
 
 def host_record(h: HostResult) -> dict:
@@ -33,7 +33,8 @@ def summary_record(hosts: Sequence[HostResult]) -> dict:
     s = summarize(hosts)
     return {"record": "summary", "version": s.version, "hosts": s.hosts, "hosts_ok": s.hosts_ok,
             "unreachable": list(s.unreachable), "timed_out": list(s.timed_out), "domains": s.domains,
-            "needs_fix": s.needs_fix, "have_pv_unhalt": s.have_pv_unhalt, "domain_errors": s.domain_errors}
+            "needs_fix": s.needs_fix, "have_pv_unhalt": s.have_pv_unhalt, "domain_errors": s.domain_errors,
+            "machine_deprecated": s.machine_deprecated, "machine_not_offered": s.machine_not_offered}
 
 
 def _line(record: dict) -> str:

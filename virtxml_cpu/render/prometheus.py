@@ -24,6 +24,8 @@ FAMILIES = {  # name: (type, help), in the order written
     "host_domains": ("gauge", "domains audited on the host"),
     "host_domains_needs_fix": ("gauge", "domains on the host whose definition should get kvm-pv-unhalt"),
     "host_domain_errors": ("gauge", "domains named but not audited (unknown or vanished)"),
+    "host_domains_machine_status": ("gauge", "domains on the host whose machine type its QEMU marks deprecated "
+                                             "(status=deprecated) or does not offer (status=not-offered)"),
     "host_audit_seconds": ("gauge", "how long the host's audit took"),
     "audit_timestamp_seconds": ("gauge", "when this audit finished (Unix time)"),
 }
@@ -59,6 +61,9 @@ def tail(hosts: Sequence[HostResult], now: float) -> str:
         add("host_domains", _labels(host=h.uri), len(audited))
         add("host_domains_needs_fix", _labels(host=h.uri), sum(r.needs_fix for r in audited))
         add("host_domain_errors", _labels(host=h.uri), len(h.rows) - len(audited))
+        for status in ("deprecated", "not-offered"):
+            add("host_domains_machine_status", _labels(host=h.uri, status=status),
+                sum(r.machine_status == status for r in audited))
         add("host_audit_seconds", _labels(host=h.uri), f"{h.seconds:.3f}")
         for r in audited:
             base = dict(host=h.uri, domain=r.domain, uuid=r.uuid or "")

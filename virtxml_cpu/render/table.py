@@ -40,6 +40,9 @@ def summary_line(hosts: Sequence[HostResult]) -> str:
             f"{s.have_pv_unhalt} have it ({per * 1000:.1f} ms per domain)")
     if s.domain_errors:
         text += f"; {s.domain_errors} domain(s) not audited (unknown or vanished)"
+    if s.machine_not_offered or s.machine_deprecated:
+        text += (f"; machine type not offered by the host's QEMU: {s.machine_not_offered}, deprecated: "
+                 f"{s.machine_deprecated}")
     for condition, uris in (("unreachable", s.unreachable), ("timed out", s.timed_out)):
         if uris:
             text += f"; {condition}: {', '.join(uris)}"
