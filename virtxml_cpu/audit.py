@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from . import guest_os
 from .config import Config
-from .errors import HostTimeout, VirtxmlCpuError
+from .errors import HostTimeout, VirtxmlCpuError, failure
 from .libvirt_conn import DEFAULT_TIMEOUT, HOST_TIMEOUT_FACTOR, libvirt_module, open_for_reading
 from .hostsrc import HostSources, connection_facts
 from .pipeline import process
@@ -82,6 +82,8 @@ def audit_host(uri: str, opts: AuditOptions) -> HostResult:
                 rows.append(_audit_domain(uri, dom, host, opts, uuid in active, uuid in persistent))
             except libvirt.libvirtError as e:  # vanished between the listing and the read
                 rows.append(AuditRow(uri, dom.name(), uuid, error=f"vanished while auditing: {e.get_error_message()}"))
+            except Exception as e:  # noqa: BLE001 - one bad definition is that domain's row, never the host's
+                rows.append(AuditRow(uri, dom.name(), uuid, error=f"cannot be audited: {failure(e)}"))
             if opts.progress:
                 opts.progress(uri, i, len(doms))
     except libvirt.libvirtError as e:
@@ -136,7 +138,10 @@ def audit_stream(uris: list[str], opts: AuditOptions, workers: int = 16) -> Iter
         running[uri] = time.monotonic() + opts.host_timeout
 
         def work():
-            result = audit_host(uri, opts)
+            try:
+                result = audit_host(uri, opts)
+            except Exception as e:  # noqa: BLE001 - a host's audit that dies is that host's error, one line
+                result = HostResult(uri, error=f"audit stopped: {failure(e)}", condition=UNREACHABLE)
             with lock:
                 if uri not in reported:
                     done.put(result)

@@ -190,7 +190,7 @@ def live_sources(args, cfg) -> HostSources:
 
 
 def _err(msg: str) -> None:
-    print(f"virtxml-cpu: {msg}", file=sys.stderr)
+    print(f"virtxml-cpu: {shown(msg)}", file=sys.stderr)  # one line, whatever a name in it holds
 
 
 def main(argv: list[str] | None = None) -> int:

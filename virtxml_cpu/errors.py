@@ -11,6 +11,13 @@ def shown(path: str) -> str:
     return path if path.isprintable() else repr(path)[1:-1]
 
 
+def failure(e: BaseException) -> str:
+    """An exception as one line for a report: our own errors say what went wrong; anything else is a fault
+    of ours and is named as such, with its type."""
+    text = str(e).splitlines()[0] if str(e) else ""
+    return text if isinstance(e, VirtxmlCpuError) else f"internal error ({type(e).__name__}: {text})"
+
+
 class VirtxmlCpuError(Exception):
     """Base error: a one-line message and an exit status."""
 

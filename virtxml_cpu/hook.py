@@ -1,7 +1,9 @@
 """The libvirt qemu hook's work: decide at `prepare`, log, refuse (enforce) or queue (queue mode).
 
 Never calls libvirt (the daemon is waiting for us), never changes the XML (prepare ignores stdout;
-migrate/restore must keep the guest ABI), and fails open: any error is logged and the guest starts.
+migrate/restore must keep the guest ABI), and fails open: any error is logged and the guest starts. Every
+line is logfmt fields only; an error's text is one quoted `error=` field, so nothing in it (a domain name)
+can add fields.
 """
 
 from __future__ import annotations
@@ -52,7 +54,7 @@ def run(argv: list[str], mode: str | None = None, config_path: str | None = None
     try:
         cfg = configmod.load(config_path)
     except Exception as e:  # noqa: BLE001 - fail open
-        log(f"{kv(domain=name, op=op)} config unusable ({e}); guest not checked", warning=True)
+        log(kv(domain=name, op=op, result="guest not checked", error=f"config unusable: {e}"), warning=True)
         return 0
     log = Log(cfg.syslog_socket) if cfg.syslog_socket and log.path == SYSLOG_SOCKET else log
     try:
@@ -65,7 +67,8 @@ def run(argv: list[str], mode: str | None = None, config_path: str | None = None
 
         outcome = process(data, name, host_for, cfg, render=False)
     except Exception as e:  # noqa: BLE001 - fail open, whatever went wrong
-        log(f"{kv(domain=name, op=op)} cannot evaluate ({type(e).__name__}: {e}); guest not checked", warning=True)
+        log(kv(domain=name, op=op, result="guest not checked", error=f"cannot evaluate: {type(e).__name__}: {e}"),
+            warning=True)
         return 0
     r, d = outcome.resolution, outcome.decision
     hook_mode = cfg.hook_mode or mode or "audit"
@@ -103,6 +106,6 @@ def run(argv: list[str], mode: str | None = None, config_path: str | None = None
                                           "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
             fields["queued"] = cfg.spool
         except (OSError, spool.Refused) as e:
-            log(f"{kv(domain=name, spool=cfg.spool)} fix not queued: {e}", warning=True)
+            log(kv(domain=name, spool=cfg.spool, result="fix not queued", error=str(e)), warning=True)
     log(kv(**fields, reason=d.reason))
     return 0

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from . import spool
 from .config import Config
-from .errors import EnvironmentProblem, VirtxmlCpuError
+from .errors import EnvironmentProblem, VirtxmlCpuError, failure, shown
 from .hostfacts import HostFacts
 from .libvirt_conn import DEFAULT_TIMEOUT, libvirt_module, open_connection, open_for_reading
 from .hostsrc import HostSources, connection_facts
@@ -112,11 +112,12 @@ def apply_with_deadline(uri: str, which: Selection, opts: ApplyOptions,
             apply_into(uri, which, opts, res)
         except EnvironmentProblem as e:
             box["problem"] = str(e)
-        except Exception as e:  # noqa: BLE001 - a libvirt error: the connection dropped mid-way (keepalive)
+        except Exception as e:  # noqa: BLE001 - the host's problem, one line: never a traceback from a thread
             libvirt_error = getattr(sys.modules.get("libvirt"), "libvirtError", None)
-            if libvirt_error is None or not isinstance(e, libvirt_error):
-                raise
-            box["problem"] = f"{uri}: {e.get_error_message()}; {_progress(res)}"
+            if libvirt_error is not None and isinstance(e, libvirt_error):  # the connection dropped (keepalive)
+                box["problem"] = f"{uri}: {e.get_error_message()}; {_progress(res)}"
+            else:
+                box["problem"] = f"{uri}: stopped: {failure(e)}; {_progress(res)}"
 
     t = threading.Thread(target=work, name=f"apply {uri}", daemon=True)
     t.start()
@@ -169,7 +170,7 @@ def apply_on(target: Target, which: Selection, opts: ApplyOptions, res: ApplyRes
                 report(opts, ApplyOutcome(target.uri, name, UNKNOWN, e.get_error_message()), res)
     res.todo = [d.name() for d in doms]
     for dom in doms:
-        report(opts, apply_domain(target, dom, opts), res)
+        report(opts, apply_one(target, dom, opts), res)
         res.done.append(res.todo.pop(0))
 
 
@@ -185,7 +186,7 @@ def apply_entry(target: Target, entry: spool.Entry, opts: ApplyOptions, res: App
             spool.drop(entry)  # the queued domain is gone: nothing left to fix
         opts.say(*applylines.queue_dropped(entry.domain or entry.uuid, opts.changes_nothing))
         return
-    o = report(opts, apply_domain(target, dom, opts), res)
+    o = report(opts, apply_one(target, dom, opts), res)
     if opts.changes_nothing:
         return
     if o.kind in (CHANGED, UNCHANGED):
@@ -193,6 +194,19 @@ def apply_entry(target: Target, entry: spool.Entry, opts: ApplyOptions, res: App
     else:
         later = spool.postpone(entry, o, now)
         opts.say(*applylines.queue_kept(o, later.attempts, spool.delay(later.attempts)))
+
+
+def apply_one(target: Target, dom, opts: ApplyOptions) -> ApplyOutcome:
+    """apply_domain, where a definition that cannot be read or decided (a bad document, a fault it
+    triggers) is that domain's failed outcome and the others carry on; a libvirt error is the
+    connection's and goes up."""
+    libvirt = libvirt_module()
+    try:
+        return apply_domain(target, dom, opts)
+    except libvirt.libvirtError:
+        raise
+    except Exception as e:  # noqa: BLE001 - one bad domain stays one bad domain
+        return ApplyOutcome(target.uri, dom.name(), FAILED, f"not fixed: {failure(e)}")
 
 
 def apply_domain(target: Target, dom, opts: ApplyOptions) -> ApplyOutcome:
@@ -219,7 +233,7 @@ def apply_domain(target: Target, dom, opts: ApplyOptions) -> ApplyOutcome:
     if opts.changes_nothing:
         return outcome(WOULD_CHANGE, o.decision.reason, notes)
     if not opts.yes:
-        if opts.confirm is None or not opts.confirm(f"{unified_diff(o)}Define '{name}' with this change? [y/N] "):
+        if opts.confirm is None or not opts.confirm(f"{unified_diff(o)}Define '{shown(name)}' with this change? [y/N] "):
             return outcome(SKIPPED, "not confirmed", notes)
     text = o.output.decode()
     try:

@@ -30,8 +30,9 @@ class RowDecision:
 
 @dataclass(frozen=True, slots=True)
 class AuditRow:
-    """One domain on one host. A domain that could not be audited (an unknown name, or one that vanished
-    meanwhile) has `error` set and only host, domain and (when known) uuid besides."""
+    """One domain on one host. A domain that could not be audited (an unknown name, one that vanished
+    meanwhile, a definition that cannot be read) has `error` set and only host, domain and (when known)
+    uuid besides."""
 
     host: str
     domain: str
@@ -82,7 +83,7 @@ class Summary:
     domains: int  # audited
     needs_fix: int  # domains whose persistent definition should get kvm-pv-unhalt
     have_pv_unhalt: int
-    domain_errors: int  # named but not audited (unknown or vanished)
+    domain_errors: int  # not audited (an unknown name, a domain that vanished, a definition that cannot be read)
     machine_deprecated: int = 0  # domains whose machine type this host's QEMU marks deprecated
     machine_not_offered: int = 0  # domains whose machine type this host's QEMU does not offer (will not start)
     version: int = SCHEMA_VERSION

@@ -7,6 +7,7 @@ import json
 
 from . import guest_os
 from . import qemu_build
+from .errors import shown
 from .memo import MISSING, Kept
 from .pipeline import Outcome
 from .rules import PROPERTIES
@@ -102,8 +103,7 @@ def table(o: Outcome, verbose: bool = False) -> str:
     if r.facts.os_id:
         row = guest_os.lookup(r.facts.os_id)
         known = f" ({row.name}: {row.effect})" if row else " (no finding about its kernel)"
-        shown = r.facts.os_id if r.facts.os_id.isprintable() else repr(r.facts.os_id)
-        lines.append(f"   guest OS: {shown}{known}")
+        lines.append(f"   guest OS: {r.facts.os_id}{known}")
     width = max(len(p) for p in PROPERTIES)
     lines.append(f"   {'FEATURE':<{width}}  {'STATE':<14}  {'SOURCE':<26}  REASON")
     for p in PROPERTIES:
@@ -114,7 +114,7 @@ def table(o: Outcome, verbose: bool = False) -> str:
     lines.append(f"   decision: {verb} [{d.rule}, policy {d.policy} from {o.policy_source}]")
     lines.append(f"   why: {d.reason}")
     lines.extend(f"   note: {n}" for n in d.notes)
-    return "\n".join(lines)
+    return "\n".join(shown(line) for line in lines)  # names, machine types, reasons: each line one line
 
 
 def unified_diff(o: Outcome) -> str:

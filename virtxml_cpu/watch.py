@@ -20,7 +20,7 @@ from .logline import Log
 from .hostfacts import HostFacts
 from .libvirt_conn import DEFAULT_URI, ensure_event_loop, libvirt_module, open_connection
 from .hostsrc import connection_facts
-from .live import ApplyOptions, ApplyResult, Selection, Target, apply_domain, apply_on, report
+from .live import ApplyOptions, ApplyResult, Selection, Target, apply_on, apply_one, report
 from .records import FAILED, ApplyOutcome
 
 SPOOL_EVERY = 10.0  # seconds between looks at the hook's queue (entries that failed wait longer: spool.py)
@@ -111,7 +111,7 @@ def _fix(target: Target, opts: ApplyOptions, label: str, find) -> str | None:
     libvirt = libvirt_module()
     try:
         dom = find()
-        report(opts, apply_domain(target, dom, opts))
+        report(opts, apply_one(target, dom, opts))
         return _digest(dom)
     except (libvirt.libvirtError, VirtxmlCpuError) as e:
         report(opts, ApplyOutcome(target.uri, label, FAILED, f"not fixed: {e}"))

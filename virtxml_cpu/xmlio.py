@@ -15,9 +15,31 @@ from typing import NamedTuple
 
 from lxml import etree
 
-from .errors import BadInput
+from .errors import BadInput, shown
 
 MAX_INPUT_BYTES = 10 * 1024 * 1024  # libvirt itself refuses domain XML over 10 MiB
+
+
+# What a parser may be given: every option that could make libxml2 read beyond the bytes is off, the
+# encoding is fixed (a declaration cannot switch it), and a resolver refuses whatever libxml2 still asks for
+# (with collect_ids=False it asks for a DOCTYPE's external subset, even with load_dtd=False).
+PARSER_OPTIONS = dict(resolve_entities=False, no_network=True, load_dtd=False, dtd_validation=False,
+                      huge_tree=False, remove_blank_text=False, strip_cdata=True, collect_ids=False,
+                      encoding="utf-8")
+ENCODINGS = frozenset({"utf-8", "utf8", "us-ascii", "ascii"})  # what a declaration may name (ASCII is UTF-8)
+
+
+class _RefuseAll(etree.Resolver):
+    """Every external resource (DTD, entity, XInclude) is refused: a document never makes us open a path."""
+
+    def resolve(self, url, pubid, context):
+        raise BadInput(f"names an external resource ({shown(str(url or pubid))}), which is never loaded")
+
+
+def safe_parser(cls=etree.XMLParser, **options) -> etree.XMLParser:
+    parser = cls(**PARSER_OPTIONS, **options)
+    parser.resolvers.add(_RefuseAll())
+    return parser
 
 
 _PARSERS = threading.local()  # an lxml parser serves one thread at a time; building one per document is slow
@@ -26,20 +48,20 @@ _PARSERS = threading.local()  # an lxml parser serves one thread at a time; buil
 def _parser() -> etree.XMLParser:
     parser = getattr(_PARSERS, "parser", None)
     if parser is None:
-        parser = _PARSERS.parser = etree.XMLParser(
-            resolve_entities=False, no_network=True, load_dtd=False, dtd_validation=False, huge_tree=False,
-            remove_blank_text=False, remove_comments=False, remove_pis=False, strip_cdata=False, collect_ids=False)
+        parser = _PARSERS.parser = safe_parser(remove_comments=False, remove_pis=False)
     return parser
 
 
 def parse_xml(data: bytes, what: str = "XML") -> etree._ElementTree:
-    """Parse untrusted XML: no DTD, no entities, no network, bounded size; one-line errors."""
+    """Parse untrusted XML: no DTD, no entities, nothing external, UTF-8 only, bounded size; one-line errors."""
     _check_raw(data, what)
     try:
         tree = etree.ElementTree(etree.fromstring(data, _parser()))
     except etree.XMLSyntaxError as e:
         msg = str(e).splitlines()[0] if str(e) else "syntax error"
         raise BadInput(f"{what} is not well-formed XML: {msg}") from None
+    except BadInput as e:  # the resolver's refusal
+        raise BadInput(f"{what} {e}") from None
     except ValueError as e:  # e.g. unicode strings with an encoding declaration
         raise BadInput(f"{what} cannot be parsed: {e}") from None
     if tree.docinfo.doctype or tree.docinfo.internalDTD is not None:
@@ -48,23 +70,63 @@ def parse_xml(data: bytes, what: str = "XML") -> etree._ElementTree:
 
 
 def _check_raw(data: bytes, what: str) -> None:
-    """Size, emptiness, encoding and DTDs, before any parser sees the bytes."""
+    """Size, emptiness, encoding and DTDs, before any parser sees the bytes; each check linear in the size."""
     if len(data) > MAX_INPUT_BYTES:
         raise BadInput(f"{what} is larger than {MAX_INPUT_BYTES // (1024 * 1024)} MiB")
     if not data.strip():
         raise BadInput(f"{what} is empty")
+    for bom, name in _BOMS:
+        if data.startswith(bom):
+            raise BadInput(f"{what} is {name} (byte-order mark); only UTF-8 is read")
+    nul = data.find(b"\0")
+    if nul >= 0:
+        raise BadInput(f"{what} has a NUL byte (offset {nul}): UTF-16/UTF-32 or not text; only UTF-8 is read")
     try:
         data.decode("utf-8")
     except UnicodeDecodeError as e:
         raise BadInput(f"{what} is not UTF-8 (byte {e.start})") from None
-    if b"<!" in data and re.search(rb"<!DOCTYPE|<!ENTITY", data, re.IGNORECASE) and _has_dtd(data):
+    declared = declared_encoding(data)
+    if declared is not None and declared.lower() not in ENCODINGS:
+        raise BadInput(f"{what} declares encoding {shown(declared)!r}; only UTF-8 is read")
+    if prolog_declares(data):
         raise BadInput(f"{what} has a DOCTYPE or entity declarations, which domain XML never has")
 
 
-def _has_dtd(data: bytes) -> bool:
-    """A DOCTYPE/ENTITY outside comments (a comment may mention the words)."""
-    without_comments = re.sub(rb"<!--.*?-->", b"", data, flags=re.DOTALL)
-    return re.search(rb"<!DOCTYPE|<!ENTITY", without_comments, re.IGNORECASE) is not None
+_BOMS = ((b"\x00\x00\xfe\xff", "UTF-32"), (b"\xff\xfe\x00\x00", "UTF-32"), (b"\xfe\xff", "UTF-16"),
+         (b"\xff\xfe", "UTF-16"))
+_UTF8_BOM = b"\xef\xbb\xbf"
+_SPACE = re.compile(rb"[ \t\r\n]*")  # XML's S
+_ENCODING = re.compile(rb"[ \t\r\n]encoding[ \t\r\n]*=[ \t\r\n]*(?:'([^']*)'|\"([^\"]*)\")")
+
+
+def declared_encoding(data: bytes) -> str | None:
+    """The encoding an XML declaration names (it can only stand at the very start), else None."""
+    start = len(_UTF8_BOM) if data.startswith(_UTF8_BOM) else 0
+    if not (data.startswith(b"<?xml", start) and data[start + 5:start + 6] in (b" ", b"\t", b"\r", b"\n")):
+        return None
+    end = data.find(b"?>", start)
+    m = _ENCODING.search(data, start, end if end >= 0 else len(data))
+    return None if m is None else (m.group(1) or m.group(2) or b"").decode("utf-8", "replace")
+
+
+def prolog_declares(data: bytes) -> bool:
+    """Whether `<!` markup other than a comment stands before the root element: the prolog is the only place
+    XML allows a DOCTYPE, and entity declarations only live inside one. Whitespace, comments and PIs are
+    skipped with one search each and the scan stops at the first element, so the time is linear in the input
+    and a CDATA section or comment in <metadata> that mentions <!DOCTYPE is no declaration."""
+    i = len(_UTF8_BOM) if data.startswith(_UTF8_BOM) else 0
+    while True:
+        i = _SPACE.match(data, i).end()
+        if data.startswith(b"<!--", i):
+            close, skip = b"-->", 4
+        elif data.startswith(b"<?", i):
+            close, skip = b"?>", 2
+        else:
+            return data.startswith(b"<!", i)
+        end = data.find(close, i + skip)
+        if end < 0:
+            return False  # an unterminated comment or PI: the parser says so
+        i = end + len(close)
 
 
 def parse_domain(data: bytes, what: str = "input") -> etree._ElementTree:
@@ -81,6 +143,7 @@ def _require_domain(root: etree._Element, what: str) -> None:
 # What the decisions read under <devices>; everything else there is dropped by parse_domain_lean.
 KEPT_DEVICES = frozenset({"emulator"})
 LEAN_FROM_BYTES = 256 * 1024  # below this a plain parse is faster and small anyway
+LEAN_CHUNK = 64 * 1024  # fed to the parser at a time; what was parsed is trimmed between chunks
 
 
 def parse_domain_lean(data: bytes, what: str = "input") -> etree._Element:
@@ -92,27 +155,28 @@ def parse_domain_lean(data: bytes, what: str = "input") -> etree._Element:
         _require_domain(root, what)
         return root
     _check_raw(data, what)
-    parser = dict(resolve_entities=False, no_network=True, load_dtd=False, dtd_validation=False, huge_tree=False,
-                  remove_blank_text=False, remove_comments=True, remove_pis=True, strip_cdata=False,
-                  collect_ids=False)
+    parser = safe_parser(etree.XMLPullParser, events=("start", "end"), remove_comments=True, remove_pis=True)
     depth = 0
     devices = None
     try:
-        ctx = etree.iterparse(io.BytesIO(data), events=("start", "end"), **parser)
-        for event, el in ctx:
-            if event == "start":
-                depth += 1
-                if depth == 2 and el.tag == "devices":
-                    devices = el
-                continue
-            if depth == 3 and devices is not None and el.getparent() is devices and el.tag not in KEPT_DEVICES:
-                el.clear(keep_tail=False)
-                devices.remove(el)
-            depth -= 1
-        root = ctx.root
+        for at in range(0, len(data), LEAN_CHUNK):
+            parser.feed(data[at:at + LEAN_CHUNK])
+            for event, el in parser.read_events():
+                if event == "start":
+                    depth += 1
+                    if depth == 2 and el.tag == "devices":
+                        devices = el
+                    continue
+                if depth == 3 and devices is not None and el.getparent() is devices and el.tag not in KEPT_DEVICES:
+                    el.clear(keep_tail=False)
+                    devices.remove(el)
+                depth -= 1
+        root = parser.close()
     except etree.XMLSyntaxError as e:
         msg = str(e).splitlines()[0] if str(e) else "syntax error"
         raise BadInput(f"{what} is not well-formed XML: {msg}") from None
+    except BadInput as e:  # the resolver's refusal
+        raise BadInput(f"{what} {e}") from None
     except ValueError as e:
         raise BadInput(f"{what} cannot be parsed: {e}") from None
     if root is None:
@@ -179,7 +243,7 @@ class Style(NamedTuple):
 
 
 def detect_style(text: str) -> Style:
-    m = re.search(r"<[^\s!?/>]+\s+[^\s=/>]+\s*=\s*(['\"])", text)
+    m = re.search(r"<[^\s!?/<>]+\s+[^\s=/<>]+\s*=\s*(['\"])", text)  # no "<" in a name: linear
     quote = m.group(1) if m else "'"
     indents = re.findall(r"\n([ \t]+)<", text)
     unit = min(indents, key=len) if indents else "  "
@@ -293,12 +357,23 @@ def same_tree(a: etree._Element, b: etree._Element) -> bool:
     """Same elements, attributes and order, and the same character data in each element (whitespace
     ignored, and where between the children it sits: libvirt ignores text among <features>, so text after
     the last child may end up after the inserted one). The check on every rendering."""
-    if a.tag != b.tag or dict(a.attrib) != dict(b.attrib):
+    return _same_shape(a, b) and _attributes(a) == _attributes(b)
+
+
+def _same_shape(a: etree._Element, b: etree._Element) -> bool:
+    if a.tag != b.tag:
         return False
     ka, kb = list(a), list(b)
     if len(ka) != len(kb) or _chars(a) != _chars(b):
         return False
-    return all(same_tree(x, y) for x, y in zip(ka, kb))
+    return all(_same_shape(x, y) for x, y in zip(ka, kb))
+
+
+def _attributes(root: etree._Element) -> list[tuple[int, str, str]]:
+    """Every attribute as (its element's position, name, value), in one XPath pass: lxml's attrib and
+    items() look each value up by name, quadratic in an element's attributes (a crafted <metadata>)."""
+    index = {el: i for i, el in enumerate(root.iter())}
+    return sorted((index[r.getparent()], r.attrname, str(r)) for r in root.xpath("descendant-or-self::*/@*"))
 
 
 def _chars(el: etree._Element) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from ..errors import shown
 from ..records import HostResult
 
 PREFIX = "virtxml_cpu"
@@ -23,7 +24,7 @@ FAMILIES = {  # name: (type, help), in the order written
     "host_reachable": ("gauge", "1 when the libvirt host answered the audit"),
     "host_domains": ("gauge", "domains audited on the host"),
     "host_domains_needs_fix": ("gauge", "domains on the host whose definition should get kvm-pv-unhalt"),
-    "host_domain_errors": ("gauge", "domains named but not audited (unknown or vanished)"),
+    "host_domain_errors": ("gauge", "domains not audited (unknown, vanished or unreadable)"),
     "host_domains_machine_status": ("gauge", "domains on the host whose machine type its QEMU marks deprecated "
                                              "(status=deprecated) or does not offer (status=not-offered)"),
     "host_audit_seconds": ("gauge", "how long the host's audit took"),
@@ -32,7 +33,10 @@ FAMILIES = {  # name: (type, help), in the order written
 
 
 def _label(value) -> str:
-    text = str(value)
+    """A label value: the exposition format's escapes (backslash, quote, newline), and every other control,
+    format or separator character (CR, TAB, NEL, U+2028, U+202E ...) shown escaped first: the format has no
+    escape of its own for them, and raw they would reach whoever reads the file."""
+    text = "\n".join(shown(part) for part in str(value).split("\n"))
     return text.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from ..errors import shown
 from ..records import HostResult, summarize
 
 HEADER = (f"{'HOST':<28} {'DOMAIN':<24} {'STATE':<9} {'PV-UNHALT':<9} {'LIVE':<5} {'QEMU':<5} "
@@ -15,16 +16,19 @@ def head() -> str:
 
 
 def host(h: HostResult) -> str:
+    """Every field shown escaped: a name or message with a CR, TAB, NEL, U+2028 or U+202E cannot move the
+    cursor, end the row or reverse the columns after it."""
     lines = []
+    uri = shown(h.uri)
     if h.error:
-        lines.append(f"{h.uri:<28} {'-':<24} {h.condition.replace('_', ' ').upper():<9} {h.error}")
+        lines.append(f"{uri:<28} {'-':<24} {h.condition.replace('_', ' ').upper():<9} {shown(h.error)}")
     for r in h.rows:
         if r.error is not None:
-            lines.append(f"{h.uri:<28} {r.domain:<24} {'ERROR':<9} {r.error}")
+            lines.append(f"{uri:<28} {shown(r.domain):<24} {'ERROR':<9} {shown(r.error)}")
             continue
-        lines.append(f"{h.uri:<28} {r.domain:<24} {r.state:<9} {r.pv_unhalt:<9} "
-                     f"{r.live_pv_unhalt or '-':<5} {r.observed_pv_unhalt or '-':<5} "
-                     f"{('yes' if r.needs_fix else 'no'):<9} {r.decision.reason}")
+        lines.append(f"{uri:<28} {shown(r.domain):<24} {shown(r.state or '-'):<9} {shown(r.pv_unhalt or '-'):<9} "
+                     f"{shown(r.live_pv_unhalt or '-'):<5} {shown(r.observed_pv_unhalt or '-'):<5} "
+                     f"{('yes' if r.needs_fix else 'no'):<9} {shown(r.decision.reason)}")
     return "".join(line + "\n" for line in lines)
 
 
@@ -39,11 +43,11 @@ def summary_line(hosts: Sequence[HostResult]) -> str:
     text = (f"{s.domains} domains on {s.hosts_ok} host(s): {s.needs_fix} need kvm-pv-unhalt, "
             f"{s.have_pv_unhalt} have it ({per * 1000:.1f} ms per domain)")
     if s.domain_errors:
-        text += f"; {s.domain_errors} domain(s) not audited (unknown or vanished)"
+        text += f"; {s.domain_errors} domain(s) not audited (unknown, vanished or unreadable)"
     if s.machine_not_offered or s.machine_deprecated:
         text += (f"; machine type not offered by the host's QEMU: {s.machine_not_offered}, deprecated: "
                  f"{s.machine_deprecated}")
     for condition, uris in (("unreachable", s.unreachable), ("timed out", s.timed_out)):
         if uris:
-            text += f"; {condition}: {', '.join(uris)}"
+            text += f"; {condition}: {', '.join(shown(u) for u in uris)}"
     return text

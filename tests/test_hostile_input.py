@@ -1,0 +1,444 @@
+"""Definitions written to hurt: a parser that opens nothing and takes linear time, one bad domain that stays
+one bad domain on a fleet verb, and names that cannot forge a table row, a log field or a metric. Each test
+guards against hanging (a subprocess with a timeout)."""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import os
+import re
+import subprocess
+import sys
+import threading
+import time
+import unicodedata
+
+import pytest
+from lxml import etree
+
+from virtxml_cpu import cli, hook, hookinstall, xmlio
+from virtxml_cpu.errors import EXIT_BAD_INPUT, EXIT_ENVIRONMENT, BadInput
+
+from .conftest import FIXTURES, ROOT, Capture
+
+NEEDS_FIX = (FIXTURES / "handwritten-no-cpu.xml").read_bytes()
+NO_COMMENTS = re.sub(rb"<!--.*?-->", b"", NEEDS_FIX)  # no "-->" after the metadata to end a comment opener
+MiB = 1024 * 1024
+ENV = {"LC_ALL": "C", "PATH": "/usr/bin:/bin", "HOME": "/root"}  # what libvirt gives a hook
+
+
+def cli_run(*args: str, stdin: bytes = b"", timeout: float = 20) -> subprocess.CompletedProcess:
+    """The CLI in a child; a hang is a failure (TimeoutExpired), never a stuck test run."""
+    return subprocess.run([sys.executable, "-m", "virtxml_cpu", *args], input=stdin, capture_output=True,
+                          cwd=ROOT, timeout=timeout)
+
+
+def with_metadata(xml: bytes, inner: bytes) -> bytes:
+    return xml.replace(b"<name>scratch</name>",
+                       b"<name>scratch</name><metadata><m:x xmlns:m='urn:x'>" + inner + b"</m:x></metadata>")
+
+
+def crafted(size: int) -> bytes:
+    """A definition libvirt keeps verbatim: a CDATA section in namespaced metadata that starts like a DOCTYPE
+    and holds nothing but comment openers (the old comment stripper was quadratic on it)."""
+    pad = size - len(NO_COMMENTS) - 80
+    return with_metadata(NO_COMMENTS, b"<![CDATA[<!doctype " + b"<!--" * (pad // 4) + b"]]>")
+
+
+# --- a linear parser ---------------------------------------------------------------------------------------
+
+
+def test_doctype_words_in_cdata_are_no_declaration_and_cost_linear_time():
+    """64 KiB of this took 5.3 s in the hook, 4 MiB would take hours, and it was refused as a DOCTYPE."""
+    doc = crafted(4 * MiB)
+    r = cli_run("explain", "--no-host-probe", "--qemu-flavour", "upstream", "--format", "json", "-", stdin=doc,
+                timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["decision"]["action"] == "inject"
+
+
+def test_the_installed_hook_decides_a_crafted_4_mib_definition_in_bounded_time(tmp_path):
+    """As libvirt runs it: the installed hook, `NAME prepare begin -`, the XML on stdin, no timeout of its
+    own (libvirt waits). The crafted definition costs about what a plain one of the same size costs."""
+    conf = tmp_path / "c.toml"
+    conf.write_text(f'[hook]\nmode = "audit"\nsyslog_socket = "{tmp_path}/none.sock"\n')
+    hookinstall.install(str(tmp_path / "hooks"), "audit", str(conf), legacy=False)
+    installed = str(tmp_path / "hooks" / "qemu.d" / "virtxml-cpu")
+    plain = NEEDS_FIX.replace(b"</devices>", b"<disk type='file' device='disk'><source file='/d.img'/>"
+                              b"<target dev='vda' bus='virtio'/></disk>" * (4 * MiB // 90) + b"</devices>")
+    took = {}
+    for name, doc in (("plain", plain), ("crafted", crafted(4 * MiB))):
+        t = time.monotonic()
+        r = subprocess.run([installed, "scratch", "prepare", "begin", "-"], input=doc, capture_output=True,
+                           env=ENV, timeout=120)
+        took[name] = time.monotonic() - t
+        assert r.returncode == 0 and b"decision=inject" in r.stderr, r.stderr[-500:]  # evaluated, not refused
+    assert took["crafted"] < 2 * took["plain"] + 1, took
+
+
+def _seconds(doc: bytes, render: bool) -> float:
+    from virtxml_cpu.config import Config
+    from virtxml_cpu.hostfacts import HostFacts
+    from virtxml_cpu.pipeline import process
+
+    t = time.perf_counter()
+    assert process(doc, "x", HostFacts(), Config(qemu_flavour="upstream"), render=render).decision.action == "inject"
+    return time.perf_counter() - t
+
+
+def _disks(size: int) -> bytes:
+    disk = b"<disk type='file' device='disk'><source file='/d.img'/><target dev='vda' bus='virtio'/></disk>"
+    return NO_COMMENTS.replace(b"</devices>", disk * (size // len(disk)) + b"</devices>")
+
+
+@pytest.mark.parametrize("render, size, doc", [
+    # lxml concatenates adjacent text nodes one by one: CDATA sections in <name> were quadratic (8 MiB: ~5 s)
+    (False, 8 * MiB, lambda size: NO_COMMENTS.replace(b"<name>scratch</name>", b"<name>" + b"<![CDATA[a]]>" * (size // 13)
+                                                      + b"</name>")),
+    # the rendering check read attributes through a dict, one lookup by name each (512 KiB: ~10 s)
+    (True, MiB // 2, lambda size: with_metadata(NO_COMMENTS, b"<m:y " + b" ".join(b"a%07d='1'" % i for i in range(size // 12))
+                                                + b"/>")),
+], ids=["cdata-text-decide", "attributes-rewrite"])
+def test_crafted_text_and_attributes_cost_about_what_plain_xml_of_that_size_costs(render, size, doc):
+    plain, crafted_doc = _disks(size), doc(size)
+    assert abs(len(crafted_doc) - len(plain)) < size // 10
+    took = _seconds(crafted_doc, render)
+    assert took < 5 * _seconds(plain, render) + 1, took
+
+
+@pytest.mark.parametrize("prolog, declares", [
+    (b"", False),
+    (b"<?xml version='1.0'?>\n<!-- a <!DOCTYPE in a comment -->\n", False),
+    (b"<!DOCTYPE domain>", True),
+    (b"<?xml version='1.0'?><!-- c --><?pi x?>\n  <!doctype domain [<!ENTITY e 'x'>]>", True),
+    (b"\xef\xbb\xbf<!DOCTYPE domain>", True),
+    (b"<!ENTITY e 'x'>", True),
+])
+def test_only_the_prolog_is_looked_at_for_declarations(prolog, declares):
+    body = with_metadata(NEEDS_FIX, b"<![CDATA[<!DOCTYPE x><!ENTITY y 'z'>]]><!-- <!DOCTYPE -->")
+    assert xmlio.prolog_declares(prolog + body) is declares
+    if declares:
+        with pytest.raises(BadInput, match="DOCTYPE or entity"):
+            xmlio.parse_domain(prolog + body)
+    else:
+        assert xmlio.parse_domain(prolog + body).getroot().findtext("name") == "scratch"
+
+
+# --- an inert parser: only UTF-8, nothing external ---------------------------------------------------------
+
+
+@pytest.fixture
+def fifo(tmp_path):
+    path = tmp_path / "fifo"
+    os.mkfifo(path)
+    return str(path)
+
+
+def _naming(path: str) -> str:
+    return NEEDS_FIX.decode().replace("<domain", f'<!DOCTYPE domain SYSTEM "{path}">\n<domain', 1)
+
+
+def _utf7(text: str) -> bytes:
+    """UTF-7 with the DOCTYPE in one base64 run, so no byte of it reads `<!DOCTYPE`."""
+    i = text.index("<!DOCTYPE")
+    j = text.index(">", i) + 1
+    run = base64.b64encode(text[i:j].encode("utf-16-be")).rstrip(b"=")
+    return (b'<?xml version="1.0" encoding="UTF-7"?>' + text[:i].encode("utf-7") + b"+" + run + b"-"
+            + text[j:].encode("utf-7"))
+
+
+@pytest.mark.parametrize("encode", [
+    lambda t: t.encode("utf-16-le"), lambda t: t.encode("utf-16-be"),
+    lambda t: ('<?xml version="1.0" encoding="UTF-16"?>' + t).encode("utf-16-le"),
+    lambda t: t.encode("utf-16"),  # with its byte-order mark
+    lambda t: t.encode("utf-32"),
+    _utf7,
+], ids=["utf-16-le", "utf-16-be", "utf-16-declared", "utf-16-bom", "utf-32", "utf-7"])
+@pytest.mark.parametrize("verb", [("explain",), ("rewrite", "--check")])
+def test_a_document_naming_a_fifo_in_another_encoding_is_refused_before_parsing(tmp_path, fifo, encode, verb):
+    """libxml2 read the external subset a UTF-16 or UTF-7 document names (the byte check did not see the
+    DOCTYPE): root's explain hung on the FIFO, or opened whatever path the user wrote."""
+    doc = tmp_path / "vm.xml"
+    doc.write_bytes(encode(_naming(fifo)))
+    r = cli_run(*verb, "--no-host-probe", "--qemu-flavour", "upstream", str(doc))
+    assert r.returncode == EXIT_BAD_INPUT, r
+    assert len(r.stderr.splitlines()) == 1 and b"only UTF-8 is read" in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize("declared, ok", [("UTF-8", True), ("utf8", True), ("US-ASCII", True),
+                                          ("ISO-8859-1", False), ("UTF-7", False), ("UTF-16", False)])
+def test_a_declared_encoding_other_than_utf8_is_refused(declared, ok):
+    doc = f"<?xml version='1.0' encoding='{declared}'?>".encode() + NEEDS_FIX
+    if ok:
+        assert xmlio.parse_domain(doc).getroot().findtext("name") == "scratch"
+    else:
+        with pytest.raises(BadInput, match="only UTF-8 is read"):
+            xmlio.parse_domain(doc)
+
+
+def test_a_nul_byte_is_refused():
+    with pytest.raises(BadInput, match="NUL byte"):
+        xmlio.parse_domain(NEEDS_FIX.replace(b"<name>scratch", b"<name>scr\0atch"))
+
+
+@pytest.mark.parametrize("lean", [False, True])
+def test_the_parser_itself_refuses_every_external_resource(fifo, lean):
+    """Behind the byte checks: a parser that is handed a document naming a FIFO refuses it (libxml2 asks for
+    the external subset even with load_dtd=False) instead of opening it."""
+    code = (f"from lxml import etree; from virtxml_cpu import xmlio\n"
+            f"p = xmlio.safe_parser(etree.XMLPullParser) if {lean} else xmlio.safe_parser()\n"
+            f"try:\n    p.feed({_naming(fifo).encode()!r})\n    p.close()\n"
+            f"except xmlio.BadInput as e:\n    print('refused', e)\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=20)
+    assert r.stdout.startswith("refused names an external resource"), r
+
+
+def test_a_large_document_takes_the_same_checks():
+    """parse_domain_lean (what a decision reads of a large domain) refuses what parse_domain refuses."""
+    big = NEEDS_FIX.replace(b"</devices>", b"<disk/>" * (xmlio.LEAN_FROM_BYTES // 7) + b"</devices>")
+    assert xmlio.parse_domain_lean(big).findtext("name") == "scratch"
+    for bad, why in ((b"<!DOCTYPE domain>" + big, "DOCTYPE"), (big.replace(b"<disk/>", b"<disk>\0</disk>", 1), "NUL"),
+                     (big.decode().encode("utf-16"), "UTF-16")):
+        with pytest.raises(BadInput, match=why):
+            xmlio.parse_domain_lean(bad)
+
+
+# --- one bad domain stays one bad domain -------------------------------------------------------------------
+# libvirt's test driver (in-process; all connections of one process to test:///default share its state while
+# one is open) holds the domains: what libvirt keeps, as the verbs read it.
+
+TEST_URI = "test:///default"
+LIVE = ["--connect", TEST_URI, "--no-host-probe", "--qemu-flavour", "upstream"]
+
+
+def _domain(name: str, metadata: str = "", uuid: str = "") -> str:
+    return (f"<domain type='kvm'><name>{name}</name>{f'<uuid>{uuid}</uuid>' if uuid else ''}<memory>65536</memory>"
+            f"{f'<metadata>{metadata}</metadata>' if metadata else ''}"
+            f"<os><type arch='x86_64' machine='pc-q35-7.2'>hvm</type></os><cpu mode='host-model'/></domain>")
+
+
+# A DOCTYPE in CDATA, which libvirt keeps verbatim (it made the whole host unreachable), and a definition
+# larger than we read (11 MiB of metadata; the test driver has no RPC limit): a domain we refuse.
+POISONED = "<m:x xmlns:m='urn:x'><![CDATA[<!DOCTYPE x>]]></m:x>"
+OVERSIZE = "<m:x xmlns:m='urn:x'>" + "<m:y/>" * (11 * MiB // 6) + "</m:x>"
+
+
+@pytest.fixture
+def fleet():
+    libvirt = pytest.importorskip("libvirt", reason="libvirt-python is not installed: the verbs over libvirt's "
+                                                    "test driver are SKIPPED")
+    conn = libvirt.open(TEST_URI)
+    doms = [conn.defineXML(_domain("vxc-hostile-a")), conn.defineXML(_domain("vxc-hostile-cdata", POISONED)),
+            conn.defineXML(_domain("vxc-hostile-huge", OVERSIZE)), conn.defineXML(_domain("vxc-hostile-z"))]
+    yield conn
+    for d in doms:
+        d.undefine()
+    conn.close()
+
+
+def test_audit_gives_a_bad_domain_its_row_and_the_host_stays_ok(fleet, capsys):
+    code = cli.main(["audit", *LIVE, "--format", "json"])
+    out, err = capsys.readouterr()
+    records = [json.loads(line) for line in out.splitlines()]
+    rows = {r["domain"]: r for r in records if r["record"] == "domain"}
+    (host,) = [r for r in records if r["record"] == "host"]
+    assert host["condition"] == "ok" and host["error"] is None, host
+    assert "larger than 10 MiB" in rows["vxc-hostile-huge"]["error"], rows["vxc-hostile-huge"]
+    for name in ("vxc-hostile-a", "vxc-hostile-cdata", "vxc-hostile-z"):  # before and after it, all audited
+        assert rows[name]["error"] is None and rows[name]["needs_fix"] is True, rows[name]
+    assert records[-1]["domain_errors"] == 1 and code == EXIT_BAD_INPUT, (code, err)
+    assert "1 domain(s) not audited" in err
+
+
+def test_apply_reports_a_bad_domain_as_failed_and_fixes_the_others(fleet, capsys):
+    code = cli.main(["apply", *LIVE, "--yes", "vxc-hostile-a", "vxc-hostile-cdata", "vxc-hostile-huge",
+                     "vxc-hostile-z"])
+    out, err = capsys.readouterr()
+    assert "vxc-hostile-huge: not fixed: " in err and "larger than 10 MiB" in err, err
+    assert "changed 3, would change 0, unchanged 0, skipped 0, unknown 0, failed 1" in err, err
+    for name in ("vxc-hostile-a", "vxc-hostile-cdata", "vxc-hostile-z"):
+        assert f"{name}: added kvm-pv-unhalt" in out and "pvspinlock" in fleet.lookupByName(name).XMLDesc(0)
+    assert code == EXIT_ENVIRONMENT and "Traceback" not in err
+
+
+def test_watch_logs_a_bad_domain_as_failed_and_goes_on(fleet):
+    from virtxml_cpu.config import Config
+    from virtxml_cpu.hostsrc import HostSources, Off
+    from virtxml_cpu.live import ApplyOptions
+    from virtxml_cpu.watch import watch
+
+    logged, stop = [], threading.Event()
+    cfg = Config(qemu_flavour="upstream")
+    opts = ApplyOptions(cfg, sources=HostSources(config=cfg, kvm=Off("--no-host-probe")))
+    t = threading.Thread(target=watch, args=(TEST_URI, opts, stop, lambda m, warning=False: logged.append((m, warning))))
+    t.start()
+    try:
+        deadline = time.monotonic() + 20
+        while not any(m.startswith("watching") for m, _w in logged) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        uuid = fleet.lookupByName("vxc-hostile-huge").UUIDString()
+        fleet.defineXML(_domain("vxc-hostile-huge", OVERSIZE, uuid))  # redefined: an UPDATED event
+        after = fleet.defineXML(_domain("vxc-hostile-after"))
+        while "pvspinlock" not in after.XMLDesc(0) and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        stop.set()
+        t.join(20)
+    try:
+        assert ("vxc-hostile-after: added kvm-pv-unhalt; takes effect at its next start", False) in logged, logged
+        (bad,) = [(m, w) for m, w in logged if m.startswith("vxc-hostile-huge")]
+        assert bad[1] and "larger than 10 MiB" in bad[0], bad
+    finally:
+        after.undefine()
+
+
+def _dying(verb: str, module: str) -> subprocess.CompletedProcess:
+    """The CLI with the host's facts failing unexpectedly (a fault of ours, in the host's thread)."""
+    code = (f"import sys, virtxml_cpu.{module} as m\n"
+            f"def boom(*a, **k):\n    raise RuntimeError('boom')\n"
+            f"m.connection_facts = boom\n"
+            f"from virtxml_cpu import cli\n"
+            f"sys.argv = ['virtxml-cpu', {verb!r}, *{LIVE!r}, '--timeout', '2', *{['--all', '--yes'] if verb == 'apply' else []!r}]\n"
+            f"cli.run()\n")
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60)
+
+
+@pytest.mark.parametrize("verb, module", [("audit", "audit"), ("apply", "live")])
+def test_a_host_thread_that_dies_is_one_line_and_a_non_zero_exit(verb, module):
+    pytest.importorskip("libvirt", reason="libvirt-python is not installed: SKIPPED")
+    t = time.monotonic()
+    r = _dying(verb, module)
+    assert r.returncode == EXIT_ENVIRONMENT and "Traceback" not in r.stderr, r.stderr
+    (line,) = [x for x in r.stderr.splitlines() if "RuntimeError" in x]
+    assert line.startswith(f"virtxml-cpu: {TEST_URI}: ") and "internal error (RuntimeError: boom)" in line, r.stderr
+    assert time.monotonic() - t < 15  # reported at once, not at the host's deadline
+
+
+# --- every printed or logged field is escaped --------------------------------------------------------------
+
+# What libvirt accepts in a domain name and what reaches a terminal or a reader raw: TAB, NEL, LINE
+# SEPARATOR, RIGHT-TO-LEFT OVERRIDE, a zero-width joiner (libvirt refuses CR and LF in names).
+NAMES = ["vxc-tab\tx", "vxc-nel\x85x", "vxc-ls\u2028x", "vxc-rlo\u202ex", "vxc-zwj\u200dx"]
+
+
+def _raw(line: str) -> list[str]:
+    """The characters of `line` that move a cursor, end a line or reorder text (Cc, Cf, Zl, Zp)."""
+    return [c for c in line if unicodedata.category(c) in ("Cc", "Cf", "Zl", "Zp")]
+
+
+@pytest.fixture
+def odd_names():
+    libvirt = pytest.importorskip("libvirt", reason="libvirt-python is not installed: SKIPPED")
+    conn = libvirt.open(TEST_URI)
+    doms = [conn.defineXML(_domain(n)) for n in NAMES]
+    yield conn
+    for d in doms:
+        d.undefine()
+    conn.close()
+
+
+@pytest.mark.parametrize("fmt", ["table", "json", "prometheus"])
+def test_audit_output_holds_no_raw_control_or_bidi_character(odd_names, capsys, fmt):
+    cli.main(["audit", *LIVE, "--format", fmt])
+    out, err = capsys.readouterr()
+    for line in out.split("\n") + err.split("\n"):
+        assert not _raw(line), (line, _raw(line))
+    if fmt == "table":
+        rows = {line.split()[1]: line for line in out.splitlines()[1:]}
+        for name in NAMES:  # each name shown escaped, in its own row and column
+            shown = name.encode("unicode_escape").decode()
+            assert shown in rows, (shown, list(rows))
+    elif fmt == "json":
+        names = {json.loads(line)["domain"] for line in out.splitlines() if '"record": "domain"' in line}
+        assert set(NAMES) <= names  # escaped in the text, the same name once read
+    else:
+        sample = re.compile(r'^[a-z_]+(\{([a-z_]+="([^"\\\n]|\\[\\"n])*",?)*\})? \S+$')
+        for line in out.splitlines():
+            assert line.startswith("#") or sample.match(line), line
+
+
+def test_a_cr_in_a_name_or_an_error_cannot_overwrite_the_table_row():
+    from virtxml_cpu.records import AuditRow, HostResult, RowDecision
+    from virtxml_cpu.render import table
+
+    rows = (AuditRow("h", "evil\rqemu:///system   web01", "u", "running", True, "on", decision=RowDecision(
+        "keep", "r", "why\u2028x")), AuditRow("h", "gone\x85", error="Domain not found: 'gone\r\x1b[2J'"))
+    text = table.host(HostResult("h\t1", rows))
+    assert text.count("\n") == 2 and not _raw(text.replace("\n", "")), text
+    assert "evil\\rqemu:///system" in text and "why\\u2028x" in text and "\\x1b[2J" in text and "h\\t1" in text
+
+
+def test_prometheus_labels_are_escaped_per_the_exposition_format():
+    from virtxml_cpu.records import AuditRow, HostResult, RowDecision
+    from virtxml_cpu.render import prometheus
+
+    row = AuditRow("qemu:///system", 'a"b\\c\nd\re\u202ef', "u", "running", True, "off",
+                   decision=RowDecision("inject", "r", "x"), needs_fix=True)
+    text = prometheus.tail([HostResult("qemu:///system", (row,))], 0.0)
+    line = next(x for x in text.splitlines() if x.startswith("virtxml_cpu_domain_needs_fix"))
+    assert 'domain="a\\"b\\\\c\\nd\\\\re\\\\u202ef"' in line, line
+    assert not _raw(text.replace("\n", "")), _raw(text)
+
+
+def _fields(line: str) -> dict[str, str]:
+    """A logfmt reader's view of a line: every key=value outside quoted values."""
+    return {k: v for k, v in re.findall(r'(\w+)=("(?:[^"\\]|\\.)*"|\S*)', line)}
+
+
+FORGER = "web01 decision=keep rule=user-choice"
+
+
+def test_the_hook_cannot_evaluate_line_cannot_gain_fields(tmp_path):
+    """The exception text (which names the domain) was put into the line unquoted."""
+    log = Capture()
+    conf = tmp_path / "c.toml"
+    conf.write_text('[hook]\nmode = "audit"\n')
+    assert hook.run([FORGER, "prepare", "begin", "-"], config_path=str(conf), stdin=io.BytesIO(b"<domain"),
+                    log=log) == 0
+    (line,) = log.lines
+    assert set(_fields(line)) == {"domain", "op", "result", "error"}, line
+    assert FORGER in json.loads(_fields(line)["error"]) and "cannot evaluate" in line
+
+
+def test_the_hook_config_unusable_line_cannot_gain_fields(tmp_path):
+    d = tmp_path / FORGER
+    d.mkdir()
+    (d / "c.toml").write_text("mode = [")
+    log = Capture()
+    assert hook.run(["vm", "prepare", "begin", "-"], config_path=str(d / "c.toml"), stdin=io.BytesIO(NEEDS_FIX),
+                    log=log) == 0
+    (line,) = log.lines
+    assert set(_fields(line)) == {"domain", "op", "result", "error"}, line
+    assert "config unusable" in line
+
+
+def test_the_hook_fix_not_queued_line_cannot_gain_fields(tmp_path):
+    conf = tmp_path / "c.toml"
+    conf.write_text(f'[hook]\nmode = "queue"\nspool = "{tmp_path / "spool"}"\n')
+    xml = NEEDS_FIX.replace(b"<name>scratch</name>", f"<name>scratch</name><uuid>{FORGER}</uuid>".encode())
+    log = Capture()
+    assert hook.run(["vm", "prepare", "begin", "-"], config_path=str(conf), stdin=io.BytesIO(xml), log=log) == 0
+    (line,) = [x for x in log.lines if "not queued" in x]
+    assert set(_fields(line)) == {"domain", "spool", "result", "error"}, line
+
+
+def test_explain_shows_a_name_and_a_machine_type_escaped(tmp_path):
+    doc = tmp_path / "vm.xml"
+    doc.write_bytes(NEEDS_FIX.replace(b"<name>scratch</name>", "<name>web\u202e01\x85x</name>".encode())
+                    .replace(b"machine='pc'", b"machine='pc&#x2028;forged'"))
+    r = cli_run("explain", "--no-host-probe", "--qemu-flavour", "upstream", str(doc))
+    assert r.returncode == 0, r.stderr
+    text = r.stdout.decode()
+    assert "== web\\u202e01\\x85x" in text and "pc\\u2028forged" in text
+    assert not _raw(text.replace("\n", "")), _raw(text)
+
+
+def test_apply_asks_about_a_name_shown_escaped(odd_names, monkeypatch, capsys):
+    asked = []
+    monkeypatch.setattr(sys.stdin, "isatty", lambda: True, raising=False)
+    monkeypatch.setattr("builtins.input", lambda prompt: asked.append(prompt) or "n")
+    cli.main(["apply", *LIVE, "vxc-rlo\u202ex"])
+    (prompt,) = asked
+    assert "Define 'vxc-rlo\\u202ex' with this change?" in prompt, prompt
