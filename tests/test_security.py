@@ -357,7 +357,13 @@ def kill_loop(directory: str, runs: int) -> dict:
     duration, done = time.monotonic() - t, vm.read_bytes()
     rng = random.Random(12)
     outcomes = {"untouched": 0, "rewritten": 0, "temp left": 0, "backup only": 0}
-    for _ in range(runs):
+    done_runs = 0
+    # At least `runs` kills, and on until every outcome was seen (a loaded machine shifts the phases of one
+    # run, so the kill window follows what was seen: wider while nothing got rewritten), at most 4x `runs`.
+    while done_runs < runs or (not all(outcomes.values()) and done_runs < 4 * runs):
+        done_runs += 1
+        if done_runs % 50 == 0 and not outcomes["rewritten"]:
+            duration *= 1.5
         for p in tmp_path.iterdir():
             p.unlink()
         vm.write_bytes(big)
