@@ -26,7 +26,7 @@ EXERCISED: dict[str, set] = {"rows": set(), "decisions": set(), "settings": set(
 def _record_exercise() -> None:
     from virtxml_cpu import domain, engine, policy
 
-    rule_applies, decide, invalid = engine.rule_applies, policy._decide, policy.invalid_exemption
+    rule_applies, decide, invalid = engine.rule_applies, policy.decide, policy.invalid_exemption
     read_setting, read_placement = domain._setting, domain._placement
 
     def recording_setting(top, row):
@@ -46,7 +46,7 @@ def _record_exercise() -> None:
             EXERCISED["rows"].add(id(rule))
         return applies
 
-    def recording_decide(res, pol, style):
+    def recording_decide(res, pol, style="pvspinlock"):
         d = decide(res, pol, style)
         EXERCISED["decisions"].add(d.rule)
         return d
@@ -56,7 +56,7 @@ def _record_exercise() -> None:
         EXERCISED["decisions"].add(d.rule)
         return d
 
-    engine.rule_applies, policy._decide, policy.invalid_exemption = (recording_rule_applies, recording_decide,
+    engine.rule_applies, policy.decide, policy.invalid_exemption = (recording_rule_applies, recording_decide,
                                                                      recording_invalid)
     domain._setting, domain._placement = recording_setting, recording_placement
 

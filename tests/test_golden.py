@@ -10,7 +10,7 @@ import re
 
 import pytest
 
-from virtxml_cpu import report
+from virtxml_cpu.render import explain as report
 from virtxml_cpu.config import Config
 from virtxml_cpu.hostfacts import HostFacts
 from virtxml_cpu.pipeline import process

@@ -8,7 +8,8 @@ import re
 
 import pytest
 
-from virtxml_cpu import guest_os, report
+from virtxml_cpu import guest_os
+from virtxml_cpu.render import explain as report
 from virtxml_cpu.config import Config
 from virtxml_cpu.pipeline import process
 

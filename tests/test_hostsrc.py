@@ -390,7 +390,7 @@ def test_machine_help_gives_names_aliases_the_default_and_descriptions():
 
 
 def test_one_ascii_version_parser_and_one_libvirt_version_decoder():
-    from virtxml_cpu import verified
+    from virtxml_cpu.verify import record as verified
     from virtxml_cpu.hostfacts import decode_libvirt_version, parse_qemu_version, parse_version_line
 
     arabic = "QEMU emulator version \u0667.\u0662.0 (Debian 1:7.2)"  # Arabic-Indic digits: no release
@@ -404,7 +404,8 @@ def test_one_ascii_version_parser_and_one_libvirt_version_decoder():
 
 
 def test_one_candidate_list_and_one_unprivileged_user_rule(world, monkeypatch):
-    from virtxml_cpu import localqemu, qemu_runner
+    from virtxml_cpu import localqemu
+    from virtxml_cpu.verify import runner as qemu_runner
 
     assert localqemu.CANDIDATES == ("qemu-system-x86_64", "/usr/libexec/qemu-kvm")
     monkeypatch.setenv("PATH", str(world / "empty"))

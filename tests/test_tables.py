@@ -14,7 +14,8 @@ import re
 import pytest
 from lxml import etree
 
-from virtxml_cpu import domain, engine, lifecycle, policy, report, verify
+from virtxml_cpu import domain, engine, lifecycle, policy, verify
+from virtxml_cpu.render import explain as report
 from virtxml_cpu.config import Config
 from virtxml_cpu.flavours import UBUNTU, UPSTREAM
 from virtxml_cpu.hostfacts import HostFacts

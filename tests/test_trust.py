@@ -401,7 +401,8 @@ def test_postrm_honours_dpkg_root_on_every_path(tmp_path, action):
 
 @ROOT_ONLY
 def test_verify_record_goes_through_no_link_of_theirs(their_dir, fake):
-    from virtxml_cpu import qemu_runner, verified, verify
+    from virtxml_cpu import verify
+    from virtxml_cpu.verify import record as verified, runner as qemu_runner
     from virtxml_cpu.hostsrc import assemble
 
     home, protected = their_dir

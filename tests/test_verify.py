@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from virtxml_cpu.hostsrc import assemble
-from virtxml_cpu import qemu_runner, rules, verified, verify
+from virtxml_cpu import rules, verify
+from virtxml_cpu.verify import record as verified, runner as qemu_runner
 from virtxml_cpu.hostfacts import HostFacts
 from virtxml_cpu.qmp import QMP, QMPClosed, QMPError
 

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 
-from . import __version__, config as configmod, report
+from . import __version__, config as configmod
 from .config import HOOK_MODES
 from .flavours import NAMES as FLAVOUR_NAMES
 from .errors import EXIT_BAD_INPUT, EXIT_ENVIRONMENT, EXIT_OK, EXIT_WORK_FOUND, BadInput, VirtxmlCpuError
@@ -17,6 +16,7 @@ from .errors import shown
 from .files import read_input, update_in_place, write_output
 from .hostsrc import LOCAL, HostSources, Off, assemble
 from .pipeline import process
+from .render import explain
 from .policy import POLICIES, STYLES
 
 EPILOG = """exit status: 0 done; 1 --check found work (rewrite) or a domain needs work (audit);
@@ -261,7 +261,7 @@ def _notes(args, o) -> None:
 
 def _emit(args, path: str, o) -> int:
     if args.command == "explain":
-        print(report.to_json_line(o) if args.format == "json" else report.table(o, args.verbose) + "\n")
+        print(explain.json_line(o) if args.format == "json" else explain.table(o, args.verbose) + "\n")
         return EXIT_OK
     _notes(args, o)
     if args.check:
@@ -269,7 +269,7 @@ def _emit(args, path: str, o) -> int:
             print(f"{o.label}: would add kvm-pv-unhalt: {o.decision.reason}")
         return EXIT_WORK_FOUND if o.changed else EXIT_OK
     if args.diff:
-        sys.stdout.write(report.unified_diff(o))
+        sys.stdout.write(explain.unified_diff(o))
         return EXIT_OK
     if args.output:
         write_output(args.output, o.output, args.files)
@@ -387,7 +387,7 @@ def _hook(args) -> int:
 def _unverified_note(uris) -> None:
     """`apply` and `hook install` on a host whose QEMU build was never verified: one line pointing at verify."""
     from .libvirt_conn import is_local
-    from .verified import unverified_note
+    from .verify.record import unverified_note
 
     note = unverified_note() if any(is_local(u) for u in uris) else None
     if note:
@@ -395,7 +395,9 @@ def _unverified_note(uris) -> None:
 
 
 def _verify(args) -> int:
-    from . import verified, verify
+    from . import verify
+    from .render import verify as render_verify
+    from .verify import record as verified
 
     cfg = configmod.load(args.config)
     opts = verify.VerifyOptions(args.emulator, args.connect, args.qemu_flavour, cfg, args.timeout, args.workers,
@@ -403,11 +405,10 @@ def _verify(args) -> int:
                                 args.record or verified.DEFAULT_RECORD,
                                 None if args.quiet else lambda msg: print(msg, file=sys.stderr, flush=True))
     outcome = verify.run(opts)
-    for line in verify.lines(outcome):
-        if not args.quiet or line.startswith(("DISAGREE", "not started", "verify:")):
-            print(line)
+    for line in render_verify.lines(outcome, args.quiet):
+        print(line)
     if args.json:
-        write_output(args.json, (json.dumps(verify.report(outcome), indent=1) + "\n").encode(), [])
+        write_output(args.json, render_verify.json_document(outcome).encode(), [])
     if outcome.exit_code == EXIT_OK and not outcome.failed:
         note = verified.write_record(outcome, opts.record)
         if not args.quiet:

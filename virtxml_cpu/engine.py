@@ -24,7 +24,6 @@ from .domain import DomainFacts
 from .flavours import FLAVOURS, UPSTREAM, Flavour, Rule
 from .hostfacts import HostFacts
 from .machines import Machine, claimants, classify, format_version, own_version_at_most, version_at_most
-from .memo import MISSING, Kept
 from .properties import (BY_NAME, CONFIDENTIAL, KVM_LEAF_HIDDEN, KVM_LEAF_WITHOUT_KVM, KVM_STRIPS, PROPERTIES,
                          TABLE, Property)
 
@@ -362,27 +361,15 @@ def _kvm_strips(ctx: _Context, values: dict[str, Value]) -> None:
 
 # ---------------------------------------------------------------------------------------------------------
 
-_RESOLVED = Kept()
-_IDENTITY = ("name", "uuid")  # the only facts that differ between clones of one template: DomainFacts[:2]
-
-
-assert DomainFacts._fields[:len(_IDENTITY)] == _IDENTITY
-
-
 def resolve(facts: DomainFacts, host: HostFacts | None = None) -> Resolution:
     """Resolve under the host's QEMU build, or under every build that has this machine when it is unknown.
-
-    Pure in (facts but name and uuid, host facts), so answers are kept per host: a fleet's domains are
-    mostly clones of a few templates."""
+    Pure in (facts, host facts); the domain's name and uuid are not read (pipeline keeps one answer for
+    a template's clones)."""
     host = host or HostFacts()
-    key = facts[len(_IDENTITY):]
-    kept = _RESOLVED.get(host, key)
-    if kept is not MISSING:
-        return kept._replace(facts=facts)
     candidates, basis, warnings = _flavour_candidates(facts.machine, host)
     results = [_resolve_one(facts, host, flavour, machine, list(warnings)) for flavour, machine in candidates]
     res = results[0] if len(results) == 1 else _merge(results)
-    return _RESOLVED.put(host, key, res._replace(flavour_basis=basis))
+    return res._replace(flavour_basis=basis)
 
 
 def _flavour_candidates(name: str | None, host: HostFacts) -> tuple[list[tuple[Flavour, Machine]], str, list[str]]:

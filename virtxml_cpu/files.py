@@ -30,6 +30,7 @@ import sys
 from collections.abc import Callable
 from typing import NamedTuple, TypeVar
 
+from .atomic import replace_at
 from .errors import BadInput, EnvironmentProblem, VirtxmlCpuError, shown
 from .safefs import create_temp, remove_stale_temps
 from .xmlio import MAX_INPUT_BYTES
@@ -435,32 +436,21 @@ def write_output(path: str, data: bytes, inputs: list[str]) -> None:
 
 
 def _replace(place: Place, data: bytes, src_fd: int | None, shown_as: str, locked: os.stat_result | None) -> None:
-    """Temp file in the directory `place` holds, attributes copied from `src_fd` (or a new file's defaults),
-    fsync, checks that the path still names that directory (and file), rename, fsync the directory."""
-    fd, tmp = _mkstemp(place, shown_as)
-    try:
-        _write_all(fd, data, shown_as)
+    """atomic.replace_at in the directory `place` holds: attributes copied from `src_fd` (or a new file's
+    defaults), and right before the rename, the check that the path still names that directory (and file)."""
+    def attributes(fd: int) -> None:
         if src_fd is None:
             umask = os.umask(0)
             os.umask(umask)
             os.fchmod(fd, 0o666 & ~umask)
         else:
             _keep_attributes(fd, src_fd, shown_as)
-        os.fsync(fd)
-        _still_named(place, shown_as, locked)
-        os.replace(tmp, place.name, src_dir_fd=place.dfd, dst_dir_fd=place.dfd)
-    except OSError as e:
-        _unlink_quietly(place, tmp)
-        raise _env_error(shown_as, e, "; the original is unchanged") from None
-    except BaseException:
-        _unlink_quietly(place, tmp)
-        raise
-    finally:
-        os.close(fd)
+
     try:
-        os.fsync(place.dfd)
-    except OSError:
-        pass
+        replace_at(place.dfd, place.name, data, prepare=attributes,
+                   before_rename=lambda: _still_named(place, shown_as, locked))
+    except OSError as e:
+        raise _env_error(shown_as, e, "; the original is unchanged") from None
 
 
 def fresh_file(place: Place, data: bytes, shown_as: str) -> None:

@@ -19,7 +19,7 @@ from .hostfacts import HostFacts
 from .hostsrc import HostSources, assemble
 from .machines import format_version
 from .logline import SYSLOG_SOCKET, Log, field, kv
-from .pipeline import process
+from .pipeline import decide, read
 from .xmlio import MAX_INPUT_BYTES
 
 __all__ = ["Log", "SYSLOG_SOCKET", "hook_host_facts", "run"]
@@ -58,14 +58,9 @@ def run(argv: list[str], mode: str | None = None, config_path: str | None = None
         return 0
     log = Log(cfg.syslog_socket) if cfg.syslog_socket and log.path == SYSLOG_SOCKET else log
     try:
-        data = stdin.read(MAX_INPUT_BYTES + 1)
-        hosts: list[HostFacts] = []  # what was learnt about the QEMU build, for the log line
-
-        def host_for(dom: DomainFacts) -> HostFacts:
-            hosts.append(hook_host_facts(dom, cfg))
-            return hosts[-1]
-
-        outcome = process(data, name, host_for, cfg, render=False)
+        doc = read(stdin.read(MAX_INPUT_BYTES + 1), name, render=False)
+        host = hook_host_facts(doc.facts, cfg)  # from the domain's own devices/emulator, read from this one parse
+        outcome = decide(doc, host, cfg)
     except Exception as e:  # noqa: BLE001 - fail open, whatever went wrong
         log(kv(domain=name, op=op, result="guest not checked", error=f"cannot evaluate: {type(e).__name__}: {e}"),
             warning=True)
@@ -76,7 +71,6 @@ def run(argv: list[str], mode: str | None = None, config_path: str | None = None
     fields = dict(domain=r.facts.name or name, uuid=uuid or "-", op=op,
                   machine=r.machine.label(), cpu_mode=r.facts.cpu_mode,
                   pv_unhalt=r.features["kvm-pv-unhalt"].state, decision=d.action, rule=d.rule, mode=hook_mode)
-    host = hosts[-1]
     fields["qemu"] = host.qemu_flavour or "unknown"
     fields["release"] = format_version(host.qemu_version) if host.qemu_version else "unknown"
     unused = "; ".join(host.unused)  # each source that could not be used, and why

@@ -16,6 +16,7 @@ from typing import NamedTuple
 from .errors import BadInput
 from .flavours import FLAVOURS
 from .machines import classify, parse_version
+from .memo import frozen
 from .xmlio import parse_xml
 
 KVM_GET_SUPPORTED_CPUID = 0xC008AE05  # _IOWR(KVMIO=0xAE, 0x05, struct kvm_cpuid2)
@@ -50,10 +51,11 @@ _KNOWN = ("cpuid", "aliases", "machines", "host_model", "qemu_version", "qemu_fl
 
 def combine(facts: Iterable[HostFacts]) -> HostFacts:
     """The facts of several sources, most authoritative first: each field from the first source that knows
-    it (the build's and the release's wording with them), the sources and unused ones listed in order."""
+    it (the build's and the release's wording with them), the sources and unused ones listed in order. Its
+    mappings are FrozenDicts: the result is a hashable value (pipeline's memo key)."""
     facts = list(facts)
-    out = {k: next((getattr(f, k) for f in facts if getattr(f, k) is not None and getattr(f, k) != {}
-                    and getattr(f, k) != frozenset()), getattr(HostFacts(), k)) for k in _KNOWN}
+    out = {k: frozen(next((getattr(f, k) for f in facts if getattr(f, k) is not None and getattr(f, k) != {}
+                    and getattr(f, k) != frozenset()), getattr(HostFacts(), k))) for k in _KNOWN}
     flavour = next((f for f in facts if f.qemu_flavour), None)
     release = next((f for f in facts if f.qemu_version), None)
     return HostFacts(**out, sources=tuple(s for f in facts for s in f.sources),

@@ -24,7 +24,7 @@ from .hostsrc import HostSources, connection_facts
 from .pipeline import process
 from .records import CHANGED, FAILED, SKIPPED, UNCHANGED, UNKNOWN, WOULD_CHANGE, ApplyOutcome
 from .render import applylines
-from .report import unified_diff
+from .render.explain import unified_diff
 
 
 def to_terminal(line: str, problem: bool) -> None:

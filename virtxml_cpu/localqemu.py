@@ -1,6 +1,6 @@
 """The QEMU on this host: which binary, whether it may be run, as whom, and what it says of itself.
 
-Every QEMU the tool runs goes through here (verify's paused QEMUs through qemu_runner, with the same trust
+Every QEMU the tool runs goes through here (verify's paused QEMUs through verify/runner.py, with the same trust
 check and user rule): one candidate list, one trust check, one unprivileged-user rule. The hook runs
 nothing. Parsing what a QEMU answers is hostfacts' (pure).
 """

@@ -1,27 +1,73 @@
-"""Answers kept per holder object: the caches that let a fleet's many similar domains share work.
+"""Answers kept by value: the memo the pipeline keeps (pipeline.MEMO), so that a fleet's many clones of a
+few templates share one resolution, decision and encoded JSON.
 
-Keyed by the holder's identity (a QEMU flavour, a host's facts, a resolution's features) plus a key;
-the entry holds the holder itself, so its id cannot be reused by another object while the answer is
-kept. Bounded: when full, it starts over (answers are cheap to recompute, never wrong to drop).
+Keys are the hashable facts that decide an answer, never an object's identity: equal facts, the same
+answer, whoever built them. Bounded: when full, it starts over (answers are cheap to recompute, never wrong
+to drop). FrozenDict makes the host's mappings such facts.
 """
 
 from __future__ import annotations
 
-MISSING = object()
+from collections.abc import Callable, Hashable
+from typing import TypeVar
+
+T = TypeVar("T")
 
 
-class Kept:
+class Memo:
     def __init__(self, limit: int = 4096):
-        self._entries: dict[tuple, tuple] = {}
+        self._entries: dict[Hashable, object] = {}
         self._limit = limit
 
-    def get(self, holder, key: tuple = ()):
-        """The kept answer, or MISSING."""
-        hit = self._entries.get((id(holder),) + key)
-        return hit[1] if hit is not None and hit[0] is holder else MISSING
-
-    def put(self, holder, key: tuple, value):
+    def get(self, key: Hashable, compute: Callable[[], T]) -> T:
+        """The answer kept for `key`, or compute() kept under it."""
+        try:
+            return self._entries[key]  # type: ignore[return-value]
+        except KeyError:
+            pass
         if len(self._entries) >= self._limit:
             self._entries.clear()
-        self._entries[(id(holder),) + key] = (holder, value)
+        value = self._entries[key] = compute()
         return value
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+
+class FrozenDict(dict):
+    """A mapping that is a value: hashable (its hash computed once, as frozenset's is), never changed."""
+
+    __slots__ = ("_hash",)
+
+    def __hash__(self) -> int:  # type: ignore[override]
+        try:
+            return self._hash
+        except AttributeError:
+            self._hash = hash(frozenset(self.items()))
+            return self._hash
+
+    def __reduce__(self):
+        return FrozenDict, (dict(self),)
+
+    def _refuse(self, *_args, **_kwargs):
+        raise TypeError("a FrozenDict is a value: it is never changed (build a new one)")
+
+    __setitem__ = __delitem__ = __ior__ = clear = pop = popitem = setdefault = update = _refuse  # type: ignore
+
+
+class HashedTuple(tuple):
+    """A tuple whose hash is worked out once (a host's CPU model and its features, hashed per domain)."""
+
+    def __hash__(self) -> int:
+        try:
+            return self.__dict__["hash"]
+        except KeyError:
+            h = self.__dict__["hash"] = tuple.__hash__(self)
+            return h
+
+
+def frozen(value):
+    """`value` usable in a key, its hash worked out once: a dict as a FrozenDict, a tuple as a HashedTuple (kept as
+    it is when it is one already)."""
+    kind = type(value)
+    return FrozenDict(value) if kind is dict else HashedTuple(value) if kind is tuple else value

@@ -7,7 +7,6 @@ from typing import NamedTuple
 from . import guest_os, libvirt_xml, lifecycle, pinning
 from .engine import OFF, ON, SRC_CPU_PM, SRC_HIDDEN, SRC_TCG, Resolution
 from .machines import PC_FAMILIES, version_at_least
-from .memo import MISSING, Kept
 from .orchestrators import DEDICATED_NOTES, NOTES as ORCHESTRATOR_NOTES
 
 POLICIES = ("compat", "never", "always", "numa")
@@ -50,20 +49,10 @@ def invalid_exemption(value: str) -> Decision:
                     "the domain is left unchanged until it is corrected", "never")
 
 
-_DECIDED = Kept()
-
-
 def decide(res: Resolution, policy: str, style: str = "pvspinlock") -> Decision:
     """Decide from the resolution and its provenance only: what QEMU/KVM did with kvm-pv-unhalt and why,
-    and whether the accelerator could provide it (`res.support`). Clones of a template share a resolution
-    (engine.resolve keeps one per configuration, its features dict its own), so they share the decision."""
-    decision = _DECIDED.get(res.features, (policy, style))
-    if decision is MISSING:
-        decision = _DECIDED.put(res.features, (policy, style), _decide(res, policy, style))
-    return decision
-
-
-def _decide(res: Resolution, policy: str, style: str) -> Decision:
+    and whether the accelerator could provide it (`res.support`). The domain's name and uuid are not read
+    (pipeline keeps one decision for a template's clones)."""
     notes = _notes(res, style)
     unhalt = res.features["kvm-pv-unhalt"]
     can_have, why_not = res.support["kvm-pv-unhalt"]

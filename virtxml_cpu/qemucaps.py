@@ -14,8 +14,8 @@ import stat
 from typing import NamedTuple
 
 from .hostfacts import HostFacts, decode_libvirt_version, flavour_of_package
-from .safefs import (Untrusted, check_private_dir, check_trusted, create_temp, open_private_dir, read_regular,
-                     remove_stale_temps)
+from .atomic import replace_at
+from .safefs import Untrusted, check_private_dir, check_trusted, open_private_dir, read_regular
 from .xmlio import parse_xml
 
 try:  # the builtin SHA-256: hashlib would load OpenSSL, ~7 ms on the hook's prepare path
@@ -153,8 +153,8 @@ def _load_digest(digest_dir: str, path: str, key: list[int]) -> QemuCaps | None:
 
 
 def _save_digest(digest_dir: str, path: str, key: list[int], caps: QemuCaps) -> None:
-    """Best effort: a private directory (0700, refused when it is a link or others can write it), an
-    O_EXCL|O_NOFOLLOW temporary file renamed into place."""
+    """Best effort: a private directory (0700, refused when it is a link or others can write it), the file
+    replaced whole (atomic.replace_at)."""
     import json
 
     try:
@@ -162,16 +162,9 @@ def _save_digest(digest_dir: str, path: str, key: list[int], caps: QemuCaps) -> 
     except OSError:
         return
     try:
-        remove_stale_temps(at)
-        fd, tmp = create_temp(at)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                json.dump({"format": DIGEST_FORMAT, "key": key, "emulator": caps.emulator, "version": caps.version,
-                           "package": caps.package, "machines": caps.machines}, fh)
-            os.replace(tmp, os.path.basename(_digest_path(digest_dir, path)), src_dir_fd=at, dst_dir_fd=at)
-        except BaseException:
-            os.unlink(tmp, dir_fd=at)
-            raise
+        replace_at(at, os.path.basename(_digest_path(digest_dir, path)), json.dumps(
+            {"format": DIGEST_FORMAT, "key": key, "emulator": caps.emulator, "version": caps.version,
+             "package": caps.package, "machines": caps.machines}).encode())
     except OSError:
         pass
     finally:

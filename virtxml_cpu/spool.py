@@ -22,7 +22,8 @@ from dataclasses import dataclass
 
 from .domain import canonical_uuid
 from .records import ApplyOutcome
-from .safefs import check_private_dir, create_temp, open_private_dir, read_regular, remove_stale_temps
+from .atomic import replace_at
+from .safefs import check_private_dir, open_private_dir, read_regular
 
 MAX_EPOCH = 1e11  # seconds: about the year 5138, far past any real retry time
 FIRST_DELAY = 60.0  # seconds before the first retry of a postponed entry
@@ -61,7 +62,6 @@ def write(spool: str, uuid: str, fields: dict) -> str:
     except OSError as e:
         raise Refused(f"spool {spool} {e.strerror or e}; refusing to write there") from None
     try:
-        remove_stale_temps(fd)
         _write_json(fd, f"{uuid}.json", dict(fields, uuid=uuid))
     finally:
         os.close(fd)
@@ -144,8 +144,12 @@ def postpone(entry: Entry, outcome: ApplyOutcome, now: float | None = None) -> E
         data.pop(older, None)
     data.update(uuid=entry.uuid, domain=entry.domain, attempts=attempts, next_try=now + wait,
                 last_outcome={k: getattr(outcome, k) for k in OUTCOME_FIELDS})
-    try:
-        _write_json(os.path.dirname(entry.path), entry.path, data)
+    try:  # the spool checked and opened again, as write() does
+        at = open_private_dir(os.path.dirname(entry.path), create=False)
+        try:
+            _write_json(at, os.path.basename(entry.path), data)
+        finally:
+            os.close(at)
     except OSError:
         pass
     return Entry(entry.path, entry.uuid, entry.domain, attempts, now + wait, outcome)
@@ -164,20 +168,6 @@ def _checked_uuid(value) -> str:
     return uuid
 
 
-def _write_json(spool: str | int, path: str, data: dict) -> None:
-    """`path` (a name in `spool` when that is an open directory's fd) replaced by a new O_EXCL|O_NOFOLLOW
-    temporary file."""
-    at = spool if isinstance(spool, int) else None
-    fd, tmp = create_temp(spool)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(data, fh)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path, src_dir_fd=at, dst_dir_fd=at)
-    except BaseException:
-        try:
-            os.unlink(tmp, dir_fd=at)
-        except OSError:
-            pass
-        raise
+def _write_json(at: int, name: str, data: dict) -> None:
+    """`name` in the open spool directory `at` replaced whole (atomic.replace_at: file and directory synced)."""
+    replace_at(at, name, json.dumps(data).encode())

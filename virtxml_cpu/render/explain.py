@@ -1,16 +1,16 @@
-"""Outcome -> the table a person reads, or the JSON a program reads (pure)."""
+"""explain's output: a pipeline.Outcome as the table a person reads or the JSON line a program reads, and
+rewrite's and apply's unified diff. Pure but for json_line, which encodes the parts a template's clones
+share once, in the pipeline's memo."""
 
 from __future__ import annotations
 
 import difflib
 import json
 
-from . import guest_os
-from . import qemu_build
-from .errors import shown
-from .memo import MISSING, Kept
-from .pipeline import Outcome
-from .rules import PROPERTIES
+from .. import guest_os, pipeline, qemu_build
+from ..errors import shown
+from ..pipeline import Outcome
+from ..rules import PROPERTIES
 
 
 def _features(features) -> dict:
@@ -63,32 +63,34 @@ def to_json(o: Outcome) -> dict:
     return {**_own(o), "decision": _decision(o), **_shared(o.resolution)}
 
 
-_ENCODED = Kept()
+def shared_json(r) -> str:
+    """The resolution's part of the JSON line (the same for every clone of a template)."""
+    return json.dumps(_shared(r), separators=(",", ":"))
 
 
-def _shared_json(r) -> str:
-    """The shared part, encoded once per resolution: clones of a template share one (engine.resolve keeps
-    it), and its features dict is that resolution's own, so its identity names it."""
-    text = _ENCODED.get(r.features)
-    if text is MISSING:
-        text = _ENCODED.put(r.features, (), json.dumps(_shared(r), separators=(",", ":")))
-    return text
+def decision_json(o: Outcome) -> str:
+    return json.dumps(_decision(o), separators=(",", ":"))
 
 
-_DECISIONS = Kept()
-
-
-def _decision_json(o: Outcome) -> str:
-    text = _DECISIONS.get(o.decision, (o.policy_source, o.style))
-    if text is MISSING:
-        text = _DECISIONS.put(o.decision, (o.policy_source, o.style), json.dumps(_decision(o), separators=(",", ":")))
-    return text
+def _joined(o: Outcome, shared: str, decision: str) -> str:
+    """One line of JSON from its encoded parts: the same object as to_json."""
+    own = json.dumps(_own(o), separators=(",", ":"))
+    return own[:-1] + ',"decision":' + decision + "," + shared[1:]
 
 
 def to_json_line(o: Outcome) -> str:
-    """One line of JSON: the same object as to_json, its shared parts encoded once."""
-    own = json.dumps(_own(o), separators=(",", ":"))
-    return own[:-1] + ',"decision":' + _decision_json(o) + "," + _shared_json(o.resolution)[1:]
+    """One line of JSON: the same object as to_json, every part encoded afresh."""
+    return _joined(o, shared_json(o.resolution), decision_json(o))
+
+
+def json_line(o: Outcome) -> str:
+    """to_json_line, with the parts clones share encoded once: the resolution's part kept in the pipeline's
+    memo under the outcome's key (what decides the resolution), the decision's under the decision itself."""
+    if not o.key:  # not built by pipeline.decide(): nothing says what it shares
+        return to_json_line(o)
+    shared = pipeline.MEMO.get(("shared-json", o.key), lambda: shared_json(o.resolution))
+    decision = pipeline.MEMO.get(("decision-json", o.decision, o.policy_source, o.style), lambda: decision_json(o))
+    return _joined(o, shared, decision)
 
 
 def table(o: Outcome, verbose: bool = False) -> str:

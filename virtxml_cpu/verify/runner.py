@@ -2,7 +2,7 @@
 paused QEMU per question, asked over QMP and killed after a timeout.
 
 This is the only part of verify that starts processes; what to ask and how to judge the answers is in
-verify.py.
+compare.py.
 """
 
 from __future__ import annotations
@@ -15,29 +15,16 @@ import subprocess
 import tempfile
 import threading
 import time
-from typing import Callable, NamedTuple
+from typing import Callable
 
-from . import rules
-from .errors import BadInput, EnvironmentProblem, shown
-from . import localqemu
-from .hostfacts import decode_libvirt_version
-from .machines import format_version
-from .qmp import QMP, QMPClosed, QMPError
-from .verify import Build, CpuMode, Run, VerifyOptions
+from .. import localqemu, rules
+from ..errors import BadInput, EnvironmentProblem, shown
+from ..hostfacts import decode_libvirt_version
+from ..machines import format_version
+from ..qmp import QMP, QMPClosed, QMPError
+from .types import Build, CpuMode, Identity, Run, VerifyOptions
 
 GIVE_UP_AFTER = 3  # QEMUs killed by the timeout before verify stops starting more
-
-
-class Identity(NamedTuple):
-    """Who QEMU runs as."""
-
-    name: str
-    uid: int | None = None  # None: as this process
-    gid: int | None = None
-    groups: tuple[int, ...] = ()
-
-    def popen(self) -> dict:
-        return {} if self.uid is None else {"user": self.uid, "group": self.gid, "extra_groups": list(self.groups)}
 
 
 def find_emulator(opts: VerifyOptions) -> tuple[str, str | None]:
@@ -68,8 +55,8 @@ def find_emulator(opts: VerifyOptions) -> tuple[str, str | None]:
 def libvirt_emulator(uri: str) -> tuple[str, str]:
     """The emulator libvirt uses for x86_64 KVM domains (domain capabilities <path>) and the QEMU version
     libvirt reports for it."""
-    from .libvirt_conn import is_local, libvirt_module, open_for_reading
-    from .xmlio import parse_xml
+    from ..libvirt_conn import is_local, libvirt_module, open_for_reading
+    from ..xmlio import parse_xml
 
     if not is_local(uri):
         raise BadInput(f"{uri}: verify starts QEMU on this host; give a local URI or run it on that host")

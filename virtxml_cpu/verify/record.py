@@ -9,26 +9,17 @@ from __future__ import annotations
 import json
 import os
 import time
-from typing import TYPE_CHECKING
 
-from . import __version__
-from . import localqemu
-from .errors import VirtxmlCpuError
-from .files import write_output
-from .hostfacts import parse_version_line as _parse_line
-from .machines import format_version
-from .safefs import check_trusted, read_regular, resolve_trusted
+from .. import __version__
+from .. import localqemu
+from ..errors import VirtxmlCpuError
+from ..files import write_output
+from ..hostfacts import parse_version_line as _parse_line
+from ..machines import format_version
+from ..safefs import check_trusted, read_regular, resolve_trusted
+from .types import DEFAULT_RECORD, Outcome, record_key
 
-if TYPE_CHECKING:
-    from .verify import Outcome
-
-DEFAULT_RECORD = "/var/lib/virtxml-cpu/verified.json"
 MAX_RECORD_BYTES = 64 * 1024
-
-
-def record_key(emulator: str, version: str, package: str) -> str:
-    """A build is its path, version and package string: a rebuilt or patched package is another build."""
-    return f"{emulator}|{version}|{package}"
 
 
 def parse_version_line(text: str) -> tuple[str, str] | None:

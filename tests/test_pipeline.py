@@ -1,0 +1,142 @@
+"""The pipeline's one memo: keyed by the facts that decide (never an object's identity), shared by a
+template's clones, and engine, policy and report keep no state of their own."""
+
+from __future__ import annotations
+
+import json
+import types
+
+import pytest
+
+from virtxml_cpu import domain, engine, pipeline, policy
+from virtxml_cpu.render import explain as report
+from virtxml_cpu.config import Config
+from virtxml_cpu.hostfacts import HostFacts, combine
+from virtxml_cpu.memo import FrozenDict, Memo
+from virtxml_cpu.pipeline import process
+from virtxml_cpu.xmlio import parse_domain_lean
+
+from .conftest import FIXTURES, ROOT, recorded_host
+
+SOURCES = sorted(p for d in (FIXTURES, ROOT / "examples") for p in d.glob("*.xml"))
+
+
+def clone(data: bytes, n: int) -> bytes:
+    """The same definition under another name and uuid (what a template's clones differ in)."""
+    facts = domain.extract(parse_domain_lean(data, "x"))
+    out = data.replace(f"<name>{facts.name}</name>".encode(), f"<name>clone-{n}</name>".encode(), 1)
+    if facts.uuid:
+        out = out.replace(facts.uuid.encode(), f"00000000-0000-4000-8000-{n:012d}".encode(), 1)
+    return out
+
+
+@pytest.fixture
+def calls(monkeypatch):
+    """A fresh memo, and how often the pipeline asked engine.resolve and policy.decide."""
+    monkeypatch.setattr(pipeline, "MEMO", Memo())
+    counted = {"resolve": 0, "decide": 0}
+    resolve, decide = engine.resolve, policy.decide
+
+    def counting_resolve(*a):
+        counted["resolve"] += 1
+        return resolve(*a)
+
+    def counting_decide(*a):
+        counted["decide"] += 1
+        return decide(*a)
+
+    monkeypatch.setattr(engine, "resolve", counting_resolve)
+    monkeypatch.setattr(policy, "decide", counting_decide)
+    return counted
+
+
+def test_equal_facts_share_one_answer_whoever_built_them(calls):
+    """Two host facts built separately but equal, and a clone with its own name and uuid: one resolution,
+    one decision. Each outcome keeps its own name and uuid."""
+    data = (FIXTURES / "rhel9-q35.xml").read_bytes()
+    first = process(data, "a.xml", recorded_host(), Config(), render=False)
+    again = process(clone(data, 1), "b.xml", recorded_host(), Config(), render=False)
+    assembled = process(clone(data, 2), "c.xml", combine([recorded_host()]), Config(), render=False)
+    assert calls == {"resolve": 1, "decide": 1} and assembled.decision == first.decision
+    assert again.resolution.facts.name == "clone-1" and first.resolution.facts.name != "clone-1"
+    assert again.resolution.facts.uuid == "00000000-0000-4000-8000-000000000001"
+    assert again.resolution.features == first.resolution.features and again.decision == first.decision
+
+
+def test_every_fact_that_decides_is_in_the_key(calls):
+    data = (FIXTURES / "rhel9-q35.xml").read_bytes()
+    host = recorded_host()
+    base = process(data, "a.xml", host, Config(), render=False)
+    old_qemu = process(data, "a.xml", host._replace(qemu_version=(2, 10)), Config(), render=False)
+    assert calls["resolve"] == 2 and old_qemu.resolution.features != base.resolution.features
+    never = process(data, "a.xml", host, Config(), "never", render=False)
+    assert calls == {"resolve": 2, "decide": 3} and never.decision.rule == "policy-never"
+    changed = data.replace(b"machine='pc-q35-rhel9.6.0'", b"machine='pc-q35-7.2'")
+    assert changed != data
+    other = process(changed, "a.xml", host, Config(), render=False)
+    assert calls["resolve"] == 3 and other.resolution.machine.name == "pc-q35-7.2"
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=lambda p: p.name)
+def test_a_kept_answer_is_the_answer_computed_afresh(path, calls, host):
+    """Warm the memo with a clone, then the document itself: what it is given equals what engine and
+    policy compute for it directly (name and uuid included)."""
+    data = path.read_bytes()
+    process(clone(data, 7), "clone.xml", host, Config(), render=False)
+    kept = process(data, path.name, host, Config(), render=False)
+    facts = domain.extract(parse_domain_lean(data, path.name))
+    fresh = engine.resolve(facts, host)
+    assert kept.resolution == fresh
+    if kept.decision.rule != "metadata-invalid":
+        chosen, _ = policy.effective_policy(None, None, facts.override_policy)
+        assert kept.decision == policy.decide(fresh, chosen, "pvspinlock")
+    assert json.loads(report.json_line(kept)) == report.to_json(kept) == json.loads(report.to_json_line(kept))
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=lambda p: p.name)
+def test_name_and_uuid_decide_nothing(path, host):
+    """What lets the key drop them: engine and policy answer the same whatever the name and uuid."""
+    facts = domain.extract(parse_domain_lean(path.read_bytes(), path.name))
+    other = facts._replace(name="someone-else", uuid="00000000-0000-4000-8000-000000000009")
+    a, b = engine.resolve(facts, host), engine.resolve(other, host)
+    assert a._replace(facts=other) == b
+    assert policy.decide(a, "compat") == policy.decide(b, "compat")
+
+
+def _state(module) -> dict:
+    """The size of every module-level container, and of each container an object there holds."""
+    out = {}
+    for k, v in vars(module).items():
+        if isinstance(v, (types.ModuleType, type)) or callable(v):
+            continue
+        if isinstance(v, (dict, list, set)):
+            out[k] = len(v)
+        for a, w in getattr(v, "__dict__", {}).items():
+            if isinstance(w, (dict, list, set)):
+                out[f"{k}.{a}"] = len(w)
+    return out
+
+
+def test_engine_policy_and_report_keep_no_state(host):
+    before = {m.__name__: _state(m) for m in (engine, policy, report)}
+    for path in SOURCES:
+        o = process(clone(path.read_bytes(), 3), path.name, host, Config(), render=False)
+        report.to_json_line(o), report.table(o)
+    assert {m.__name__: _state(m) for m in (engine, policy, report)} == before
+
+
+def test_assembled_host_facts_are_a_hashable_value():
+    host = combine([recorded_host()])
+    assert isinstance(host.cpuid, FrozenDict) and hash(host) == hash(combine([recorded_host()]))
+    with pytest.raises(TypeError):
+        host.cpuid[(1, "eax")] = 0
+    with pytest.raises(TypeError):
+        host.aliases.update(pc="x")
+    assert pipeline.host_key(recorded_host()) == pipeline.host_key(host)  # plain dicts are frozen for the key
+    assert hash(pipeline.host_key(HostFacts())) == hash(pipeline.host_key(HostFacts()))
+
+
+def test_the_memo_is_bounded_and_never_wrong_when_it_starts_over():
+    memo = Memo(limit=2)
+    assert [memo.get(k, lambda k=k: k * 10) for k in (1, 2, 3, 1)] == [10, 20, 30, 10]
+    assert len(memo) <= 2

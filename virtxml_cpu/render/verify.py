@@ -1,0 +1,60 @@
+"""verify's output over its Outcome (verify/types.py): the lines a person reads, and the JSON document a
+user attaches to a bug report (pure)."""
+
+from __future__ import annotations
+
+import json
+
+from .. import __version__, qemu_build, rules
+from ..verify.types import Outcome
+
+QUIET = ("DISAGREE", "not started", "verify:")  # the lines --quiet keeps
+
+
+def summary(o: Outcome) -> str:
+    compat = ("compat-props: not answered by this QEMU" if o.compat_checked is None
+              else f"compat-props: {o.compat_checked} checks")
+    failed = f", {len(o.failed)} not started (listed above)" if o.failed else ""
+    return (f"verify: {len(o.machines)} machine types x {len(o.modes)} CPU models x {len(rules.PROPERTIES)} "
+            f"properties = {o.checks} checks ({len(o.runs) - len(o.failed)} QEMUs{failed}); {compat}; "
+            f"machine status: {o.lifecycle_checked} names; "
+            f"{len(o.disagreements)} disagreements; {o.seconds:.1f} s")
+
+
+def lines(o: Outcome, quiet: bool = False) -> list[str]:
+    """Each line of the run, what --quiet keeps only when `quiet`."""
+    b, h = o.build, o.host
+    out = [f"QEMU {b.emulator}: {b.version_line}; run as {o.identity.name}",
+           f"build: {h.qemu_flavour} ({h.flavour_source})",
+           f"release: {qemu_build.described(h)}",
+           f"CPU models: {', '.join(m.label for m in o.modes)}"]
+    out += [f"not started: {r.machine} {r.mode.label}: {r.error}" for r in o.failed]
+    out += [d.line() for d in o.disagreements]
+    out.append(summary(o))
+    return [line for line in out if not quiet or line.startswith(QUIET)]
+
+
+def report(o: Outcome) -> dict:
+    """The JSON a user attaches to a bug report."""
+    b, h = o.build, o.host
+    return {
+        "tool": f"virtxml-cpu {__version__}", "emulator": b.emulator, "qemu_version": b.version,
+        "package": b.package, "build": h.qemu_flavour, "build_basis": h.flavour_source,
+        "release": qemu_build.described(h),
+        "qemu_user": o.identity.name, "properties": list(rules.PROPERTIES),
+        "cpu_models": {m.key: {"label": m.label, "-cpu": m.qemu_cpu, "libvirt": m.cpu_xml} for m in o.modes},
+        "machines": o.machines, "compat_props_answered": o.compat_checked is not None,
+        "runs": [{"machine": r.machine, "cpu": r.mode.key, "qemu": r.qemu, "tool": o.tool.get((r.machine, r.mode.key)),
+                  "error": r.error, "seconds": round(r.seconds, 3)} for r in o.runs],
+        "disagreements": [d._asdict() for d in o.disagreements],
+        "summary": {"machine_types": len(o.machines), "cpu_models": len(o.modes),
+                    "properties": len(rules.PROPERTIES), "checks": o.checks, "not_started": len(o.failed),
+                    "compat_checks": o.compat_checked, "lifecycle_checks": o.lifecycle_checked,
+                    "disagreements": len(o.disagreements),
+                    "seconds": round(o.seconds, 1)},
+    }
+
+
+def json_document(o: Outcome) -> str:
+    """The file --json writes."""
+    return json.dumps(report(o), indent=1) + "\n"
