@@ -29,9 +29,10 @@ GUESTS = {
 SEEN: dict[str, tuple[str, str]] = {}
 
 
-def rewrite(xml: bytes) -> bytes:
-    r = subprocess.run([sys.executable, "-m", "virtxml_cpu", "rewrite", "-"], input=xml, capture_output=True,
-                       cwd=ROOT, check=True)
+def rewrite(xml: bytes, lab: harness.Lab) -> bytes:
+    """The tool told which libvirt the guest runs on (the chroot's QEMU 10.0 is not the host's local 7.2)."""
+    r = subprocess.run([sys.executable, "-m", "virtxml_cpu", "rewrite", "--connect", lab.uri, "-"], input=xml,
+                       capture_output=True, cwd=ROOT, check=True)
     return r.stdout
 
 
@@ -45,7 +46,7 @@ def test_guest_reads_pv_unhalt_only_after_rewrite(lab_up, key):
     name = harness.unique_name(f"cpuid-{kind}")
     original = harness.boot_sector_guest(name, machine, cpu, lab=lab)
     before = harness.boot_and_read_cpuid(conn, harness.startable(original), name, lab=lab)
-    fixed = rewrite(original)
+    fixed = rewrite(original, lab)
     assert fixed != original and b"<pvspinlock state='on'/>" in fixed
     after = harness.boot_and_read_cpuid(conn, harness.startable(fixed), name, lab=lab)
     conn.close()
@@ -54,4 +55,4 @@ def test_guest_reads_pv_unhalt_only_after_rewrite(lab_up, key):
     assert int(before, 16) & PV_UNHALT == 0
     assert int(after, 16) & PV_UNHALT
     assert int(after, 16) == int(before, 16) | PV_UNHALT  # nothing else in the leaf changed
-    assert rewrite(fixed) == fixed  # a second run changes nothing
+    assert rewrite(fixed, lab) == fixed  # a second run changes nothing
