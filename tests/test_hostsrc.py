@@ -274,13 +274,13 @@ def test_each_pair_is_run_by_two_shells_where_two_can_take_it():
 
 
 def test_the_documented_order_is_the_codes():
-    """The order hostsrc's docstring and docs/incoming/hostsrc.md write down is hostsrc.ORDER, the table
+    """The order hostsrc's docstring and docs/qemu-build.md write down is hostsrc.ORDER, the table
     assemble() builds the claims from (the test above checks what that table does)."""
     titles = [title for title, _row in hostsrc.ORDER]
     heads = re.findall(r"^  (\d)\. (.*)$", hostsrc.__doc__, re.M)
     assert [int(n) for n, _ in heads] == list(range(1, len(titles) + 1))
     assert [re.sub(r"[:(].*", "", t).strip() for _, t in heads] == titles
-    docs = (Path(__file__).resolve().parent.parent / "docs" / "incoming" / "hostsrc.md").read_text()
+    docs = (Path(__file__).resolve().parent.parent / "docs" / "qemu-build.md").read_text()
     assert re.findall(r"^\d\. \*\*(.*?)\*\*", docs, re.M) == titles
     assert "hostsrc.ORDER" in qemu_build.__doc__ and not re.search(r"^  \d\. ", qemu_build.__doc__, re.M)
 

@@ -1,6 +1,6 @@
 """One renderer per audit output format, over typed records: the stream on stdout and the `-o` file hold
-the same bytes for every format, hosts are streamed as they finish, the JSON lines follow the schema the
-README documents, and the Prometheus exposition parses. First over records built here (through the real
+the same bytes for every format, hosts are streamed as they finish, the JSON lines follow the schema
+docs/live.md documents, and the Prometheus exposition parses. First over records built here (through the real
 CLI shell, with the libvirt side replaced by those records), then through the CLI against libvirt's
 in-process test driver (test:///default)."""
 
@@ -103,15 +103,16 @@ def test_prometheus_on_stdout_is_the_exposition(fake_audit, capsys):
 
 
 def _documented_fields() -> dict[str, list[str]]:
-    """The README's JSON schema: for each record kind, the fields of the first table under its heading, then
-    the fields docs/incoming/*.md add under the same heading (documentation not yet folded into the README)."""
+    """The documented JSON schema: for each record kind, the fields of the first table under its heading in
+    docs/live.md, then the fields docs/incoming/*.md add under the same heading (documentation not yet
+    folded into docs/)."""
     out = {}
     for kind in ("domain", "host", "summary"):
         out[kind] = []
-        for i, path in enumerate([ROOT / "README.md", *sorted((ROOT / "docs" / "incoming").glob("*.md"))]):
+        for i, path in enumerate([ROOT / "docs" / "live.md", *sorted((ROOT / "docs" / "incoming").glob("*.md"))]):
             text = path.read_text()
-            m = re.search(rf'^#### `"record": "{kind}"`\n(?:(?:[^|\n].*)?\n)*((?:\|.*\n)+)', text, re.M)
-            assert m or i, f"README documents no {kind} record"
+            m = re.search(rf'^#{{3,4}} `"record": "{kind}"`\n(?:(?:[^|\n].*)?\n)*((?:\|.*\n)+)', text, re.M)
+            assert m or i, f"docs/live.md documents no {kind} record"
             out[kind] += re.findall(r"^\| `(\w+)` \|", m.group(1), re.M) if m else []
     return out
 

@@ -110,9 +110,36 @@ def manpage(parser: argparse.ArgumentParser | None = None, date: datetime.date |
                                       + config_text),
         "\n".join(_section("", CONFIG_KEYS).splitlines()[1:]),
         _section("FILES", FILES),
-        ".SH SEE ALSO\n\\fBvirsh\\fR(1), \\fBlibvirtd\\fR(8), /usr/share/doc/virtxml-cpu/README.md.gz",
+        see_also(),
     ]
     return "\n".join(body + extra) + "\n"
+
+
+DOC_DIR = "/usr/share/doc/virtxml-cpu"  # where debian/virtxml-cpu.docs puts README.md and docs/*.md
+SOURCE = Path(__file__).resolve().parent.parent
+
+
+def installed_docs(source: Path = SOURCE) -> list[tuple[str, str]]:
+    """(installed name, title) of README.md and every docs/*.md, as the package installs them: flat in
+    DOC_DIR, and compressed by dh_compress when larger than 4 KiB (its rule for /usr/share/doc)."""
+    pages = [source / "README.md"] + sorted((source / "docs").glob("*.md"))
+    out = []
+    for page in pages:
+        text = page.read_text(encoding="utf-8")
+        title = next((line[2:].strip() for line in text.splitlines() if line.startswith("# ")), page.stem)
+        if page.name == "README.md":
+            title = "start here: the problem, install, the first five minutes on a host"
+        out.append((page.name + (".gz" if page.stat().st_size > 4096 else ""), title))
+    return out
+
+
+def see_also(source: Path = SOURCE) -> str:
+    """SEE ALSO: the libvirt tools, then each page of the documentation as installed, with its title."""
+    intro = (f"The documentation, installed in {DOC_DIR}/ (a name ending in .gz is compressed: read it "
+             "with zless):")
+    return "\n".join([".SH SEE ALSO", "\\fBvirsh\\fR(1), \\fBlibvirtd\\fR(8).", ".PP", _roff(intro)]
+                     + [line for name, title in installed_docs(source)
+                        for line in (".TP", f"\\fB{_roff(f'{DOC_DIR}/{name}')}\\fR", _roff(title))])
 
 
 FILE_DESTS = ("files", "output", "config", "capabilities", "domcapabilities")  # options naming a file

@@ -95,7 +95,7 @@ def _has(f: HostFacts) -> list:
     return [qemu_build.from_facts(f)] if f.qemu_version else []
 
 
-# The order (the module docstring and docs/incoming/hostsrc.md list these titles, in this order): each row
+# The order (the module docstring and docs/qemu-build.md list these titles, in this order): each row
 # gives its claims on the build and release; qemu_build.settle takes the first naming each.
 ORDER = (
     ("the command line", lambda s: qemu_build.from_command_line(s.src.flavour, s.src.release)),
