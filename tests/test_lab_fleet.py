@@ -329,7 +329,7 @@ def _memory(dom) -> int:
 def test_apply_never_writes_over_a_concurrent_redefinition(lab_up, tmp_path):
     """Another process redefines 10 domains with a new <memory> in a loop while apply runs on 20: no domain
     ends with an older memory than the redefiner last wrote, and each raced one is fixed or reported
-    "changed meanwhile". How often the remaining window (README) was hit is printed, not asserted."""
+    "changed meanwhile". How often the remaining window (docs/live.md, "Apply") was hit is printed, not asserted."""
     lab = harness.connect()  # its own: an earlier test of this module restarts libvirtd
     doms = [define(lab, f"redef{i}", HM) for i in range(20)]
     raced, calm = doms[:10], doms[10:]

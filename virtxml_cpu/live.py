@@ -238,7 +238,7 @@ def apply_domain(target: Target, dom, opts: ApplyOptions) -> ApplyOutcome:
     text = o.output.decode()
     try:
         # The window that remains: from libvirtd answering this compare to it handling defineXML, about one
-        # round trip on the open connection (README); libvirt has no compare-and-define.
+        # round trip on the open connection (docs/live.md, "Apply"); libvirt has no compare-and-define.
         if dom.XMLDesc(flags).encode() != xml:
             return outcome(SKIPPED, "changed meanwhile: its definition changed while we worked", notes)
         new = target.conn.defineXML(text)

@@ -13,8 +13,8 @@ POLICIES = ("compat", "never", "always", "numa")
 STYLES = tuple(libvirt_xml.STYLES)
 COMPAT_SINCE = (2, 11)  # the seed series: "enables kvm_pv_unhalt by default on pc-*-2.11 and newer"
 X86 = ("x86_64", "i686")
-# Every rule a decision can name, in the order decide() tries them (README "The rules"; the suite checks
-# that each one is reached).
+# Every rule a decision can name, in the order decide() tries them (docs/rules.md, "The decision"; the
+# suite checks that each one is reached).
 DECISION_RULES = ("policy-never", "not-x86", "machine-not-offered", "qemu-refuses", "not-kvm", "user-choice",
                   "qemu-cpu-override", "kvm-hidden", "cpu-pm", "already-on", "machine-family", "cpu-mode",
                   "dedicated-vcpus", "machine-too-old", "machine-version-unknown", "accelerator-unsupported",

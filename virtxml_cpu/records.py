@@ -4,7 +4,7 @@
 `apply` and `watch` make an ApplyOutcome per domain (the hook's queue keeps the last one of each entry).
 The renderers (virtxml_cpu.render) read these and nothing else, so a field is spelled the same in the
 table, the JSON lines and the Prometheus metrics. SCHEMA_VERSION is the version of the JSON lines schema
-(README "Audit output"); it changes when a field is renamed, removed or changes meaning.
+(docs/live.md, "Audit output"); it changes when a field is renamed, removed or changes meaning.
 """
 
 from __future__ import annotations
