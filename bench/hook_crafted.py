@@ -96,7 +96,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         cfg = Path(tmp) / "config.toml"
         cfg.write_text(f'[hook]\nmode = "audit"\nsyslog_socket = "{tmp}/none.sock"\n')  # no syslog: stderr
-        hookinstall.install(f"{tmp}/hooks", "audit", str(cfg), legacy=False)
+        # No decision digest: every run is a full evaluation, and nothing is kept outside tmp.
+        hookinstall.install(f"{tmp}/hooks", "audit", str(cfg), legacy=False, digest_dir="")
         hook = [f"{tmp}/hooks/qemu.d/virtxml-cpu", "big", "prepare", "begin", "-"]
         rewrite = [sys.executable, "-m", "virtxml_cpu", "rewrite", "--no-host-probe", "--qemu-flavour", "upstream", "-"]
         runs = {("hook", k): (hook, v, b" decision=") for k, v in docs.items()}  # evaluated
