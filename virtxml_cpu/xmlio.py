@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import io
 import re
-import threading
+from _thread import _local  # threading.local itself, without importing threading (the hook's cold start)
 from collections import namedtuple
 
 from lxml import etree
@@ -42,7 +42,7 @@ def safe_parser(cls=etree.XMLParser, **options) -> etree.XMLParser:
     return parser
 
 
-_PARSERS = threading.local()  # an lxml parser serves one thread at a time; building one per document is slow
+_PARSERS = _local()  # an lxml parser serves one thread at a time; building one per document is slow
 
 
 def _parser() -> etree.XMLParser:
