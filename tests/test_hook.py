@@ -199,10 +199,10 @@ def test_installed_copy_runs_standalone(tmp_path):
     assert r.returncode == 0 and r.stdout == r.stderr == b""
 
 
-def _imports(tmp_path, lib, config=None, digest_dir="", xml=NEEDS_FIX):
+def _imports(tmp_path, lib, config=None, digest_dir="", xml=NEEDS_FIX, python=sys.executable):
     """Run the rendered front with an interpreter that reports its imports (-X importtime)."""
     wrap = tmp_path / "python-importtime"
-    wrap.write_text(f"#!/bin/sh\nexec {sys.executable} -X importtime \"$@\"\n")
+    wrap.write_text(f"#!/bin/sh\nexec {python} -X importtime \"$@\"\n")
     wrap.chmod(0o755)
     path = _front(tmp_path, str(wrap), lib, config, digest_dir=digest_dir)
     r = subprocess.run([str(path), "scratch", "prepare", "begin", "-"], input=xml, capture_output=True, env=ENV,
@@ -218,9 +218,30 @@ def test_prepare_path_imports_from_the_rendered_directories_without_site(tmp_pat
                                  f"import sys; sys.path += {list(hookinstall.lib_dirs())!r}; import lxml.etree"],
                                 capture_output=True, timeout=60).stderr.decode()
     ours = modules - {line.rsplit("|", 1)[-1].strip() for line in lxml_alone.splitlines() if "|" in line}
-    assert "lxml.etree" in modules and not {"site", "socket", "json", "pathlib", "typing"} & ours, sorted(ours)
+    assert "lxml.etree" in modules and not NOT_ON_PREPARE_PATH & ours, sorted(ours)
     if not os.path.exists("/etc/virtxml-cpu/config.toml"):  # no config file: no TOML parser either
         assert "tomllib" not in modules
+
+
+# What the prepare path itself never imports (beyond what lxml.etree imports on its own): each costs the cold start.
+NOT_ON_PREPARE_PATH = {"site", "socket", "json", "pathlib", "typing", "threading", "enum", "inspect", "dataclasses",
+                       "tomllib", "hashlib", "weakref"}
+SYSTEM_PYTHON, SYSTEM_LIB = "/usr/bin/python3", "/usr/lib/python3/dist-packages"
+
+
+def test_prepare_path_imports_nothing_beyond_lxml_under_debians_python(tmp_path):
+    """Debian's python3-lxml imports neither typing nor enum nor inspect: under it, whatever the prepare path
+    imports beyond lxml.etree is the project's own cost (the venv's newer lxml hides typing)."""
+    if subprocess.run([SYSTEM_PYTHON, "-I", "-S", "-c", f"import sys; sys.path.append({SYSTEM_LIB!r}); import lxml.etree"],
+                      capture_output=True).returncode != 0:
+        pytest.skip(f"SKIPPED LOUDLY: {SYSTEM_PYTHON} has no lxml (apt-get install python3-lxml)")
+    r, modules = _imports(tmp_path, (SYSTEM_LIB,), python=SYSTEM_PYTHON)
+    assert r.returncode == 1 and b"refusing to start 'scratch'" in r.stderr  # the full evaluation ran
+    lxml_alone = subprocess.run([SYSTEM_PYTHON, "-I", "-S", "-X", "importtime", "-c",
+                                 f"import sys; sys.path.append({SYSTEM_LIB!r}); import lxml.etree"],
+                                capture_output=True, timeout=60).stderr.decode()
+    ours = modules - {line.rsplit("|", 1)[-1].strip() for line in lxml_alone.splitlines() if "|" in line}
+    assert "lxml.etree" in modules and not NOT_ON_PREPARE_PATH & ours, sorted(ours)
 
 
 def test_a_comments_only_config_costs_no_toml_parser(tmp_path):
@@ -245,3 +266,26 @@ def test_lib_dirs_name_where_lxml_is_unless_beside_the_package():
     where = os.path.dirname(os.path.dirname(os.path.realpath(lxml.__file__)))
     assert hookinstall.lib_dirs() == (() if where == os.path.realpath(hookinstall.PACKAGE_PARENT) else (where,))
     assert hookinstall.lib_dirs(where) == ()
+
+
+def test_front_decides_without_the_cyclic_collector_and_freezes_before_exit(tmp_path):
+    """The front runs main() with gc disabled and freezes what the process holds before exiting (the
+    interpreter's last collections walking lxml and the rule tables were ~4 ms of a cold start)."""
+    pkg = tmp_path / "pkg" / "virtxml_cpu"
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "hookentry.py").write_text(
+        "import atexit, gc, sys\n"
+        "def main(argv):\n"
+        "    sys.stdout.write(f'enabled={gc.isenabled()} argv={argv}\\n')\n"
+        "    atexit.register(lambda: sys.stdout.write(f'frozen={gc.get_freeze_count() > 0}\\n'))\n"
+        "    return 3\n")
+    path = tmp_path / "virtxml-cpu"
+    path.write_text(hookinstall.render(hookinstall.template(), sys.executable, str(tmp_path / "pkg"), "audit", None,
+                                       (), ""))
+    path.chmod(0o755)
+    r = subprocess.run([str(path), "vm", "prepare", "begin", "-"], input=b"", capture_output=True, env=ENV,
+                       timeout=60)
+    assert r.returncode == 3, r.stderr
+    assert r.stdout.decode().splitlines() == [
+        "enabled=False argv=['audit', '', '', 'vm', 'prepare', 'begin', '-']", "frozen=True"]

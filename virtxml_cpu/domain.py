@@ -7,6 +7,7 @@ from collections import namedtuple
 
 from lxml import etree
 
+from . import lazyre  # module-level patterns compiled where first used (the hook's cold start)
 from .libvirt_xml import PLACEMENT, SETTINGS, Placement, Setting
 from .orchestrators import ORCHESTRATORS
 
@@ -93,7 +94,7 @@ class DomainFacts(namedtuple("DomainFacts", "name uuid virt_type arch machine cp
         return self.setting("pvspinlock")
 
 
-UUID = re.compile(r"[0-9a-fA-F]{32}|[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
+UUID = lazyre.compile(r"[0-9a-fA-F]{32}|[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
 
 
 def canonical_uuid(text: str | None) -> str | None:

@@ -13,6 +13,7 @@ import struct
 from collections import namedtuple
 from collections.abc import Iterable
 
+from . import lazyre  # module-level patterns compiled where first used (the hook's cold start)
 from .errors import BadInput
 from .flavours import FLAVOURS
 from .machines import classify, parse_version
@@ -177,7 +178,7 @@ def qemu_answer(version_text: str, machines: HostFacts, what: str) -> HostFacts:
                             descriptions=machines.descriptions, sources=version.sources + machines.sources)
 
 
-_MACHINE_LINE = re.compile(r"^(\S+)\s+(.*?)((?:\s+\((?:alias of \S+|default|deprecated)\))*)\s*$")
+_MACHINE_LINE = lazyre.compile(r"^(\S+)\s+(.*?)((?:\s+\((?:alias of \S+|default|deprecated)\))*)\s*$")
 
 
 def parse_machine_help(text: str, emulator: str = "") -> HostFacts:
@@ -233,7 +234,7 @@ def parse_domcapabilities(data: bytes) -> HostFacts:
     return HostFacts(host_model=host_model, sources=("domain capabilities",))
 
 
-_VERSION_LINE = re.compile(r"version ([0-9]+\.[0-9]+(?:\.[0-9]+)?)(?: \((.*)\))?", re.ASCII)
+_VERSION_LINE = lazyre.compile(r"version ([0-9]+\.[0-9]+(?:\.[0-9]+)?)(?: \((.*)\))?", lazyre.ASCII)
 
 
 def parse_version_line(text: str) -> tuple[tuple[int, ...], str] | None:

@@ -5,9 +5,9 @@ imports this as `re`; its rows stay as written."""
 from __future__ import annotations
 
 import re as _re
-from re import ASCII, IGNORECASE  # noqa: F401 - the flags the tables use
+from re import ASCII, DOTALL, IGNORECASE  # noqa: F401 - the flags the tables and modules use
 
-__all__ = ["ASCII", "IGNORECASE", "Pattern", "compile"]
+__all__ = ["ASCII", "DOTALL", "IGNORECASE", "Pattern", "compile"]
 
 
 class Pattern:

@@ -8,17 +8,17 @@ what is offered; the table still says what is deprecated.
 
 from __future__ import annotations
 
-import re
 from collections import namedtuple
 
+from . import lazyre  # module-level patterns compiled where first used (the hook's cold start)
 from .flavours import FLAVOURS, PC, AgeRule, Flavour, Lifecycle
 from .machines import Machine, format_version
 
 OFFERED, DEPRECATED, NOT_OFFERED = "offered", "deprecated", "not-offered"
 STATUSES = (OFFERED, DEPRECATED, NOT_OFFERED)
-_VERSIONED = re.compile(r"(?P<prefix>pc-i440fx-|pc-q35-|pc-)(?P<version>[0-9]{1,9}\.[0-9]{1,9}(?:\.[0-9]{1,9})?)", re.ASCII)
-_RHEL_NAME = re.compile(r"pc-(?:i440fx|q35)-rhel(?P<major>[0-9]{1,9})\.(?P<minor>[0-9]{1,9})\.[0-9]{1,9}", re.ASCII)
-_EL = re.compile(r"[.+]el(?P<major>[0-9]{1,9})", re.ASCII)  # qemu-kvm-10.1.0-17.el9 -> RHEL 9
+_VERSIONED = lazyre.compile(r"(?P<prefix>pc-i440fx-|pc-q35-|pc-)(?P<version>[0-9]{1,9}\.[0-9]{1,9}(?:\.[0-9]{1,9})?)", lazyre.ASCII)
+_RHEL_NAME = lazyre.compile(r"pc-(?:i440fx|q35)-rhel(?P<major>[0-9]{1,9})\.(?P<minor>[0-9]{1,9})\.[0-9]{1,9}", lazyre.ASCII)
+_EL = lazyre.compile(r"[.+]el(?P<major>[0-9]{1,9})", lazyre.ASCII)  # qemu-kvm-10.1.0-17.el9 -> RHEL 9
 
 
 class Status(namedtuple("Status", "status why")):

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import io
 import re
-import threading
+from _thread import _local  # threading.local itself, without importing threading (the hook's cold start)
 from collections import namedtuple
 
 from lxml import etree
 
+from . import lazyre  # module-level patterns compiled where first used (the hook's cold start)
 from .errors import BadInput, shown
 
 MAX_INPUT_BYTES = 10 * 1024 * 1024  # libvirt itself refuses domain XML over 10 MiB
@@ -42,7 +43,7 @@ def safe_parser(cls=etree.XMLParser, **options) -> etree.XMLParser:
     return parser
 
 
-_PARSERS = threading.local()  # an lxml parser serves one thread at a time; building one per document is slow
+_PARSERS = _local()  # an lxml parser serves one thread at a time; building one per document is slow
 
 
 def _parser() -> etree.XMLParser:
@@ -95,8 +96,8 @@ def _check_raw(data: bytes, what: str) -> None:
 _BOMS = ((b"\x00\x00\xfe\xff", "UTF-32"), (b"\xff\xfe\x00\x00", "UTF-32"), (b"\xfe\xff", "UTF-16"),
          (b"\xff\xfe", "UTF-16"))
 _UTF8_BOM = b"\xef\xbb\xbf"
-_SPACE = re.compile(rb"[ \t\r\n]*")  # XML's S
-_ENCODING = re.compile(rb"[ \t\r\n]encoding[ \t\r\n]*=[ \t\r\n]*(?:'([^']*)'|\"([^\"]*)\")")
+_SPACE = lazyre.compile(rb"[ \t\r\n]*")  # XML's S
+_ENCODING = lazyre.compile(rb"[ \t\r\n]encoding[ \t\r\n]*=[ \t\r\n]*(?:'([^']*)'|\"([^\"]*)\")")
 
 
 def declared_encoding(data: bytes) -> str | None:
@@ -193,10 +194,10 @@ def parse_domain_lean(data: bytes, what: str = "input") -> etree._Element:
 
 _NAME = r"[^\s/>=]+"
 _ATTRS = r"(?:\s+[^\s=/>]+\s*=\s*(?:\"[^\"]*\"|'[^']*'))*"
-_TOKEN = re.compile(
+_TOKEN = lazyre.compile(
     r"<!--.*?-->|<\?.*?\?>|<!\[CDATA\[.*?\]\]>|<!DOCTYPE[^>]*>"
     rf"|<({_NAME}){_ATTRS}\s*(/?)>|</({_NAME})\s*>",
-    re.DOTALL,
+    lazyre.DOTALL,
 )
 
 
