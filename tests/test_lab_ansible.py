@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.lab import harness
+from virtxml_cpu import hookinstall
 
 from .conftest import ROOT, require_lab
 
@@ -67,8 +68,10 @@ def test_role_installs_hooks_audits_and_is_idempotent(lab, tmp_path):
         assert recap(first.stdout)["changed"] >= 4 and (tmp_path / "reloaded").exists()  # venv, pip, config, hook
         hook = tmp_path / "hooks" / "qemu.d" / "virtxml-cpu"
         text = hook.read_text()
-        assert os.access(hook, os.X_OK) and text.startswith(f"#!{tmp_path}/venv/bin/python")
-        assert "MODE = 'queue'" in text and str(tmp_path / "etc" / "config.toml") in text
+        settings = hookinstall.installed_settings(text)
+        assert os.access(hook, os.X_OK) and text.startswith("#!/bin/sh\n")
+        assert settings["PYTHON"].startswith(f"{tmp_path}/venv/bin/python"), settings
+        assert settings["MODE"] == "queue" and settings["CONFIG"] == str(tmp_path / "etc" / "config.toml")
         rows = [json.loads(line) for line in (tmp_path / "results" / "localhost.jsonl").read_text().splitlines()]
         mine = [r for r in rows if r["record"] == "domain" and r["domain"] == dom.name()]
         assert mine and mine[0]["host"] == "qemu:///system" and mine[0]["needs_fix"] is True
