@@ -24,7 +24,7 @@ connection of `audit` and `apply` (given `--connect` when they have none) and `v
 (running, both need the fix) that every command opens afresh. A command passes when it exits 0 or 1
 (1 is "work found": `--check`, `--dry-run`, `audit`) within 60 s and writes no Python traceback.
 
-Drafts waiting in docs/incoming/ are not checked. Run this file as a script to print how many commands
+Run this file as a script to print how many commands
 are run and how many are marked.
 """
 
