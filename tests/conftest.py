@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -144,3 +146,13 @@ def pytest_terminal_summary(terminalreporter):
         terminalreporter.write_sep("!", "REAL LIBVIRT/QEMU/KVM TESTS WERE SKIPPED: "
                                    + ", ".join(sorted(set(_lab_skip_reasons))) + " (run `make test` as root on a KVM host)",
                                    red=True, bold=True)
+
+
+@pytest.fixture
+def shared():
+    """A root-owned directory under /tmp every user can traverse (pytest's temporary root is private to
+    root), for tests where another user plants files or links beside root's."""
+    d = Path(tempfile.mkdtemp(prefix="vxc-shared-", dir="/tmp"))
+    d.chmod(0o755)
+    yield d
+    shutil.rmtree(d, ignore_errors=True)

@@ -14,7 +14,6 @@ import socket
 import stat
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -32,14 +31,6 @@ NEEDS_FIX = (FIXTURES / "handwritten-no-cpu.xml").read_bytes()
 UUID = "0b7e2d1c-6a51-4f0e-8d7b-3c2f9e1a4b66"
 NOBODY = 65534
 
-
-@pytest.fixture
-def shared():
-    """A directory every user can traverse (pytest's temporary root is private to root)."""
-    d = Path(tempfile.mkdtemp(prefix="vxc-sec-", dir="/tmp"))
-    d.chmod(0o755)
-    yield d
-    shutil.rmtree(d, ignore_errors=True)
 
 
 def config(d: Path, mode: str, spool_dir: Path, extra: str = "") -> str:

@@ -10,7 +10,6 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -27,14 +26,6 @@ UUID = "0b7e2d1c-6a51-4f0e-8d7b-3c2f9e1a4b66"
 NOBODY = 65534
 LXML_DIR = os.path.dirname(os.path.dirname(os.path.realpath(__import__("lxml").__file__)))
 
-
-@pytest.fixture
-def shared():
-    """A root-owned directory every user can traverse (pytest's temporary root is private to root)."""
-    d = Path(tempfile.mkdtemp(prefix="vxc-trust-", dir="/tmp"))
-    d.chmod(0o755)
-    yield d
-    shutil.rmtree(d, ignore_errors=True)
 
 
 def as_nobody(*argv: str) -> None:
