@@ -4,16 +4,8 @@
 # starts virtlogd and libvirtd if they are not answering yet.
 set -euo pipefail
 
-need_pkgs=(qemu-system-x86 libvirt-daemon libvirt-daemon-driver-qemu libvirt-clients libvirt-dev pkg-config)
-missing=()
-for p in "${need_pkgs[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
-done
-if [ ${#missing[@]} -gt 0 ]; then
-  echo "lab: installing ${missing[*]}" >&2
-  apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-fi
+. "$(dirname "$0")/need-pkgs.sh"
+need_pkgs qemu-system-x86 libvirt-daemon libvirt-daemon-driver-qemu libvirt-clients libvirt-dev pkg-config
 
 getent group kvm >/dev/null || groupadd -r kvm
 getent group libvirt-qemu >/dev/null || groupadd -r libvirt-qemu
