@@ -14,7 +14,7 @@ from .errors import (EXIT_BAD_INPUT, EXIT_ENVIRONMENT, EXIT_OK, EXIT_WORK_FOUND,
                      VirtxmlCpuError)
 from .hookinstall import DEFAULT_DIGEST_DIR, DEFAULT_HOOKS_DIR
 from .libvirt_conn import DEFAULT_URI
-from .errors import shown
+from .errors import shown, shown_lines
 from .files import read_input, update_in_place, write_output
 from .hostsrc import LOCAL, HostSources, Off, assemble
 from .pipeline import process
@@ -327,7 +327,7 @@ def _emit(args, path: str, o) -> int:
             print(f"{o.label}: would add kvm-pv-unhalt: {o.decision.reason}")
         return EXIT_WORK_FOUND if o.changed else EXIT_OK
     if args.diff:
-        sys.stdout.write(explain.unified_diff(o))
+        sys.stdout.write(_for_stdout(explain.unified_diff(o)))
         return EXIT_OK
     if args.output:
         write_output(args.output, o.output, args.files)
@@ -335,6 +335,12 @@ def _emit(args, path: str, o) -> int:
     sys.stdout.buffer.write(o.output)
     sys.stdout.flush()
     return EXIT_OK
+
+
+def _for_stdout(diff: str) -> str:
+    """A diff escaped for a terminal (docs/files.md, "Diffs on a terminal"); byte-exact into a pipe or a file,
+    where `patch` reads it."""
+    return shown_lines(diff) if sys.stdout.isatty() else diff
 
 
 def _ask(prompt: str) -> bool:
@@ -355,7 +361,7 @@ def _apply(args) -> int:
     cfg = configmod.load(args.config)
     timeout, host_timeout = deadlines(args.timeout, cfg)
     opts = ApplyOptions(cfg, args.policy, args.style, args.dry_run, args.diff, args.yes,
-                        sources=live_sources(args, cfg), confirm=confirm, timeout=timeout)
+                        sources=live_sources(args, cfg), confirm=confirm, timeout=timeout, shown_diff=_for_stdout)
     which = Selection(tuple(args.domains), args.all, args.pending)
     total, down = ApplyResult(), []
     for uri in args.connect or [DEFAULT_URI]:

@@ -11,6 +11,13 @@ def shown(path: str) -> str:
     return path if path.isprintable() else repr(path)[1:-1]
 
 
+def shown_lines(text: str) -> str:
+    """Text of several lines (a diff, a question) for a terminal: each line escaped as shown() escapes a
+    name, so a C0/C1 control (ESC, CSI U+009B), a CR or a bidi override (U+202E) from a definition can
+    neither move the cursor nor reorder what follows; newlines stay line breaks and tabs stay tabs."""
+    return "\n".join("\t".join(shown(part) for part in line.split("\t")) for line in text.split("\n"))
+
+
 def failure(e: BaseException) -> str:
     """An exception as one line for a report: our own errors say what went wrong; anything else is a fault
     of ours and is named as such, with its type."""

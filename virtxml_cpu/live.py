@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from . import spool
 from .config import Config
-from .errors import EnvironmentProblem, VirtxmlCpuError, failure, shown
+from .errors import EnvironmentProblem, VirtxmlCpuError, failure, shown, shown_lines
 from .hostfacts import HostFacts
 from .libvirt_conn import DEFAULT_TIMEOUT, libvirt_module, open_connection, open_for_reading
 from .hostsrc import HostSources, connection_facts
@@ -47,7 +47,8 @@ class ApplyOptions:
     yes: bool = False
     sources: HostSources | None = None  # the flags' and config's; None: the config's, /dev/kvm for local URIs
     say: Callable[[str, bool], None] = to_terminal  # one line, and whether it reports a problem
-    confirm: Callable[[str], bool] | None = None
+    confirm: Callable[[str], bool] | None = None  # asked with the diff escaped for a terminal (shown_lines)
+    shown_diff: Callable[[str], str] = str  # how --diff's diffs are said (the CLI escapes them on a terminal)
     timeout: float = DEFAULT_TIMEOUT  # connecting, and any one libvirt call (keepalive)
 
     @property
@@ -229,11 +230,12 @@ def apply_domain(target: Target, dom, opts: ApplyOptions) -> ApplyOutcome:
     if not o.changed:
         return outcome(UNCHANGED, o.decision.reason, notes)
     if opts.diff:
-        opts.say(unified_diff(o).rstrip("\n"), False)
+        opts.say(opts.shown_diff(unified_diff(o)).rstrip("\n"), False)
     if opts.changes_nothing:
         return outcome(WOULD_CHANGE, o.decision.reason, notes)
     if not opts.yes:
-        if opts.confirm is None or not opts.confirm(f"{unified_diff(o)}Define '{shown(name)}' with this change? [y/N] "):
+        question = f"{shown_lines(unified_diff(o))}Define '{shown(name)}' with this change? [y/N] "
+        if opts.confirm is None or not opts.confirm(question):
             return outcome(SKIPPED, "not confirmed", notes)
     text = o.output.decode()
     try:
