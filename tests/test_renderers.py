@@ -338,3 +338,53 @@ def test_watch_logs_the_lines_apply_prints(test_driver, capsys):
         assert not any(w for _m, w in logged), logged
     finally:
         dom.undefine()
+
+
+def test_watch_refuses_to_apply_without_its_host_facts(test_driver, monkeypatch, tmp_path):
+    """libvirt failing to give the capabilities (libvirt's own error, from the call on a connection that is
+    gone, as when a daemon drops it mid-call): watch says so in one warning and exits 3, applying neither a
+    new definition nor the queue. Deciding with empty facts would drop --qemu-flavour, --qemu-version and
+    the config's values."""
+    import threading
+
+    import libvirt
+
+    from virtxml_cpu.config import Config
+    from virtxml_cpu.hostsrc import HostSources, Off
+    from virtxml_cpu.live import ApplyOptions
+    from virtxml_cpu.watch import watch
+
+    real = libvirt.virConnect.getCapabilities
+
+    def unreadable(_conn):
+        gone = libvirt.open("test:///default")
+        gone.close()
+        return real(gone)
+
+    spool_dir = tmp_path / "spool"
+    spool_dir.mkdir(mode=0o700)
+    queued = test_driver.lookupByName("vxc-render-fix")
+    spool.write(str(spool_dir), queued.UUIDString(), {"name": queued.name(), "rule": "policy-compat"})
+    monkeypatch.setattr(libvirt.virConnect, "getCapabilities", unreadable)
+    logged, stop, box = [], threading.Event(), {}
+    cfg = Config(qemu_flavour="upstream", spool=str(spool_dir))
+    opts = ApplyOptions(cfg, sources=HostSources(flavour="upstream", release="7.2.0", config=cfg,
+                                                 kvm=Off("--no-host-probe")))
+    t = threading.Thread(target=lambda: box.setdefault("code", watch(
+        "test:///default", opts, stop, lambda m, warning=False: logged.append((m, warning)))))
+    t.start()
+    t.join(3)
+    dom = test_driver.defineXML(_xml("vxc-render-watched", "<cpu mode='host-model'/>"))
+    try:
+        t.join(3)
+        stop.set()  # a watch that carried on is stopped here
+        t.join(10)
+        assert box.get("code") == EXIT_ENVIRONMENT, logged
+        (line,) = logged
+        assert line[1] and line[0].startswith("cannot assemble the host facts of test:///default (test:///default: "
+                                              "invalid connection pointer in virConnectGetCapabilities)") \
+            and line[0].endswith("; applying nothing, stopping"), logged
+        assert "pvspinlock" not in queued.XMLDesc(0) and "pvspinlock" not in dom.XMLDesc(0)
+        assert len(spool.entries(str(spool_dir))) == 1
+    finally:
+        dom.undefine()

@@ -15,9 +15,8 @@ import threading
 import time
 from dataclasses import replace
 
-from .errors import EnvironmentProblem, VirtxmlCpuError
+from .errors import EXIT_ENVIRONMENT, EXIT_OK, EnvironmentProblem, VirtxmlCpuError
 from .logline import Log
-from .hostfacts import HostFacts
 from .libvirt_conn import DEFAULT_URI, ensure_event_loop, libvirt_module, open_connection
 from .hostsrc import connection_facts
 from .live import ApplyOptions, ApplyResult, Selection, Target, apply_on, apply_one, report
@@ -29,7 +28,9 @@ MAX_BACKOFF = 30.0
 
 def watch(uri: str | None, opts: ApplyOptions, stop: threading.Event | None = None, log: Log | None = None) -> int:
     """Run until SIGTERM (or `stop`); `opts` says how to decide (it defines without asking). Each outcome
-    is logged as `apply` prints it, problems as warnings."""
+    is logged as `apply` prints it, problems as warnings. Host facts that cannot be assembled are one
+    warning and exit 3, with nothing applied: decided without them, a fix would follow other rules than
+    the ones asked for (the unit restarts it)."""
     libvirt = libvirt_module()
     uri = uri or DEFAULT_URI
     cfg = opts.cfg
@@ -63,9 +64,10 @@ def watch(uri: str | None, opts: ApplyOptions, stop: threading.Event | None = No
         cb = conn.domainEventRegisterAny(None, libvirt.VIR_DOMAIN_EVENT_ID_LIFECYCLE, on_event, None)
         try:
             host = connection_facts(opts.sources, cfg, conn, uri)
-        except VirtxmlCpuError as e:
-            log(f"host facts unavailable ({e}); continuing without them", warning=True)
-            host = HostFacts()
+        except VirtxmlCpuError as e:  # deciding without them would drop --qemu-flavour, --qemu-version, the config
+            log(f"cannot assemble the host facts of {uri} ({e}); applying nothing, stopping", warning=True)
+            _close(conn, cb)
+            return EXIT_ENVIRONMENT
         target = Target(conn, uri, host)
         log(f"watching {uri} for defined domains (policy {opts.policy or cfg.policy or 'compat'}; keepalive "
             f"drops a silent libvirtd after about {opts.timeout:g}s)")
@@ -90,13 +92,17 @@ def watch(uri: str | None, opts: ApplyOptions, stop: threading.Event | None = No
                 known[uuid] = digest
         if closed.is_set() and not stop.is_set():
             log(f"lost the connection to {uri}; reconnecting", warning=True)
-        try:
-            conn.domainEventDeregisterAny(cb)
-            conn.close()
-        except libvirt.libvirtError:
-            pass
+        _close(conn, cb)
     log("stopped")
-    return 0
+    return EXIT_OK
+
+
+def _close(conn, cb) -> None:
+    try:
+        conn.domainEventDeregisterAny(cb)
+        conn.close()
+    except libvirt_module().libvirtError:
+        pass
 
 
 def _digest(dom) -> str:
