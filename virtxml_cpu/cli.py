@@ -46,7 +46,9 @@ def _release(text: str) -> str:
 def _live_opts(p: argparse.ArgumentParser, several: bool = True) -> None:
     """Options of the verbs that talk to libvirt."""
     if several:
-        p.add_argument("domains", nargs="*", metavar="DOMAIN")
+        p.add_argument("domains", nargs="*", metavar="DOMAIN",
+                       help="domain names, after -- (apply --yes -- NAME...): there a name such as --all is a "
+                            "name, never an option")
         p.add_argument("--connect", metavar="URI", action="append", help=f"repeatable; default {DEFAULT_URI}")
     else:
         p.add_argument("--connect", metavar="URI", default=DEFAULT_URI)
@@ -96,7 +98,8 @@ def build_parser() -> argparse.ArgumentParser:
     named = ex.add_mutually_exclusive_group()
     named.add_argument("--domain", action="append", default=[], metavar="NAME",
                        help="explain this domain's persistent definition, read from --connect (default "
-                            f"{DEFAULT_URI}) with its host facts as audit reads them (repeatable)")
+                            f"{DEFAULT_URI}) with its host facts as audit reads them (repeatable; --domain=NAME "
+                            "keeps a name that starts with - a name)")
     named.add_argument("--all-domains", action="store_true", help="every domain on --connect")
     rw = sub.add_parser("rewrite", help="add kvm-pv-unhalt where the policy says so", epilog=EPILOG)
     _common(rw)
@@ -110,7 +113,8 @@ def build_parser() -> argparse.ArgumentParser:
     ap = sub.add_parser("apply", epilog=EPILOG, help="fix persistent definitions through libvirt",
                         description="Rewrite the persistent definitions of libvirt domains (read with "
                                     "INACTIVE|SECURE, so secrets survive) and define them again. A running "
-                                    "guest is never touched: the change applies at its next cold boot.")
+                                    "guest is never touched: the change applies at its next cold boot. Give the "
+                                    "names after --, options before it.")
     _live_opts(ap)
     which = ap.add_mutually_exclusive_group()
     which.add_argument("--all", action="store_true", help="every domain on the connection")
@@ -123,7 +127,8 @@ def build_parser() -> argparse.ArgumentParser:
     au = sub.add_parser("audit", epilog=EPILOG, help="report kvm-pv-unhalt of every domain on libvirt hosts",
                         description="For each domain on each connection: kvm-pv-unhalt in its persistent "
                                     "definition and, for running guests, in the live definition. Exit 1 when "
-                                    "any domain needs the fix. Connections are audited concurrently.")
+                                    "any domain needs the fix. Connections are audited concurrently. The table "
+                                    "ends with the apply that fixes what was found (fix with: ..., on stderr).")
     _live_opts(au)
     au.add_argument("--observe", action="store_true",
                     help="also read what QEMU really has for running guests (QMP qom-get through libvirt; "
@@ -388,7 +393,7 @@ def _audit(args) -> int:
     from .records import summarize
     from .render import RENDERERS, emit
     from .libvirt_conn import deadlines
-    from .render.table import summary_line
+    from .render.table import fix_lines, summary_line
 
     cfg = configmod.load(args.config)
     opts = audit.AuditOptions(cfg, args.policy, args.style, tuple(args.domains), args.observe,
@@ -400,12 +405,23 @@ def _audit(args) -> int:
     if args.output:
         write_output(args.output, "".join(chunks).encode(), [])
     print(summary_line(hosts), file=sys.stderr)
+    if args.format == "table":
+        for line in fix_lines(hosts, _deciding_options(args)):
+            print(line, file=sys.stderr)
     s = summarize(hosts)
     if s.unreachable or s.timed_out:
         return EXIT_ENVIRONMENT
     if s.domain_errors:
         return EXIT_BAD_INPUT
     return EXIT_WORK_FOUND if s.needs_fix else EXIT_OK
+
+
+def _deciding_options(args) -> list[str]:
+    """The options a live verb was given that change a decision, as words for a suggested command."""
+    words = [w for opt, value in (("--policy", args.policy), ("--style", args.style), ("--config", args.config),
+                                  ("--qemu-flavour", args.qemu_flavour), ("--qemu-version", args.qemu_version))
+             if value is not None for w in (opt, value)]
+    return words + (["--no-host-probe"] if args.no_host_probe else [])
 
 
 def _write_stdout(text: str) -> None:

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 
 from ..errors import shown
 from ..records import HostResult, summarize
+from .commands import apply_fix
 
 HEADER = (f"{'HOST':<28} {'DOMAIN':<24} {'STATE':<9} {'PV-UNHALT':<9} {'LIVE':<5} {'QEMU':<5} "
           f"{'NEEDS-FIX':<9} REASON")
@@ -51,3 +52,14 @@ def summary_line(hosts: Sequence[HostResult]) -> str:
         if uris:
             text += f"; {condition}: {', '.join(shown(u) for u in uris)}"
     return text
+
+
+def fix_lines(hosts: Sequence[HostResult], options: Sequence[str] = ()) -> list[str]:
+    """After the summary (stderr): per host with domains that need the fix, the `apply` that fixes them,
+    with the options the audit decided with, ready to paste (render.commands quotes it)."""
+    out = []
+    for h in hosts:
+        names = [r.domain for r in h.rows if r.error is None and r.needs_fix]
+        if names:
+            out.append(f"fix with: {apply_fix(h.uri, names, options)}")
+    return out

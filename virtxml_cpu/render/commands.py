@@ -1,0 +1,36 @@
+"""Commands suggested to a person, made here only: every word shell-quoted, the domain names after `--`.
+
+A line shown here runs as shown in a POSIX shell and reaches exactly the names in it: `--` ends the
+options, so a name such as `--all` or `--connect=qemu+ext:?command=...` is a name; a name with shell
+syntax (`web01;sh .p;#`, spaces, quotes) is one quoted word. A word holding a character a terminal would
+act on (a control, a bidi override) is written as `"$(printf '...')"` with those bytes in octal: the line
+stays printable and still gives the exact bytes (a libvirt name never holds a newline, which `$(...)`
+would strip).
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Iterable, Sequence
+
+PROGRAM = "virtxml-cpu"
+
+
+def word(text: str) -> str:
+    """One shell word that is `text` when the shell reads it, printable whatever `text` holds."""
+    if text.isprintable():
+        return shlex.quote(text)
+    fmt = "".join(ch if ch.isprintable() and ch not in "%'\\" else
+                  "".join(f"\\{b:03o}" for b in ch.encode("utf-8")) for ch in text)
+    return f"\"$(printf '{fmt}')\""
+
+
+def line(args: Sequence[str], names: Iterable[str] = ()) -> str:
+    """`virtxml-cpu ARGS -- NAMES`, each word quoted; `--` only when there are names."""
+    names = list(names)
+    return " ".join(word(w) for w in [PROGRAM, *args, *(["--", *names] if names else [])])
+
+
+def apply_fix(uri: str, names: Iterable[str], options: Sequence[str] = ()) -> str:
+    """The `apply` that fixes these domains of this host (it shows each diff and asks before defining)."""
+    return line(["apply", "--connect", uri, *options], names)
