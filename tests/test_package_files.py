@@ -219,3 +219,15 @@ def test_live_verbs_without_the_libvirt_binding_say_so_in_one_line(argv):
     assert r.returncode == 3 and r.stdout == "", r
     assert r.stderr.splitlines() == ["virtxml-cpu: the libvirt Python binding is missing (Debian: apt-get install "
                                      "python3-libvirt; pip: pip install 'virtxml-cpu[libvirt]')"]
+
+
+def test_completion_offers_no_option_after_the_double_dash(completion_script, tmp_path):
+    """After `--` every word is a name (or a file): completing one as an option would turn a name typed
+    there into one."""
+    assert complete(completion_script, "apply", "--yes", "--", "--") == []
+    assert complete(completion_script, "audit", "--", "--pol") == []
+    assert "always" not in complete(completion_script, "explain", "--", "--policy", "")  # a file named --policy
+    (tmp_path / "--guest.xml").write_text("<domain/>")
+    assert complete(completion_script, "explain", "--", str(tmp_path / "--gu")) == [str(tmp_path / "--guest.xml")]
+    assert complete(completion_script, "apply", "--", "web01", "--co") == []
+    assert complete(completion_script, "apply", "--con") == ["--config", "--connect"]  # before it: options

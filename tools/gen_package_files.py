@@ -165,17 +165,18 @@ def completion(parser: argparse.ArgumentParser | None = None) -> str:
             other = _words(" ".join(verbs))
         else:
             other = _reply(positional) if positional is not None else ":"
-        words.append(f'        "{verb}") if [[ $cur == -* ]]; then {_words(options)}; else {other}; fi ;;')
+        words.append(f'        "{verb}") if [[ $cur == -* && -z $ended ]]; then {_words(options)}; else {other}; fi ;;')
     verb_alternatives = "|".join(verbs)
     return f"""# bash completion for virtxml-cpu(8), generated from its argparse parser by tools/gen_package_files.py
 _virtxml_cpu() {{
-    local cur=${{COMP_WORDS[COMP_CWORD]}} prev="" verb="" i
+    local cur=${{COMP_WORDS[COMP_CWORD]}} prev="" verb="" ended="" i
     (( COMP_CWORD > 0 )) && prev=${{COMP_WORDS[COMP_CWORD-1]}}
     for (( i = 1; i < COMP_CWORD; i++ )); do
-        case ${{COMP_WORDS[i]}} in {verb_alternatives}) verb=${{COMP_WORDS[i]}}; break ;; esac
+        if [[ -n $verb && ${{COMP_WORDS[i]}} == -- ]]; then ended=1; break; fi  # after --: names, files
+        [[ -z $verb ]] && case ${{COMP_WORDS[i]}} in {verb_alternatives}) verb=${{COMP_WORDS[i]}} ;; esac
     done
     COMPREPLY=()
-    case "$verb:$prev" in
+    [[ -z $ended ]] && case "$verb:$prev" in
 {chr(10).join(values)}
     esac
     case "$verb" in
