@@ -188,3 +188,37 @@ def test_every_command_shown_with_domain_names_puts_them_after_the_double_dash()
             checked += 1
             assert f"--domain={name}" in words, f"{where}: {command} (--domain=NAME: one word, never an option)"
     assert checked >= 3  # README's and live.md's examples name domains
+
+
+def test_apply_on_a_wedged_host_says_the_command_that_finishes_it(monkeypatch, capsys):
+    """The domains a stalled host did not reach come back as one `finish with:` line: the same mode and
+    deciding options, those names after `--`, and nothing else."""
+    import threading
+
+    from virtxml_cpu import live
+
+    pytest.importorskip("libvirt", reason="libvirt-python is not installed: SKIPPED")
+    release = threading.Event()
+    rest = ["--all", "web01;sh .p;#", "csi\u009b2J"]
+
+    def wedged(uri, which, opts, res):
+        res.todo = ["a", *rest]
+        res.done.append(res.todo.pop(0))
+        release.wait(30)
+
+    monkeypatch.setattr(live, "apply_into", wedged)
+    try:
+        code = cli.main(["apply", "--connect", "qemu+tcp://wedged/system", "--timeout", "0.05", "--yes",
+                         "--policy", "numa", "--all"])
+    finally:
+        release.set()
+    assert code == 3
+    (line,) = [x for x in capsys.readouterr().err.splitlines() if x.startswith("finish with: ")]
+    hint = line[len("finish with: "):]
+    assert hint.isprintable()
+    argv = subprocess.run(["sh", "-c", f"set -- {hint}; printf '%s\\0' \"$@\""], capture_output=True,
+                          check=True).stdout.decode().split("\0")[:-1]
+    assert argv[0] == "virtxml-cpu"
+    args = cli.build_parser().parse_args(argv[1:])
+    assert args.domains == rest and args.connect == ["qemu+tcp://wedged/system"] and args.policy == "numa"
+    assert args.yes and not (args.all or args.pending or args.diff or args.dry_run)

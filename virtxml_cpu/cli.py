@@ -357,6 +357,7 @@ def _apply(args) -> int:
     from .live import ApplyOptions, ApplyResult, Selection, apply_with_deadline
     from .records import FAILED, UNKNOWN, WOULD_CHANGE
     from .render.applylines import summary
+    from .render.commands import apply_fix
 
     if not (args.domains or args.all or args.pending):
         raise BadInput("name domains, or use --all or --pending")
@@ -375,6 +376,11 @@ def _apply(args) -> int:
         if problem:  # one unreachable or wedged host does not stop the others
             _err(problem)
             down.append(uri)
+            if res.todo:  # the domains it did not reach, as the command that finishes them
+                mode = ["--pending"] if args.pending else []
+                mode += ["--dry-run"] if args.dry_run else ["--diff"] if args.diff else ["--yes"] if args.yes else []
+                print(f"finish with: {apply_fix(uri, [] if args.pending else res.todo, mode + _deciding_options(args))}",
+                      file=sys.stderr)
     print(summary(total.tally, down), file=sys.stderr)
     _unverified_note(args.connect or [DEFAULT_URI])
     if total.tally[FAILED] or down:
