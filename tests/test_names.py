@@ -59,11 +59,12 @@ def test_a_suggested_apply_parses_to_that_name_and_nothing_else(name):
     assert not (args.all or args.pending or args.yes or args.dry_run or args.diff)
 
 
-@pytest.mark.parametrize("name", CONTROLS + ["plain"])
-def test_a_suggested_word_is_printable_and_the_shell_reads_it_back_exactly(name):
+@pytest.mark.parametrize("name", CONTROLS + ["plain", "t\t%s\\'x%%\u009b\\n", *SHELL_SYNTAX])
+@pytest.mark.parametrize("shell", ["sh", "bash"])
+def test_a_suggested_word_is_printable_and_the_shell_reads_it_back_exactly(name, shell):
     w = commands.word(name)
     assert w.isprintable()
-    said = subprocess.run(["sh", "-c", f"printf '%s' {w}"], capture_output=True, check=True).stdout
+    said = subprocess.run([shell, "-c", f"printf '%s' {w}"], capture_output=True, check=True).stdout
     assert said == name.encode()
 
 
