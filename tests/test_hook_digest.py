@@ -214,3 +214,33 @@ def test_the_entry_keeps_the_limits_and_names_of_the_modules_it_avoids():
     assert hookentry.MAX_DEFINITION_BYTES == xmlio.MAX_INPUT_BYTES
     assert hookact.OWN_NS == domain.OWN_NS
     assert (ROOT / "virtxml_cpu" / "flavours").is_dir()  # package_identity's second directory
+
+
+def _metadata_cdata(inner: bytes) -> bytes:
+    """`inner` in a CDATA section of namespaced <metadata>, which libvirt keeps verbatim."""
+    return XML.replace(b"</devices>", b"</devices><metadata><m:x xmlns:m='urn:x'><![CDATA[" + inner
+                       + b"]]></m:x></metadata>")
+
+
+@pytest.mark.parametrize("inner", [
+    b"type='dynamic'" + b"<seclabel>" * 52000,  # openers, no closer: each looked to the end for one
+    b"type='dynamic'" + b"<seclabel>" * 52000 + b"</seclabel>",  # openers before one closer
+    b"<seclabel type='dynamic'>" + b"<label>" * 74000 + b"</label></seclabel>",
+    b"<seclabel type='dynamic'>" + b"<label><" * 65000 + b"</label></seclabel>",  # texts that hold '<'
+], ids=["seclabel", "seclabel-close", "label", "label-lt"])
+def test_the_key_of_a_crafted_definition_takes_linear_time(inner):
+    """512 KiB of each took 4-12 s in canonical() (quadratic: minutes at 4 MiB, on every start)."""
+    import time
+
+    doc = _metadata_cdata(inner)
+    t = time.perf_counter()
+    out = digest.canonical(doc)
+    assert time.perf_counter() - t < 0.5
+    assert out == doc  # inside CDATA nothing is a label: nothing to drop but what is really one
+
+
+def test_dynamic_label_texts_are_dropped_and_nothing_else():
+    label = (b"<seclabel type='dynamic' model='selinux'><label>a:b:c:s0:c1,c2</label><label>x<y</label>"
+             b"<imagelabel>i:j</imagelabel></seclabel><seclabel type='static'><label>keep</label></seclabel>")
+    out = digest.canonical(XML.replace(b"</devices>", b"</devices>" + label))
+    assert b"<label></label><label>x<y</label><imagelabel></imagelabel>" in out and b"<label>keep</label>" in out

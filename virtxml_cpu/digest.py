@@ -104,10 +104,12 @@ def _without_root_id(data: bytes) -> bytes:
 
 def _without_dynamic_labels(data: bytes) -> bytes:
     """The text of <label> and <imagelabel> inside each <seclabel type='dynamic' ...>...</seclabel> dropped
-    (text only: what is removed holds no '<', so no element can go with it)."""
+    (text only: what is removed holds no '<', so no element can go with it). Linear: every search starts
+    where the last one ended or reuses an end it found already (a run of openers before one closer, as
+    libvirt keeps verbatim in a CDATA section of <metadata>, is looked through once)."""
     if b"type='dynamic'" not in data and b'type="dynamic"' not in data:
         return data
-    out, pos = [], 0
+    out, pos, close = [], 0, -1
     while True:
         s = data.find(b"<seclabel", pos)
         if s < 0:
@@ -115,13 +117,15 @@ def _without_dynamic_labels(data: bytes) -> bytes:
         gt = data.find(b">", s)
         if gt < 0:
             break
+        if close < gt:  # the first closer after this tag: found once for every opener before it
+            close = data.find(b"</seclabel>", gt)
+            if close < 0:
+                break
         tag = data[s:gt]
-        close = data.find(b"</seclabel>", gt)
-        if close < 0 or tag.endswith(b"/") or (b"type='dynamic'" not in tag and b'type="dynamic"' not in tag):
-            out.append(data[pos:gt + 1])
-            pos = gt + 1
-            continue
         out.append(data[pos:gt + 1])
+        pos = gt + 1
+        if tag.endswith(b"/") or (b"type='dynamic'" not in tag and b'type="dynamic"' not in tag):
+            continue
         out.append(_strip_texts(data[gt + 1:close], (b"label", b"imagelabel")))
         pos = close
     out.append(data[pos:])
@@ -129,21 +133,24 @@ def _without_dynamic_labels(data: bytes) -> bytes:
 
 
 def _strip_texts(body: bytes, names: tuple[bytes, ...]) -> bytes:
+    """Each <name>TEXT</name>'s TEXT dropped where it holds no '<'. Linear as above: the closer is found
+    once for every opener before it, and a text is looked at only up to its first '<'."""
     for name in names:
         opening, closing = b"<" + name + b">", b"</" + name + b">"
-        out, pos = [], 0
+        out, pos, e = [], 0, -1
         while True:
             s = body.find(opening, pos)
             if s < 0:
                 break
-            e = body.find(closing, s)
-            text = body[s + len(opening):e] if e >= 0 else b"<"
-            if b"<" in text:
-                out.append(body[pos:s + len(opening)])
-                pos = s + len(opening)
-                continue
-            out.append(body[pos:s + len(opening)])
-            pos = e
+            t = s + len(opening)
+            if e < t:
+                e = body.find(closing, t)
+                if e < 0:
+                    break
+            out.append(body[pos:t])
+            pos = t
+            if body.find(b"<", t, e) < 0:
+                pos = e
         out.append(body[pos:])
         body = b"".join(out)
     return body
