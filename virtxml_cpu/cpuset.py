@@ -15,9 +15,11 @@ most 16384 bits whatever its range: a 4 MiB cpuset of `0-16383,` fields is read 
 
 from __future__ import annotations
 
+from itertools import accumulate
+
+from . import lazyre  # compiled where first used (the hook's cold start)
+
 CPUMASK_LEN = 16384  # VIR_DOMAIN_CPUMASK_LEN
-_BLANK = " \t\n\v\f\r"  # g_ascii_isspace / C isspace: what virSkipSpaces and strtol skip
-_DIGITS = "0123456789"
 _INT_MAX = 2**31 - 1
 
 
@@ -25,29 +27,23 @@ class CpusetError(ValueError):
     """libvirt's own message for a cpuset it refuses."""
 
 
-def _skip(s: str, i: int) -> int:
-    while i < len(s) and s[i] in _BLANK:
-        i += 1
-    return i
+_B = r"[ \t\n\v\f\r]"  # g_ascii_isspace / C isspace: what virSkipSpaces and strtol skip
+_FIELD = rf"\^?[0-9]+{_B}*(?:-{_B}*[+-]?[0-9]+{_B}*)?"
+_SYNTAX = lazyre.compile(rf"{_B}*{_FIELD}(?:,{_B}*{_FIELD})*")  # one field after another: linear
+_BLANK = " \t\n\v\f\r"
+_FIELDS = lazyre.compile(rf"(\^?)([0-9]+){_B}*(?:-{_B}*([+-]?[0-9]+))?")
+_MANY = 256  # ranges merged by counting rather than one mask operation each (about the same cost here)
 
 
-def _strtol(s: str, i: int) -> tuple[int | None, int]:
-    """virStrToLong_i: strtol base 10 (blanks, an optional sign, digits) that must fit a C int."""
-    j = _skip(s, i)
-    sign = 1
-    if j < len(s) and s[j] in "+-":
-        sign = -1 if s[j] == "-" else 1
-        j += 1
-    k = j
-    while k < len(s) and s[k] in _DIGITS:
-        k += 1
-    if k == j:
-        return None, i
-    digits = s[j:k].lstrip("0") or "0"
-    if len(digits) > 10:  # past any C int; int() itself refuses more than 4300 digits (ValueError)
-        return None, k
+def _number(digits: str) -> int | None:
+    """virStrToLong_i on what the grammar has matched: an int that fits a C int, else None (strtol's
+    ERANGE); int() is never given more than 11 digits (it refuses more than 4300)."""
+    sign = -1 if digits[:1] == "-" else 1
+    digits = digits.lstrip("+-").lstrip("0") or "0"
+    if len(digits) > 10:
+        return None
     value = sign * int(digits)
-    return (value if -_INT_MAX - 1 <= value <= _INT_MAX else None), k
+    return value if -_INT_MAX - 1 <= value <= _INT_MAX else None
 
 
 def parse(text: str) -> frozenset[int]:
@@ -56,44 +52,58 @@ def parse(text: str) -> frozenset[int]:
 
 
 def mask(text: str) -> int:
-    """parse() as a bitmask (bit N set: CPU N), in time linear in len(text)."""
+    """parse() as a bitmask (bit N set: CPU N), in time linear in len(text).
+
+    A CPU ends up set when a range names it after the last `^N` that clears it. So only the last
+    occurrence of each distinct field matters, and reading those from the end, a range adds its CPUs but
+    the ones a later `^N` cleared: 524,000 `0-16383` fields are one range, and the ranges between two new
+    `^N` are merged at once. Every field is still checked as libvirt checks it."""
     def bad() -> CpusetError:
         return CpusetError(f"Failed to parse bitmap '{text}'")
 
-    s = text
-    i = _skip(s, 0)
-    if i == len(s):
+    fields = text.split(",")
+    if len(fields) > 1 and not fields[-1].strip(_BLANK):
+        fields.pop()  # libvirt accepts a trailing comma (and blanks after it)
+    distinct = ",".join(dict.fromkeys(reversed(fields)))  # each field once, at its last occurrence
+    if not _SYNTAX.fullmatch(distinct):  # each field as libvirt reads it (a blank one too)
         raise bad()
-    cpus = 0
-    neg = False
-    while i < len(s):
-        if s[i] == "^":
-            i += 1
-            neg = True
-        if i == len(s) or s[i] not in _DIGITS:
-            raise bad()
-        start, i = _strtol(s, i)
+    cpus, cleared, ranges = 0, 0, []
+    for neg, first, last in _FIELDS.findall(distinct):
+        start = int(first) if len(first) < 10 else _number(first)  # 9 digits fit a C int
         if start is None:
             raise bad()
-        i = _skip(s, i)
-        if i == len(s) or s[i] == ",":
-            if start >= CPUMASK_LEN:
+        if neg:
+            if last or start >= CPUMASK_LEN:  # `^N-M`, or past the mask
                 raise bad()
-            cpus = cpus & ~(1 << start) if neg else cpus | 1 << start
-        elif s[i] == "-":
-            if neg:
-                raise bad()
-            last, i = _strtol(s, _skip(s, i + 1))
-            if last is None or last < start or last >= CPUMASK_LEN:
-                raise bad()
-            cpus |= ((1 << (last + 1 - start)) - 1) << start
-            i = _skip(s, i)
-        if i < len(s) and s[i] == ",":
-            i = _skip(s, i + 1)
-            neg = False
-        elif i < len(s):
+            if not cleared >> start & 1:
+                cpus |= _union(ranges) & ~cleared
+                cleared |= 1 << start
+                ranges = []
+            continue
+        end = start if not last else int(last) if len(last) < 10 else _number(last)
+        if end is None or end < start or end >= CPUMASK_LEN:
             raise bad()
-    return cpus
+        ranges.append((start, end))
+    return cpus | _union(ranges) & ~cleared
+
+
+def _union(ranges: list) -> int:
+    """Every CPU of `ranges` (start, end): one mask operation per range when they are few, else by counting
+    where ranges start and end."""
+    cpus = 0
+    if len(ranges) <= _MANY:
+        for start, end in ranges:
+            cpus |= ((1 << (end + 1 - start)) - 1) << start
+        return cpus
+    depth = [0] * (CPUMASK_LEN + 1)
+    for start, end in ranges:
+        depth[start] += 1
+        depth[end + 1] -= 1
+    covered = bytes(map(bool, accumulate(depth[:CPUMASK_LEN])))  # 1 where some range covers the CPU
+    return int(covered[::-1].translate(_DIGIT), 2)
+
+
+_DIGIT = bytes.maketrans(b"\x00\x01", b"01")
 
 
 def members(cpus: int):
