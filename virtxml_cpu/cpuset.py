@@ -15,7 +15,10 @@ most 16384 bits whatever its range: a 4 MiB cpuset of `0-16383,` fields is read 
 
 from __future__ import annotations
 
+from collections import Counter
+from functools import lru_cache
 from itertools import accumulate
+from operator import gt
 
 from . import lazyre  # compiled where first used (the hook's cold start)
 
@@ -28,10 +31,13 @@ class CpusetError(ValueError):
 
 
 _B = r"[ \t\n\v\f\r]"  # g_ascii_isspace / C isspace: what virSkipSpaces and strtol skip
-_FIELD = rf"\^?[0-9]+{_B}*(?:-{_B}*[+-]?[0-9]+{_B}*)?"
-_SYNTAX = lazyre.compile(rf"{_B}*{_FIELD}(?:,{_B}*{_FIELD})*")  # one field after another: linear
-_BLANK = " \t\n\v\f\r"
-_FIELDS = lazyre.compile(rf"(\^?)([0-9]+){_B}*(?:-{_B}*([+-]?[0-9]+))?")
+_FIELDS = lazyre.compile(rf"(,{_B}*(\^?)([0-9]+){_B}*(?:-{_B}*([+-]?[0-9]+){_B}*)?)")  # a comma and one field
+_LONG = lazyre.compile(r"[0-9]{10}")
+_ODD = lazyre.compile(r"[^0-9,-]|--|[0-9]{10}")  # a blank, `^`, a sign or a long number: read field by field
+_MISPLACED = lazyre.compile(r",,|,-|-,|-[0-9]*-|[,-]\Z")  # with _ODD: a field that is not `N` or `N-M`
+_STARTS = lazyre.compile(r",([0-9]+)")  # each field's first number
+_ENDS = lazyre.compile(r"([0-9]+)(?=,|\Z)")  # each field's last number (its first, when it has one)
+_BLANK = " \t\n\v\f\r"  # the same, for str.strip
 _MANY = 256  # ranges merged by counting rather than one mask operation each (about the same cost here)
 
 
@@ -51,6 +57,7 @@ def parse(text: str) -> frozenset[int]:
     return frozenset(members(mask(text)))
 
 
+@lru_cache(maxsize=4)  # the domain's and the pinning's reading of one <vcpu cpuset>
 def mask(text: str) -> int:
     """parse() as a bitmask (bit N set: CPU N), in time linear in len(text).
 
@@ -64,12 +71,20 @@ def mask(text: str) -> int:
     fields = text.split(",")
     if len(fields) > 1 and not fields[-1].strip(_BLANK):
         fields.pop()  # libvirt accepts a trailing comma (and blanks after it)
-    distinct = ",".join(dict.fromkeys(reversed(fields)))  # each field once, at its last occurrence
-    if not _SYNTAX.fullmatch(distinct):  # each field as libvirt reads it (a blank one too)
-        raise bad()
+    unique = dict.fromkeys(reversed(fields))  # each field once, at its last occurrence
+    distinct = "," + ",".join(unique)
+    if not _ODD.search(distinct) and not _MISPLACED.search(distinct):  # `N` and `N-M` alone (9 digits at most): in C
+        starts, ends = list(map(int, _STARTS.findall(distinct))), list(map(int, _ENDS.findall(distinct)))
+        if any(map(gt, starts, ends)) or max(ends) >= CPUMASK_LEN:
+            raise bad()
+        return _union(list(zip(starts, ends)))
+    found = _FIELDS.findall(distinct)
+    if len(found) != len(unique) or sum(len(f[0]) for f in found) != len(distinct):
+        raise bad()  # a field that is not all of one match (each match holds one comma, at its start)
+    number = _number if _LONG.search(distinct) else int  # up to 9 digits fit a C int
     cpus, cleared, ranges = 0, 0, []
-    for neg, first, last in _FIELDS.findall(distinct):
-        start = int(first) if len(first) < 10 else _number(first)  # 9 digits fit a C int
+    for _whole, neg, first, last in found:
+        start = number(first)
         if start is None:
             raise bad()
         if neg:
@@ -80,7 +95,7 @@ def mask(text: str) -> int:
                 cleared |= 1 << start
                 ranges = []
             continue
-        end = start if not last else int(last) if len(last) < 10 else _number(last)
+        end = number(last) if last else start
         if end is None or end < start or end >= CPUMASK_LEN:
             raise bad()
         ranges.append((start, end))
@@ -96,9 +111,10 @@ def _union(ranges: list) -> int:
             cpus |= ((1 << (end + 1 - start)) - 1) << start
         return cpus
     depth = [0] * (CPUMASK_LEN + 1)
-    for start, end in ranges:
-        depth[start] += 1
-        depth[end + 1] -= 1
+    for cpu, n in Counter(start for start, _end in ranges).items():
+        depth[cpu] += n
+    for cpu, n in Counter(end + 1 for _start, end in ranges).items():
+        depth[cpu] -= n
     covered = bytes(map(bool, accumulate(depth[:CPUMASK_LEN])))  # 1 where some range covers the CPU
     return int(covered[::-1].translate(_DIGIT), 2)
 
