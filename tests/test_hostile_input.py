@@ -109,7 +109,7 @@ def test_the_installed_hook_decides_every_crafted_4_mib_definition_in_bounded_ti
     best = {name: (min(f for f, _ in runs), min(a for _, a in runs)) for name, runs in took.items()}
     plain_first, plain_again = best.pop("plain (disks)")
     slow = {name: (first, again) for name, (first, again) in best.items()
-            if first > max(1.0, 5 * plain_first) or again > max(1.0, 5 * plain_again)}
+            if first > max(1.0, 5 * plain_first) or again > max(1.0, 5 * plain_first)}
     assert not slow, (slow, plain_first, plain_again)
 
 

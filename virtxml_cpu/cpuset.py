@@ -77,7 +77,7 @@ def mask(text: str) -> int:
         starts, ends = list(map(int, _STARTS.findall(distinct))), list(map(int, _ENDS.findall(distinct)))
         if any(map(gt, starts, ends)) or max(ends) >= CPUMASK_LEN:
             raise bad()
-        return _union(list(zip(starts, ends)))
+        return _cover(starts, ends)
     found = _FIELDS.findall(distinct)
     if len(found) != len(unique) or sum(len(f[0]) for f in found) != len(distinct):
         raise bad()  # a field that is not all of one match (each match holds one comma, at its start)
@@ -103,18 +103,23 @@ def mask(text: str) -> int:
 
 
 def _union(ranges: list) -> int:
-    """Every CPU of `ranges` (start, end): one mask operation per range when they are few, else by counting
-    where ranges start and end."""
-    cpus = 0
-    if len(ranges) <= _MANY:
-        for start, end in ranges:
+    """Every CPU of `ranges` (start, end)."""
+    return _cover([start for start, _end in ranges], [end for _start, end in ranges])
+
+
+def _cover(starts: list, ends: list) -> int:
+    """Every CPU of the ranges starts[i]..ends[i]: one mask operation per range when they are few, else by
+    counting where ranges start and end (in C)."""
+    if len(starts) <= _MANY:
+        cpus = 0
+        for start, end in zip(starts, ends):
             cpus |= ((1 << (end + 1 - start)) - 1) << start
         return cpus
     depth = [0] * (CPUMASK_LEN + 1)
-    for cpu, n in Counter(start for start, _end in ranges).items():
+    for cpu, n in Counter(starts).items():
         depth[cpu] += n
-    for cpu, n in Counter(end + 1 for _start, end in ranges).items():
-        depth[cpu] -= n
+    for cpu, n in Counter(ends).items():
+        depth[cpu + 1] -= n
     covered = bytes(map(bool, accumulate(depth[:CPUMASK_LEN])))  # 1 where some range covers the CPU
     return int(covered[::-1].translate(_DIGIT), 2)
 

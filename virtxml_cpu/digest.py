@@ -104,55 +104,64 @@ def _without_root_id(data: bytes) -> bytes:
     return data if cut is None else data[:cut[0]] + data[cut[1]:]
 
 
+_DYNAMIC = (b"type='dynamic'", b'type="dynamic"')
+
+
 def _without_dynamic_labels(data: bytes) -> bytes:
     """The text of <label> and <imagelabel> inside each <seclabel type='dynamic' ...>...</seclabel> dropped
-    (text only: what is removed holds no '<', so no element can go with it). Linear: every search starts
-    where the last one ended or reuses an end it found already (a run of openers before one closer, as
-    libvirt keeps verbatim in a CDATA section of <metadata>, is looked through once)."""
-    if b"type='dynamic'" not in data and b'type="dynamic"' not in data:
+    (text only: what is removed holds no '<', so no element can go with it).
+
+    Linear, and a step per `type='dynamic'` rather than per `<seclabel`: the tag a marker is in is the last
+    `<seclabel` before it with no '>' between, its body ends at the first closer after the tag's '>', and
+    every search starts where the last one ended or reuses what it found (a run of openers before one
+    closer, as libvirt keeps verbatim in a CDATA section of <metadata>, is looked through once)."""
+    if _DYNAMIC[0] not in data and _DYNAMIC[1] not in data:
         return data
-    out, pos, close = [], 0, -1
+    out, pos, cur, close = [], 0, 0, -1
+    marks = [data.find(m) for m in _DYNAMIC]  # the next of each spelling at or after cur (-1: none left)
     while True:
-        s = data.find(b"<seclabel", pos)
-        if s < 0:
+        live = [m for m in marks if m >= 0]
+        if not live:
             break
-        gt = data.find(b">", s)
-        if gt < 0:
-            break
-        if close < gt:  # the first closer after this tag: found once for every opener before it
-            close = data.find(b"</seclabel>", gt)
-            if close < 0:
+        q = min(live)
+        s = data.rfind(b"<seclabel", cur, q)
+        if s >= 0 and data.find(b">", s, q) < 0:  # the marker is inside this start tag
+            gt = data.find(b">", q)
+            if gt < 0:
                 break
-        tag = data[s:gt]
-        out.append(data[pos:gt + 1])
-        pos = gt + 1
-        if tag.endswith(b"/") or (b"type='dynamic'" not in tag and b'type="dynamic"' not in tag):
-            continue
-        out.append(_strip_texts(data[gt + 1:close], (b"label", b"imagelabel")))
-        pos = close
+            if close < gt:  # the first closer after this tag: found once for every opener before it
+                close = data.find(b"</seclabel>", gt)
+                if close < 0:
+                    break
+            if data[gt - 1:gt] != b"/":
+                out.append(data[pos:gt + 1])
+                out.append(_strip_texts(data[gt + 1:close], (b"label", b"imagelabel")))
+                pos = cur = close
+        cur = max(cur, q + 1)
+        marks = [data.find(_DYNAMIC[i], cur) if 0 <= m < cur else m for i, m in enumerate(marks)]
     out.append(data[pos:])
     return b"".join(out)
 
 
 def _strip_texts(body: bytes, names: tuple[bytes, ...]) -> bytes:
-    """Each <name>TEXT</name>'s TEXT dropped where it holds no '<'. Linear as above: the closer is found
-    once for every opener before it, and a text is looked at only up to its first '<'."""
+    """Each <name>TEXT</name>'s TEXT dropped where it holds no '<'. A step per closer: of the openers
+    before a closer only the last can hold a text without '<' (the next opener is a '<')."""
     for name in names:
         opening, closing = b"<" + name + b">", b"</" + name + b">"
-        out, pos, e = [], 0, -1
+        out, pos, cur = [], 0, 0
         while True:
-            s = body.find(opening, pos)
+            s = body.find(opening, cur)
             if s < 0:
                 break
+            e = body.find(closing, s + len(opening))
+            if e < 0:
+                break
+            s = body.rfind(opening, s, e)  # the last opener before this closer
             t = s + len(opening)
-            if e < t:
-                e = body.find(closing, t)
-                if e < 0:
-                    break
-            out.append(body[pos:t])
-            pos = t
             if body.find(b"<", t, e) < 0:
+                out.append(body[pos:t])
                 pos = e
+            cur = e
         out.append(body[pos:])
         body = b"".join(out)
     return body
