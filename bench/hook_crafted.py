@@ -6,10 +6,17 @@ libvirt waits for the hook with no timeout: whoever may define a domain decides 
 one part of the evaluation expensive (the DOCTYPE check, the tree, the text the decision reads, the rules'
 loops over children). The plain baseline is a domain with as many ordinary disks as fit in the same size.
 
-The hook is installed into a temporary hooks directory exactly as `virtxml-cpu hook install` does and run
-through its shebang as libvirt runs it: `NAME prepare begin -`, the definition on stdin. Runs are
-interleaved; medians are reported, with each shape's ratio to the plain definition in the same run.
-With --rewrite, `virtxml-cpu rewrite` (what `apply` and `watch` do to each definition) is timed too.
+The hook is installed into a temporary hooks directory exactly as `virtxml-cpu hook install` and the .deb
+install it, decision digest on (kept in the temporary directory), and run through its shebang as libvirt
+runs it: `NAME prepare begin -`, the definition on stdin, libvirt's bare environment. Each run times a
+first start (the digest emptied: the key, a full decision, the entry written) and a repeat start (the key
+and the entry). Runs are interleaved; medians are reported, with each shape's ratio to the plain
+definition in the same run. With --rewrite, `virtxml-cpu rewrite` (what `apply` and `watch` do to each
+definition) is timed too.
+
+SCANNERS names, for every module of the package the hook's prepare path imports, the shapes aimed at
+what it reads of the definition, or why it reads none of it; tests/test_hostile_input.py checks that it
+lists exactly the modules the installed hook imports, so a new module on that path needs its shape here.
 """
 
 from __future__ import annotations
@@ -27,7 +34,11 @@ sys.path.insert(0, str(ROOT))
 
 from virtxml_cpu import hookinstall  # noqa: E402
 
-ENV = {"LC_ALL": "C", "PATH": "/usr/bin:/bin", "HOME": "/root"}  # what libvirt gives a hook
+import os  # noqa: E402
+import shutil  # noqa: E402
+
+ENV = {"LC_ALL": "C", "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME": "/root",
+       "USER": "root", "LOGNAME": "root"}  # all libvirt passes a hook (virCommandAddEnvPassCommon)
 HEAD = (b"<domain type='kvm'><name>big</name><uuid>0b7e2d1c-6a51-4f0e-8d7b-3c2f9e1a4b66</uuid>"
         b"<memory unit='KiB'>1048576</memory><vcpu placement='static'>4</vcpu>"
         b"<os><type arch='x86_64' machine='pc-q35-7.2'>hvm</type></os>")
@@ -74,16 +85,126 @@ def shapes(size: int) -> dict[str, bytes]:
         "qemu:commandline args": HEAD.replace(b"<domain ", b"<domain xmlns:qemu='http://libvirt.org/schemas/domain/qemu/1.0' ")
         + cpu + b"<devices/><qemu:commandline>"
         + _fill(size, b"<qemu:arg value='-global'/><qemu:arg value='a.b.c.d.e=f'/>", base) + b"</qemu:commandline></domain>",
+        "commandline -global of many dots": QEMU_DOMAIN + cpu + b"<devices/><qemu:commandline><qemu:arg value='-global'/>"
+        + b"<qemu:arg value='a" + _fill(size // 2, b".", base // 2) + b"'/><qemu:arg value='-overcommit'/><qemu:arg value='"
+        + _fill(size // 2, b"cpu-pm=of,", base // 2) + b"'/></qemu:commandline></domain>",
+        # the decision digest's key (canonical(): libvirt's per-start values dropped)
+        "CDATA of <seclabel> openers, type='dynamic'": meta(b"<seclabel>", b"<![CDATA[type='dynamic'", b"]]>"),
+        "CDATA of <seclabel> openers, one closer": meta(b"<seclabel>", b"<![CDATA[type='dynamic'", b"</seclabel>]]>"),
+        "CDATA of <label> openers in a dynamic <seclabel>": meta(b"<label>", b"<![CDATA[<seclabel type='dynamic'>",
+                                                                b"</label></seclabel>]]>"),
+        "CDATA of <label> texts holding '<'": meta(b"<label><", b"<![CDATA[<seclabel type='dynamic'>",
+                                                   b"</label></seclabel>]]>"),
+        "dynamic <seclabel> with a 4 MiB label": HEAD.replace(b"<domain type='kvm'>", b"<domain type='kvm' id='7'>")
+        + cpu + b"<devices><emulator>/usr/bin/qemu-system-x86_64</emulator></devices>"
+        b"<seclabel type='dynamic' model='selinux' relabel='yes'><label>" + _fill(size, b"s0:c1,c2", base)
+        + b"</label><imagelabel>x</imagelabel></seclabel></domain>",
+        "root tag of long attributes": HEAD.replace(b"<domain type='kvm'>", b"<domain type='kvm' "
+                                                    + b" ".join(b"a%02d='%s'" % (i, b"1" * ((size - base) // 64))
+                                                                for i in range(63)) + b">") + cpu + DEVICES,
+        # what the readers of the tree look at
+        "cpuset of distinct ranges": HEAD.replace(b"<vcpu placement='static'>", b"<vcpu placement='static' cpuset='"
+                                                  + b",".join(b"%d-%d" % (i % 1000, i % 1000 + i // 1000)
+                                                              for i in range((size - base) // 9)) + b"'>") + cpu + DEVICES,
+        "libosinfo id of the whole size": HEAD + cpu + b"<metadata><libosinfo:libosinfo "
+        b"xmlns:libosinfo='http://libosinfo.org/xmlns/libvirt/domain/1.0'><libosinfo:os id='http://redhat.com/rhel/"
+        + _fill(size, b"7.", base) + b"3'/></libosinfo:libosinfo></metadata>" + DEVICES,
+        "metadata children in orchestrators' namespaces": meta(b"<n:i xmlns:n='http://openstack.org/xmlns/libvirt/nov'/>"),
+        "machine name of the whole size": HEAD.replace(b"machine='pc-q35-7.2'", b"machine='pc-q35-rhel"
+                                                       + _fill(size, b"7.", base) + b"'") + cpu + DEVICES,
+        "CPU model name of the whole size": HEAD + b"<cpu mode='custom'><model>" + _fill(size, b"Skylake-", base)
+        + b"</model></cpu>" + DEVICES,
+        "emulator path of the whole size": HEAD + cpu + b"<devices><emulator>/usr/bin/" + _fill(size, b"q/", base)
+        + b"</emulator></devices></domain>",
+        "uuid of the whole size": HEAD.replace(b"0b7e2d1c-6a51-4f0e-8d7b-3c2f9e1a4b66", _fill(size, b"0b7e2d1c-", base))
+        + cpu + DEVICES,
+        "features children": HEAD + cpu + b"<features>" + _fill(size, b"<kvm><hidden state='on'/></kvm>", base)
+        + b"</features>" + DEVICES,
+        "XML declaration padded with blanks": b"<?xml version='1.0'" + _fill(size, b" ", len(HEAD) + 400)
+        + b"encoding='UTF-8'?>" + HEAD + cpu + DEVICES,
     }
 
 
-def timed(cmd: list[str], stdin: bytes, expect: bytes, where: str) -> float:
+# Every module the hook's prepare path imports (tests/test_hostile_input.py compares with the installed hook's
+# import list): the shapes aimed at what it reads of the definition, or why it reads none of it.
+XMLIO = ("CDATA '<!doctype <!--<!--...'", "CDATA sections in <name>", "comments in metadata",
+         "nesting at libxml2's depth limit", "metadata children", "one element, many attributes",
+         "XML declaration padded with blanks")
+DIGEST = ("CDATA of <seclabel> openers, type='dynamic'", "CDATA of <seclabel> openers, one closer",
+          "CDATA of <label> openers in a dynamic <seclabel>", "CDATA of <label> texts holding '<'",
+          "dynamic <seclabel> with a 4 MiB label", "root tag of long attributes")
+NO_DEFINITION = "reads nothing of the definition"
+SCANNERS: dict[str, tuple[str, ...] | str] = {
+    "virtxml_cpu": NO_DEFINITION + " (the version)",
+    "virtxml_cpu.hookentry": "reads the definition's bytes (bounded) and hands them on",
+    "virtxml_cpu.digest": DIGEST,
+    "virtxml_cpu.xmlio": XMLIO,
+    "virtxml_cpu.pipeline": XMLIO,  # read(): the parse and the facts, nothing of its own
+    "virtxml_cpu.domain": ("cpu features", "features children", "uuid of the whole size", "qemu:commandline args",
+                           "commandline -global of many dots", "libosinfo id of the whole size",
+                           "metadata children in orchestrators' namespaces", "emulator path of the whole size"),
+    "virtxml_cpu.lazyre": ("uuid of the whole size", "XML declaration padded with blanks", "cpuset of full ranges",
+                           "cpuset of distinct ranges", "libosinfo id of the whole size",
+                           "machine name of the whole size", "commandline -global of many dots"),
+    "virtxml_cpu.cpuset": ("cpuset of full ranges", "cpuset of distinct ranges", "vcpupins on every host CPU"),
+    "virtxml_cpu.pinning": ("cpuset of full ranges", "vcpupins on every host CPU"),
+    "virtxml_cpu.engine": ("commandline -cpu of many properties", "qemu:commandline args", "cpu features",
+                           "CPU model name of the whole size"),
+    "virtxml_cpu.libvirt_xml": ("cpu features", "features children"),
+    "virtxml_cpu.policy": ("cpu features", "libosinfo id of the whole size", "vcpupins on every host CPU"),
+    "virtxml_cpu.guest_os": ("libosinfo id of the whole size",),
+    "virtxml_cpu.orchestrators": ("metadata children in orchestrators' namespaces",),
+    "virtxml_cpu.machines": ("machine name of the whole size",),
+    "virtxml_cpu.lifecycle": ("machine name of the whole size",),
+    "virtxml_cpu.flavours": ("machine name of the whole size",),
+    "virtxml_cpu.flavours.model": ("machine name of the whole size",),
+    "virtxml_cpu.flavours.rhel": ("machine name of the whole size",),
+    "virtxml_cpu.flavours.ubuntu": ("machine name of the whole size",),
+    "virtxml_cpu.flavours.upstream": ("machine name of the whole size",),
+    "virtxml_cpu.cpu_models": ("CPU model name of the whole size",),
+    "virtxml_cpu.qemucaps": ("emulator path of the whole size",),
+    "virtxml_cpu.hostsrc": ("emulator path of the whole size",),
+    "virtxml_cpu.hook": ("emulator path of the whole size",),  # dependencies(): the emulator's cache file
+    "virtxml_cpu.hookact": ("CDATA sections in <name>", "uuid of the whole size"),  # the log line, the spool
+    "virtxml_cpu.logline": ("CDATA sections in <name>",),
+    "virtxml_cpu.memo": ("cpu features", "qemu:commandline args"),  # keys made of the facts
+    "virtxml_cpu.properties": NO_DEFINITION + " (the property table)",
+    "virtxml_cpu.rules": NO_DEFINITION + " (QEMU's fixed facts)",
+    "virtxml_cpu.hostfacts": NO_DEFINITION + " (the host's facts)",
+    "virtxml_cpu.qemu_build": NO_DEFINITION + " (settles the sources' claims)",
+    "virtxml_cpu.config": NO_DEFINITION + " (the config file)",
+    "virtxml_cpu.errors": NO_DEFINITION + " (exception classes)",
+    "virtxml_cpu.safefs": NO_DEFINITION + " (opens files by fixed paths)",
+    "virtxml_cpu.atomic": NO_DEFINITION + " (writes the digest's entry)",
+}
+
+
+def timed(cmd: list[str], stdin: bytes, expect: bytes, where: str, refuse: bytes = b"") -> float:
     t = time.perf_counter()
-    r = subprocess.run(cmd, input=stdin, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=ENV, check=False)
+    r = subprocess.run(cmd, input=stdin, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=ENV, check=False,
+                       cwd="/")
     took = time.perf_counter() - t
-    if not (expect in r.stderr if expect else r.returncode == 0):
-        raise SystemExit(f"{where}: not evaluated (exit {r.returncode}): {r.stderr[-300:]!r}")
+    if not (expect in r.stderr if expect else r.returncode == 0) or (refuse and refuse in r.stderr):
+        raise SystemExit(f"{where}: not evaluated as expected (exit {r.returncode}): {r.stderr[-300:]!r}")
     return took
+
+
+def install(tmp: str) -> tuple[list[str], str]:
+    """The hook as `hook install` puts it (digest on: a store in `tmp`), and that store."""
+    cfg = Path(tmp) / "config.toml"
+    cfg.write_text(f'[hook]\nmode = "audit"\nsyslog_socket = "{tmp}/none.sock"\n')  # no syslog: stderr
+    digests = f"{tmp}/decisions"
+    hookinstall.install(f"{tmp}/hooks", "audit", str(cfg), legacy=False, digest_dir=digests)
+    return [f"{tmp}/hooks/qemu.d/virtxml-cpu", "big", "prepare", "begin", "-"], digests
+
+
+def starts(hook: list[str], digests: str, doc: bytes, where: str) -> tuple[float, float]:
+    """(first start, repeat start) of `doc`: decided in full and kept, then answered from the digest (a
+    decision whose entry would exceed digest.MAX_ENTRY_BYTES, a 4 MiB name in it, is decided again)."""
+    shutil.rmtree(digests, ignore_errors=True)
+    first = timed(hook, doc, b" decision=", where, refuse=b"cached=yes")
+    again = timed(hook, doc, b" decision=", where + " (repeat)")
+    return first, again
 
 
 def main() -> None:
@@ -93,29 +214,31 @@ def main() -> None:
     ap.add_argument("--rewrite", action="store_true", help="also time `virtxml-cpu rewrite` on each")
     args = ap.parse_args()
     docs = shapes(int(args.mib * 1024 * 1024))
+    rewrite = [sys.executable, "-m", "virtxml_cpu", "rewrite", "--no-host-probe", "--qemu-flavour", "upstream", "-"]
+    samples: dict[tuple[str, str], list[float]] = {}
     with tempfile.TemporaryDirectory() as tmp:
-        cfg = Path(tmp) / "config.toml"
-        cfg.write_text(f'[hook]\nmode = "audit"\nsyslog_socket = "{tmp}/none.sock"\n')  # no syslog: stderr
-        # No decision digest: every run is a full evaluation, and nothing is kept outside tmp.
-        hookinstall.install(f"{tmp}/hooks", "audit", str(cfg), legacy=False, digest_dir="")
-        hook = [f"{tmp}/hooks/qemu.d/virtxml-cpu", "big", "prepare", "begin", "-"]
-        rewrite = [sys.executable, "-m", "virtxml_cpu", "rewrite", "--no-host-probe", "--qemu-flavour", "upstream", "-"]
-        runs = {("hook", k): (hook, v, b" decision=") for k, v in docs.items()}  # evaluated
-        if args.rewrite:
-            runs.update({("rewrite", k): (rewrite, v, b"") for k, v in docs.items()})
-        samples: dict[tuple[str, str], list[float]] = {k: [] for k in runs}
+        hook, digests = install(tmp)
         for _ in range(args.runs):
-            for key, (cmd, stdin, expect) in runs.items():
-                samples[key].append(timed(cmd, stdin, expect, " ".join(key)))
-    print(f"{args.mib:g} MiB definitions, median of {args.runs} runs, interpreter {sys.executable}")
-    for what in ("hook", "rewrite") if args.rewrite else ("hook",):
-        med = {k: statistics.median(v) for (w, k), v in samples.items() if w == what}
-        plain = med["plain (disks)"]
-        print(f"\n{what}: {'shape':<34} {'bytes':>9} {'seconds':>8} {'/ plain':>8}")
-        for k, v in med.items():
-            print(f"{what}: {k:<34} {len(docs[k]):>9} {v:8.3f} {v / plain:7.2f}x")
-        worst = max((k for k in med if k != "plain (disks)"), key=med.get)
-        print(f"{what}: worst case {worst!r}: {med[worst]:.3f} s = {med[worst] / plain:.2f}x the plain definition")
+            for k, doc in docs.items():
+                first, again = starts(hook, digests, doc, k)
+                samples.setdefault(("first start", k), []).append(first)
+                samples.setdefault(("repeat start", k), []).append(again)
+                if args.rewrite:
+                    samples.setdefault(("rewrite", k), []).append(timed(rewrite, doc, b"", "rewrite " + k))
+    print(f"{args.mib:g} MiB definitions, median of {args.runs} runs, interpreter {sys.executable}, "
+          f"{os.cpu_count()} CPUs, load {os.getloadavg()[0]:.2f}")
+    whats = ("first start", "repeat start", "rewrite") if args.rewrite else ("first start", "repeat start")
+    med = {key: statistics.median(v) for key, v in samples.items()}
+    plain = {what: med[(what, "plain (disks)")] for what in whats}
+    print(f"\n| {'shape':<48} | {'bytes':>9} | " + " | ".join(f"{w} (s) | / plain" for w in whats) + " |")
+    print("|---|---|" + "---|---|" * len(whats))
+    for k in docs:
+        cells = " | ".join(f"{med[(w, k)]:.3f} | {med[(w, k)] / plain[w]:.2f}x" for w in whats)
+        print(f"| {k:<48} | {len(docs[k]):>9} | {cells} |")
+    for what in whats:
+        worst = max((k for k in docs if k != "plain (disks)"), key=lambda k: med[(what, k)])
+        print(f"{what}: worst case {worst!r}: {med[(what, worst)]:.3f} s = "
+              f"{med[(what, worst)] / plain[what]:.2f}x the plain definition")
 
 
 if __name__ == "__main__":

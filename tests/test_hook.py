@@ -127,11 +127,60 @@ def test_handled_operations_run_the_isolated_interpreter(tmp_path):
     assert marker.read_text().startswith("-I -S -c ")
 
 
-def test_the_source_tree_hook_runs_from_the_checkout(tmp_path):
-    """hooks/qemu (the unrendered front) finds virtxml_cpu above itself, lxml through site."""
-    r = subprocess.run(["/bin/sh", str(HOOK), "scratch", "prepare", "begin", "-"], input=NEEDS_FIX,
+def test_the_unrendered_front_imports_nothing_and_runs_no_site(tmp_path):
+    """hooks/qemu in a checkout (PACKAGE_DIR=''): it used to import the virtxml_cpu found above its own path
+    and run site, as root; whoever put a tree above the script ran code there. Now it imports nothing."""
+    tree = tmp_path / "above"
+    (tree / "virtxml_cpu").mkdir(parents=True)
+    (tree / "virtxml_cpu" / "__init__.py").write_text(f"open({str(tmp_path / 'ran')!r}, 'a').write('package')\n")
+    (tree / "sitecustomize.py").write_text(f"open({str(tmp_path / 'ran')!r}, 'a').write('site')\n")
+    (tree / "hooks").mkdir()
+    front = tree / "hooks" / "qemu"
+    front.write_text(hookinstall.template())
+    front.chmod(0o755)
+    r = subprocess.run(["/bin/sh", str(front), "scratch", "prepare", "begin", "-"], input=NEEDS_FIX,
                        capture_output=True, env=ENV, timeout=60)
-    assert r.returncode == 0 and b"decision=inject" in r.stderr, r.stderr
+    assert not (tmp_path / "ran").exists()
+    assert r.returncode == 0 and b"not rendered" in r.stderr and b"guest start not checked" in r.stderr, r.stderr
+    assert HOOK.resolve() == (ROOT / "virtxml_cpu" / "data" / "qemu-hook").resolve()  # hooks/qemu is this front
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root: the front checks ownership as root only")
+@pytest.mark.parametrize("where", ["module", "directory", "link"])
+def test_the_front_refuses_a_package_tree_root_does_not_own(tmp_path, where):
+    """As root, the front imports from PACKAGE_DIR only when root alone can change what is there: another
+    user's module, a directory others can write, or a link to another user's directory is refused (one
+    line, exit 0, the guest starts unchecked), whatever `hook install` saw when it rendered the script."""
+    import shutil
+
+    parent = tmp_path / "pkg"
+    parent.mkdir()
+    tmp_path.chmod(0o755)
+    shutil.copytree(ROOT / "virtxml_cpu", parent / "virtxml_cpu", ignore=shutil.ignore_patterns("__pycache__"))
+    (parent / "virtxml_cpu" / "hookentry.py").write_text(
+        (ROOT / "virtxml_cpu" / "hookentry.py").read_text()
+        + f"\nopen({str(tmp_path / 'ran')!r}, 'a').write('imported')\n")
+    front = tmp_path / "virtxml-cpu"
+    front.write_text(hookinstall.render(hookinstall.template(), sys.executable, str(parent), "audit",
+                                        cfg(tmp_path, "audit"), hookinstall.lib_dirs(), ""))
+    front.chmod(0o755)
+    r = subprocess.run([str(front), "scratch", "prepare", "begin", "-"], input=NEEDS_FIX, capture_output=True,
+                       env=ENV, timeout=60)
+    assert r.returncode == 0 and b"decision=" in r.stderr and (tmp_path / "ran").exists(), r.stderr  # root's: used
+    (tmp_path / "ran").unlink()
+    if where == "module":
+        os.chown(parent / "virtxml_cpu" / "engine.py", 65534, 65534)
+    elif where == "directory":
+        (parent / "virtxml_cpu" / "flavours").chmod(0o777)
+    else:
+        elsewhere = tmp_path / "elsewhere"
+        shutil.move(str(parent / "virtxml_cpu" / "flavours"), str(elsewhere))
+        os.chown(elsewhere, 65534, 65534)
+        (parent / "virtxml_cpu" / "flavours").symlink_to(elsewhere)
+    r = subprocess.run([str(front), "scratch", "prepare", "begin", "-"], input=NEEDS_FIX, capture_output=True,
+                       env=ENV, timeout=60)
+    assert not (tmp_path / "ran").exists()
+    assert r.returncode == 0 and b"not root's alone" in r.stderr and b"guest start not checked" in r.stderr, r.stderr
 
 
 def test_a_missing_interpreter_fails_open(tmp_path):

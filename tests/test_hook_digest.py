@@ -214,3 +214,117 @@ def test_the_entry_keeps_the_limits_and_names_of_the_modules_it_avoids():
     assert hookentry.MAX_DEFINITION_BYTES == xmlio.MAX_INPUT_BYTES
     assert hookact.OWN_NS == domain.OWN_NS
     assert (ROOT / "virtxml_cpu" / "flavours").is_dir()  # package_identity's second directory
+
+
+def _metadata_cdata(inner: bytes) -> bytes:
+    """`inner` in a CDATA section of namespaced <metadata>, which libvirt keeps verbatim."""
+    return XML.replace(b"</devices>", b"</devices><metadata><m:x xmlns:m='urn:x'><![CDATA[" + inner
+                       + b"]]></m:x></metadata>")
+
+
+@pytest.mark.parametrize("inner", [
+    b"type='dynamic'" + b"<seclabel>" * 52000,  # openers, no closer: each looked to the end for one
+    b"type='dynamic'" + b"<seclabel>" * 52000 + b"</seclabel>",  # openers before one closer
+    b"<seclabel type='dynamic'>" + b"<label>" * 74000 + b"</label></seclabel>",
+    b"<seclabel type='dynamic'>" + b"<label><" * 65000 + b"</label></seclabel>",  # texts that hold '<'
+], ids=["seclabel", "seclabel-close", "label", "label-lt"])
+def test_the_key_of_a_crafted_definition_takes_linear_time(inner):
+    """512 KiB of each took 4-12 s in canonical() (quadratic: minutes at 4 MiB, on every start)."""
+    import time
+
+    doc = _metadata_cdata(inner)
+    t = time.perf_counter()
+    out = digest.canonical(doc)
+    assert time.perf_counter() - t < 0.5
+    assert out == doc  # inside CDATA nothing is a label: nothing to drop but what is really one
+
+
+def test_dynamic_label_texts_are_dropped_and_nothing_else():
+    label = (b"<seclabel type='dynamic' model='selinux'><label>a:b:c:s0:c1,c2</label><label>x<y</label>"
+             b"<imagelabel>i:j</imagelabel></seclabel><seclabel type='static'><label>keep</label></seclabel>")
+    out = digest.canonical(XML.replace(b"</devices>", b"</devices>" + label))
+    assert b"<label></label><label>x<y</label><imagelabel></imagelabel>" in out and b"<label>keep</label>" in out
+
+
+def test_a_reinstalled_module_is_a_new_package_even_with_size_and_mtime_restored(tmp_path):
+    """dpkg restores a package's mtimes and debhelper clamps them: a rebuild of the same version can have
+    every module's size and mtime as before. Its files are new all the same (inode, ctime)."""
+    tree = tmp_path / "virtxml_cpu"
+    tree.mkdir()
+    module = tree / "engine.py"
+    module.write_text("x = 1\n")
+    os.utime(module, ns=(10**18, 10**18))
+    before = digest.package_identity(str(tree))
+    new = tree / "engine.py.dpkg-new"
+    new.write_text("x = 2\n")  # the same size
+    os.utime(new, ns=(10**18, 10**18))  # and mtime
+    os.replace(new, module)
+    assert digest.package_identity(str(tree)) != before
+
+
+def test_a_module_in_any_subpackage_is_part_of_the_package(tmp_path):
+    tree = tmp_path / "virtxml_cpu"
+    (tree / "render").mkdir(parents=True)
+    (tree / "engine.py").write_text("x = 1\n")
+    before = digest.package_identity(str(tree))
+    (tree / "render" / "explain.py").write_text("y = 1\n")
+    assert digest.package_identity(str(tree)) != before
+    with_one = digest.package_identity(str(tree))
+    (tree / "render" / "deep").mkdir()
+    (tree / "render" / "deep" / "more.py").write_text("z = 1\n")
+    assert digest.package_identity(str(tree)) != with_one
+
+
+def test_the_config_is_read_once_and_decided_with_the_bytes_of_the_key(host, monkeypatch):
+    """The key was made of one read of the config and the decision of another: an edit in between kept a
+    decision under the key of a config that did not make it."""
+    from virtxml_cpu import config
+
+    reads = []
+    real = config.read_raw
+
+    def read_raw(path, environ=os.environ):
+        raw = real(path, environ)
+        reads.append(raw)
+        if len(reads) > 1:  # an edit lands between two reads
+            return raw.replace(b"[hook]", b'policy = "never"\n[hook]')
+        return raw
+
+    monkeypatch.setattr(config, "read_raw", read_raw)
+    line = host.start()
+    assert len(reads) == 1 and "decision=inject" in line
+    monkeypatch.setattr(config, "read_raw", real)
+    assert host.start() == line + " cached=yes"
+
+
+def test_an_entry_is_written_by_the_atomic_writer(host, monkeypatch):
+    from virtxml_cpu import atomic
+
+    calls = []
+    real = atomic.replace_at
+
+    def replace_at(dfd, name, data, *a, **kw):
+        calls.append(name)
+        return real(dfd, name, data, *a, **kw)
+
+    monkeypatch.setattr(atomic, "replace_at", replace_at)
+    host.start()
+    (entry,) = host.digests.iterdir()
+    assert calls == [entry.name]
+
+
+@pytest.mark.parametrize("where", ["store", "act"])
+def test_any_exception_fails_open_with_one_line(host, monkeypatch, capsys, where):
+    def boom(*a, **kw):
+        raise RuntimeError("no space\nleft")
+
+    if where == "store":
+        monkeypatch.setattr(digest, "store", boom)
+    else:
+        from virtxml_cpu import hook
+
+        monkeypatch.setattr(hook, "act", boom)
+    rc = hookentry.main(["enforce", str(host.config), str(host.digests), "scratch", "prepare", "begin", "-"],
+                        stdin=io.BytesIO(XML))
+    err = capsys.readouterr().err
+    assert rc == 0 and err.count("\n") == 1 and "RuntimeError: no space left" in err and "not checked" in err

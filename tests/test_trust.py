@@ -439,3 +439,22 @@ def test_hook_install_creates_nothing_through_their_link_for_the_hooks_directory
     r = _install(sys.executable, ROOT, home / "hooks")
     assert r.returncode == 2 and list(protected.iterdir()) == [], (r.stdout, r.stderr)
     assert "owned by uid 65534" in r.stderr and r.stderr.count("\n") == 1, r.stderr
+
+
+@ROOT_ONLY
+def test_hook_install_renders_the_directories_it_checked(shared, monkeypatch):
+    """`hook install` asked where lxml is twice, once for the check and once for the script: when the answer
+    changed in between (another lxml found, another copy in sys.modules), the script imported from a
+    directory nobody had checked, such as another user's. It asks once and renders what it checked."""
+    from virtxml_cpu import hookinstall
+
+    theirs_dir = shared / "their-lib"
+    (theirs_dir / "lxml").mkdir(parents=True)
+    theirs(theirs_dir, theirs_dir / "lxml")
+    answers = iter([(LXML_DIR,)] + [(str(theirs_dir),)] * 5)
+    monkeypatch.setattr(hookinstall, "lib_dirs", lambda package_dir=None: next(answers))
+    hooks = shared / "hooks"
+    hookinstall.install(str(hooks), "audit", None, legacy=True, digest_dir="")
+    settings = hookinstall.installed_settings((hooks / "qemu").read_text())
+    assert settings["LIB_DIRS"] == ("" if LXML_DIR == hookinstall.PACKAGE_PARENT else LXML_DIR), settings
+    assert not hookinstall.installed_problems(hooks / "qemu", settings["PYTHON"], settings)

@@ -144,7 +144,12 @@ def load(path: str | None, environ=os.environ) -> Config:
     Errors map as for input files: missing or not a regular file (a directory, FIFO or device: opened
     without blocking, never waited on) is bad usage (2), unreadable is the environment (3). `environ`
     names the file through VIRTXML_CPU_CONFIG; the hook passes {}: nothing in its environment steers it."""
-    raw = read_raw(path, environ)
+    return from_raw(read_raw(path, environ), path, environ)
+
+
+def from_raw(raw: bytes | None, path: str | None, environ=os.environ) -> Config:
+    """The config `raw` (read_raw's bytes, None: no file) holds: the hook decides with the very bytes its
+    decision digest is keyed on."""
     if raw is None:
         return Config()
     path = path or environ.get("VIRTXML_CPU_CONFIG", DEFAULT_PATH)

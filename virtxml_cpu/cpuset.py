@@ -15,9 +15,14 @@ most 16384 bits whatever its range: a 4 MiB cpuset of `0-16383,` fields is read 
 
 from __future__ import annotations
 
+from collections import Counter
+from functools import lru_cache
+from itertools import accumulate
+from operator import gt
+
+from . import lazyre  # compiled where first used (the hook's cold start)
+
 CPUMASK_LEN = 16384  # VIR_DOMAIN_CPUMASK_LEN
-_BLANK = " \t\n\v\f\r"  # g_ascii_isspace / C isspace: what virSkipSpaces and strtol skip
-_DIGITS = "0123456789"
 _INT_MAX = 2**31 - 1
 
 
@@ -25,29 +30,26 @@ class CpusetError(ValueError):
     """libvirt's own message for a cpuset it refuses."""
 
 
-def _skip(s: str, i: int) -> int:
-    while i < len(s) and s[i] in _BLANK:
-        i += 1
-    return i
+_B = r"[ \t\n\v\f\r]"  # g_ascii_isspace / C isspace: what virSkipSpaces and strtol skip
+_FIELDS = lazyre.compile(rf"(,{_B}*(\^?)([0-9]+){_B}*(?:-{_B}*([+-]?[0-9]+){_B}*)?)")  # a comma and one field
+_LONG = lazyre.compile(r"[0-9]{10}")
+_ODD = lazyre.compile(r"[^0-9,-]|--|[0-9]{10}")  # a blank, `^`, a sign or a long number: read field by field
+_MISPLACED = lazyre.compile(r",,|,-|-,|-[0-9]*-|[,-]\Z")  # with _ODD: a field that is not `N` or `N-M`
+_STARTS = lazyre.compile(r",([0-9]+)")  # each field's first number
+_ENDS = lazyre.compile(r"([0-9]+)(?=,|\Z)")  # each field's last number (its first, when it has one)
+_BLANK = " \t\n\v\f\r"  # the same, for str.strip
+_MANY = 256  # ranges merged by counting rather than one mask operation each (about the same cost here)
 
 
-def _strtol(s: str, i: int) -> tuple[int | None, int]:
-    """virStrToLong_i: strtol base 10 (blanks, an optional sign, digits) that must fit a C int."""
-    j = _skip(s, i)
-    sign = 1
-    if j < len(s) and s[j] in "+-":
-        sign = -1 if s[j] == "-" else 1
-        j += 1
-    k = j
-    while k < len(s) and s[k] in _DIGITS:
-        k += 1
-    if k == j:
-        return None, i
-    digits = s[j:k].lstrip("0") or "0"
-    if len(digits) > 10:  # past any C int; int() itself refuses more than 4300 digits (ValueError)
-        return None, k
+def _number(digits: str) -> int | None:
+    """virStrToLong_i on what the grammar has matched: an int that fits a C int, else None (strtol's
+    ERANGE); int() is never given more than 11 digits (it refuses more than 4300)."""
+    sign = -1 if digits[:1] == "-" else 1
+    digits = digits.lstrip("+-").lstrip("0") or "0"
+    if len(digits) > 10:
+        return None
     value = sign * int(digits)
-    return (value if -_INT_MAX - 1 <= value <= _INT_MAX else None), k
+    return value if -_INT_MAX - 1 <= value <= _INT_MAX else None
 
 
 def parse(text: str) -> frozenset[int]:
@@ -55,45 +57,74 @@ def parse(text: str) -> frozenset[int]:
     return frozenset(members(mask(text)))
 
 
+@lru_cache(maxsize=4)  # the domain's and the pinning's reading of one <vcpu cpuset>
 def mask(text: str) -> int:
-    """parse() as a bitmask (bit N set: CPU N), in time linear in len(text)."""
+    """parse() as a bitmask (bit N set: CPU N), in time linear in len(text).
+
+    A CPU ends up set when a range names it after the last `^N` that clears it. So only the last
+    occurrence of each distinct field matters, and reading those from the end, a range adds its CPUs but
+    the ones a later `^N` cleared: 524,000 `0-16383` fields are one range, and the ranges between two new
+    `^N` are merged at once. Every field is still checked as libvirt checks it."""
     def bad() -> CpusetError:
         return CpusetError(f"Failed to parse bitmap '{text}'")
 
-    s = text
-    i = _skip(s, 0)
-    if i == len(s):
-        raise bad()
-    cpus = 0
-    neg = False
-    while i < len(s):
-        if s[i] == "^":
-            i += 1
-            neg = True
-        if i == len(s) or s[i] not in _DIGITS:
+    fields = text.split(",")
+    if len(fields) > 1 and not fields[-1].strip(_BLANK):
+        fields.pop()  # libvirt accepts a trailing comma (and blanks after it)
+    unique = dict.fromkeys(reversed(fields))  # each field once, at its last occurrence
+    distinct = "," + ",".join(unique)
+    if not _ODD.search(distinct) and not _MISPLACED.search(distinct):  # `N` and `N-M` alone (9 digits at most): in C
+        starts, ends = list(map(int, _STARTS.findall(distinct))), list(map(int, _ENDS.findall(distinct)))
+        if any(map(gt, starts, ends)) or max(ends) >= CPUMASK_LEN:
             raise bad()
-        start, i = _strtol(s, i)
+        return _cover(starts, ends)
+    found = _FIELDS.findall(distinct)
+    if len(found) != len(unique) or sum(len(f[0]) for f in found) != len(distinct):
+        raise bad()  # a field that is not all of one match (each match holds one comma, at its start)
+    number = _number if _LONG.search(distinct) else int  # up to 9 digits fit a C int
+    cpus, cleared, ranges = 0, 0, []
+    for _whole, neg, first, last in found:
+        start = number(first)
         if start is None:
             raise bad()
-        i = _skip(s, i)
-        if i == len(s) or s[i] == ",":
-            if start >= CPUMASK_LEN:
+        if neg:
+            if last or start >= CPUMASK_LEN:  # `^N-M`, or past the mask
                 raise bad()
-            cpus = cpus & ~(1 << start) if neg else cpus | 1 << start
-        elif s[i] == "-":
-            if neg:
-                raise bad()
-            last, i = _strtol(s, _skip(s, i + 1))
-            if last is None or last < start or last >= CPUMASK_LEN:
-                raise bad()
-            cpus |= ((1 << (last + 1 - start)) - 1) << start
-            i = _skip(s, i)
-        if i < len(s) and s[i] == ",":
-            i = _skip(s, i + 1)
-            neg = False
-        elif i < len(s):
+            if not cleared >> start & 1:
+                cpus |= _union(ranges) & ~cleared
+                cleared |= 1 << start
+                ranges = []
+            continue
+        end = number(last) if last else start
+        if end is None or end < start or end >= CPUMASK_LEN:
             raise bad()
-    return cpus
+        ranges.append((start, end))
+    return cpus | _union(ranges) & ~cleared
+
+
+def _union(ranges: list) -> int:
+    """Every CPU of `ranges` (start, end)."""
+    return _cover([start for start, _end in ranges], [end for _start, end in ranges])
+
+
+def _cover(starts: list, ends: list) -> int:
+    """Every CPU of the ranges starts[i]..ends[i]: one mask operation per range when they are few, else by
+    counting where ranges start and end (in C)."""
+    if len(starts) <= _MANY:
+        cpus = 0
+        for start, end in zip(starts, ends):
+            cpus |= ((1 << (end + 1 - start)) - 1) << start
+        return cpus
+    depth = [0] * (CPUMASK_LEN + 1)
+    for cpu, n in Counter(starts).items():
+        depth[cpu] += n
+    for cpu, n in Counter(ends).items():
+        depth[cpu + 1] -= n
+    covered = bytes(map(bool, accumulate(depth[:CPUMASK_LEN])))  # 1 where some range covers the CPU
+    return int(covered[::-1].translate(_DIGIT), 2)
+
+
+_DIGIT = bytes.maketrans(b"\x00\x01", b"01")
 
 
 def members(cpus: int):

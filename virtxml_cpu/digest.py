@@ -9,7 +9,8 @@ imports lxml nor the rule tables. The key covers everything the decision reads:
   `<label>`/`<imagelabel>` inside a `<seclabel type='dynamic'>` (SELinux draws a new MCS pair each start,
   virSecuritySELinuxGenLabel);
 - the domain name libvirt passes, the hook's mode and config path, and the config file's bytes;
-- the package: its version and the size and mtime of every module (an edited checkout is a new package);
+- the package: its version and every module's inode, size, mtime and ctime, subpackages included (an edited
+  checkout or any reinstall is a new package);
 - the host: /proc/sys/kernel/random/boot_id (a reboot, a new kernel or CPU).
 
 What the decision read from other files is recorded as dependencies and compared at every hit: the
@@ -19,7 +20,8 @@ new one; its times change whenever guests start).
 
 The store is a directory only the effective user can change, checked like the spool (no link, 0700, every
 directory above it root's or ours); entries are regular files of at most MAX_ENTRY_BYTES, never read
-through a link, written whole (a temporary file renamed into place) and carrying their own checksum. A
+through a link, written whole and synced by atomic.replace_at in the directory opened once, and carrying
+their own checksum. A
 bad, foreign or stale entry is a miss, never an error. At most MAX_ENTRIES are kept.
 """
 
@@ -29,7 +31,7 @@ import os
 import stat
 
 from . import __version__
-from .safefs import check_private_dir, check_trusted, create_temp, make_private_dir, read_regular, remove_stale_temps
+from .safefs import check_private_dir, check_trusted, open_private_dir, read_regular
 
 try:  # the builtin SHA-256: hashlib would load OpenSSL
     from _sha256 import sha256
@@ -102,65 +104,89 @@ def _without_root_id(data: bytes) -> bytes:
     return data if cut is None else data[:cut[0]] + data[cut[1]:]
 
 
+_DYNAMIC = (b"type='dynamic'", b'type="dynamic"')
+
+
 def _without_dynamic_labels(data: bytes) -> bytes:
     """The text of <label> and <imagelabel> inside each <seclabel type='dynamic' ...>...</seclabel> dropped
-    (text only: what is removed holds no '<', so no element can go with it)."""
-    if b"type='dynamic'" not in data and b'type="dynamic"' not in data:
+    (text only: what is removed holds no '<', so no element can go with it).
+
+    Linear, and a step per `type='dynamic'` rather than per `<seclabel`: the tag a marker is in is the last
+    `<seclabel` before it with no '>' between, its body ends at the first closer after the tag's '>', and
+    every search starts where the last one ended or reuses what it found (a run of openers before one
+    closer, as libvirt keeps verbatim in a CDATA section of <metadata>, is looked through once)."""
+    if _DYNAMIC[0] not in data and _DYNAMIC[1] not in data:
         return data
-    out, pos = [], 0
+    out, pos, cur, close = [], 0, 0, -1
+    marks = [data.find(m) for m in _DYNAMIC]  # the next of each spelling at or after cur (-1: none left)
     while True:
-        s = data.find(b"<seclabel", pos)
-        if s < 0:
+        live = [m for m in marks if m >= 0]
+        if not live:
             break
-        gt = data.find(b">", s)
-        if gt < 0:
-            break
-        tag = data[s:gt]
-        close = data.find(b"</seclabel>", gt)
-        if close < 0 or tag.endswith(b"/") or (b"type='dynamic'" not in tag and b'type="dynamic"' not in tag):
-            out.append(data[pos:gt + 1])
-            pos = gt + 1
-            continue
-        out.append(data[pos:gt + 1])
-        out.append(_strip_texts(data[gt + 1:close], (b"label", b"imagelabel")))
-        pos = close
+        q = min(live)
+        s = data.rfind(b"<seclabel", cur, q)
+        if s >= 0 and data.find(b">", s, q) < 0:  # the marker is inside this start tag
+            gt = data.find(b">", q)
+            if gt < 0:
+                break
+            if close < gt:  # the first closer after this tag: found once for every opener before it
+                close = data.find(b"</seclabel>", gt)
+                if close < 0:
+                    break
+            if data[gt - 1:gt] != b"/":
+                out.append(data[pos:gt + 1])
+                out.append(_strip_texts(data[gt + 1:close], (b"label", b"imagelabel")))
+                pos = cur = close
+        cur = max(cur, q + 1)
+        marks = [data.find(_DYNAMIC[i], cur) if 0 <= m < cur else m for i, m in enumerate(marks)]
     out.append(data[pos:])
     return b"".join(out)
 
 
 def _strip_texts(body: bytes, names: tuple[bytes, ...]) -> bytes:
+    """Each <name>TEXT</name>'s TEXT dropped where it holds no '<'. A step per closer: of the openers
+    before a closer only the last can hold a text without '<' (the next opener is a '<')."""
     for name in names:
         opening, closing = b"<" + name + b">", b"</" + name + b">"
-        out, pos = [], 0
+        out, pos, cur = [], 0, 0
         while True:
-            s = body.find(opening, pos)
+            s = body.find(opening, cur)
             if s < 0:
                 break
-            e = body.find(closing, s)
-            text = body[s + len(opening):e] if e >= 0 else b"<"
-            if b"<" in text:
-                out.append(body[pos:s + len(opening)])
-                pos = s + len(opening)
-                continue
-            out.append(body[pos:s + len(opening)])
-            pos = e
+            e = body.find(closing, s + len(opening))
+            if e < 0:
+                break
+            s = body.rfind(opening, s, e)  # the last opener before this closer
+            t = s + len(opening)
+            if body.find(b"<", t, e) < 0:
+                out.append(body[pos:t])
+                pos = e
+            cur = e
         out.append(body[pos:])
         body = b"".join(out)
     return body
 
 
 def package_identity(top: str = _PACKAGE) -> bytes:
-    """The version and every module's name, size and mtime (here and in subpackages one level down)."""
+    """The version and every module's path, inode, size, mtime and ctime, in the package and every
+    subpackage. A reinstall writes new files (a new inode and ctime, which no one can set back), so even
+    a rebuild of the same version with its mtimes restored (dpkg, debhelper's clamping) is a new package."""
     parts = [__version__.encode()]
-    for directory in (top, os.path.join(top, "flavours")):
+    todo = [""]
+    while todo:
+        rel = todo.pop()
         try:
-            with os.scandir(directory) as it:
-                for e in sorted(it, key=lambda e: e.name):
-                    if e.name.endswith(".py"):
-                        st = e.stat(follow_symlinks=False)
-                        parts.append(f"{e.name}:{st.st_size}:{st.st_mtime_ns}".encode())
+            with os.scandir(os.path.join(top, rel)) as it:
+                entries = sorted(it, key=lambda e: e.name)
+            for e in entries:
+                st = e.stat(follow_symlinks=False)
+                if stat.S_ISDIR(st.st_mode) and e.name != "__pycache__":
+                    todo.append(os.path.join(rel, e.name))
+                elif e.name.endswith(".py"):
+                    parts.append(f"{os.path.join(rel, e.name)}:{st.st_dev}:{st.st_ino}:{st.st_size}:"
+                                 f"{st.st_mtime_ns}:{st.st_ctime_ns}".encode("utf-8", "surrogateescape"))
         except OSError:
-            parts.append(b"?")
+            parts.append(b"?" + rel.encode("utf-8", "surrogateescape"))
     return b"\n".join(parts)
 
 
@@ -269,37 +295,38 @@ def store(directory: str, k: str, verdict: dict, deps: list[tuple[str, str]]) ->
     data = render(k, verdict, deps)
     if not directory or len(data) > MAX_ENTRY_BYTES:
         return False
+    from .atomic import replace_at  # here: a repeat start never writes
+
     try:
-        if make_private_dir(directory):
-            return False
-        remove_stale_temps(directory)
-        _trim(directory)
-        fd, tmp = create_temp(directory)
-        try:
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(data)
-            os.replace(tmp, os.path.join(directory, k + SUFFIX))
-        except BaseException:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-            raise
+        dfd = open_private_dir(directory)
     except OSError:
         return False
+    try:
+        _trim(dfd)
+        replace_at(dfd, k + SUFFIX, data)  # whole or not at all, synced (atomic.py)
+    except OSError:
+        return False
+    finally:
+        os.close(dfd)
     return True
 
 
-def _trim(directory: str) -> None:
-    """Room for one more entry: the oldest go when MAX_ENTRIES are there (only then is anything stat'ed)."""
-    with os.scandir(directory) as it:
-        entries = [e for e in it if e.name.endswith(SUFFIX) and len(e.name) == 64 + len(SUFFIX)]
-    if len(entries) < MAX_ENTRIES:
+def _trim(dfd: int) -> None:
+    """Room for one more entry in the open directory: the oldest go when MAX_ENTRIES are there (only then is
+    anything stat'ed)."""
+    names = [n for n in os.listdir(dfd) if n.endswith(SUFFIX) and len(n) == 64 + len(SUFFIX)]
+    if len(names) < MAX_ENTRIES:
         return
-    names = sorted((e.stat(follow_symlinks=False).st_mtime_ns, e.name) for e in entries
-                   if e.is_file(follow_symlinks=False))
-    for _mtime, name in names[:max(0, len(names) - MAX_ENTRIES + 1)]:
+    aged = []
+    for name in names:
         try:
-            os.unlink(os.path.join(directory, name))
+            st = os.lstat(name, dir_fd=dfd)
+        except OSError:
+            continue
+        if stat.S_ISREG(st.st_mode):
+            aged.append((st.st_mtime_ns, name))
+    for _mtime, name in sorted(aged)[:max(0, len(aged) - MAX_ENTRIES + 1)]:
+        try:
+            os.unlink(name, dir_fd=dfd)
         except OSError:
             pass

@@ -17,8 +17,9 @@ host-dependent, with each build's answer in its detail.
 from __future__ import annotations
 
 from collections import namedtuple
+from functools import lru_cache
 
-from . import libvirt_xml, lifecycle, rules
+from . import lazyre, libvirt_xml, lifecycle, rules
 from .cpu_models import MODEL_BITS
 from .domain import DomainFacts
 from .flavours import FLAVOURS, UPSTREAM, Flavour, Rule
@@ -128,27 +129,41 @@ class CpuOption(namedtuple("CpuOption", "model props refused")):
     refused: list[tuple[str, str]]  # (property as written, value) QEMU will not take
 
 
+def _spelled(names) -> str:
+    """A regular expression alternative of `names` in either spelling (`_` for any `-`)."""
+    return "|".join(sorted((n.replace("-", "[-_]") for n in names), key=len, reverse=True))
+
+
+# The -cpu parts that can matter, after the model: `+p`/`-p`, `p=value` or a bare `p`, for p in _BOOL_PROPS (no
+# other property is read). One scan finds them, so a -cpu of a million other properties costs its length.
+_CPU_PROP = lazyre.compile(rf",(?:([+-])({_spelled(_BOOL_PROPS)})|({_spelled(_BOOL_PROPS)})(=?)([^,]*))(?=,|\Z)")
+_UNHALT = lazyre.compile(r",[+-]*kvm[-_]pv[-_]unhalt(?=[=,]|\Z)")  # a -cpu part naming kvm-pv-unhalt
+
+
+@lru_cache(maxsize=2)  # the engine asks twice for one definition's -cpu (its refusal, its properties)
 def parse_cpu_option(text: str, release: tuple[int, ...] | None = None) -> CpuOption:
     """`-cpu model,+feat,-feat,feat=on,feat` -> the properties by QEMU's grammar (rules.GRAMMAR): a bare `feat`
-    means feat=on, `_` reads as `-`; a value QEMU refuses for one of the properties resolved is listed apart."""
-    parts = text.split(",")
-    props: list[tuple[str, bool]] = []
-    refused: list[tuple[str, str]] = []
-    for p in parts[1:]:
-        if not p:
-            continue
-        if p[0] in rules.FLAG_PREFIXES:
-            props.append((_qemu_name(p[1:]), rules.FLAG_PREFIXES[p[0]]))
-        elif "=" in p:
-            k, v = p.split("=", 1)
-            b = qemu_bool(v, release)
-            if b is not None:
-                props.append((_qemu_name(k), b))
-            elif _qemu_name(k) in _BOOL_PROPS:
-                refused.append((k, v))
+    means feat=on, `_` reads as `-`; a value QEMU refuses for one of the properties resolved is listed apart.
+    Only the properties resolved here (and `kvm`) are listed: no other is read. A part repeated counts at its
+    last occurrence (where it decides), a refused one at its first (the one QEMU names)."""
+    g = rules.grammar(release)
+    found = _CPU_PROP.findall(text)
+    read: dict = {}
+    for part in dict.fromkeys(found):  # each distinct part once, in order
+        sign, flag, k, eq, v = part
+        if flag:
+            read[part] = (flag.replace("_", "-"), rules.FLAG_PREFIXES[sign])
+        elif not eq:
+            if not v:  # `p` followed by more of a name is another property
+                read[part] = (k.replace("_", "-"), rules.BARE_FLAG)
+        elif v in g.true or v in g.false:
+            read[part] = (k.replace("_", "-"), v in g.true)
         else:
-            props.append((_qemu_name(p), rules.BARE_FLAG))
-    return CpuOption(parts[0], props, refused)
+            read[part] = (k, v, None)
+    last = list(dict.fromkeys(reversed(found)))[::-1]  # the parts in the order of their last occurrences
+    props = [read[p] for p in last if len(read.get(p, ())) == 2]
+    refused = [read[p][:2] for p in read if len(read[p]) == 3]
+    return CpuOption(text.split(",", 1)[0], props, refused)
 
 
 def _refusal(model: str | None, kind: str, text: str | None, globals_, release) -> str | None:
@@ -579,8 +594,7 @@ def _explicit_unhalt(facts: DomainFacts) -> str | None:
     for name, policy in facts.cpu_features:
         if _qemu_name(name) == "kvm-pv-unhalt":
             return f"<cpu><feature policy='{policy}' name='{name}'/>"
-    if facts.qemu.cpu and any(_qemu_name(p.lstrip("+-").split("=", 1)[0]) == "kvm-pv-unhalt"
-                              for p in facts.qemu.cpu.split(",")[1:]):
+    if facts.qemu.cpu and _UNHALT.search(facts.qemu.cpu):
         return f"<qemu:commandline> -cpu {facts.qemu.cpu}"
     for driver, prop, value in facts.qemu.globals:
         if _qemu_name(prop) == "kvm-pv-unhalt":

@@ -49,13 +49,15 @@ def dependencies(dom: DomainFacts, caps_dir: str | None = None) -> list[str]:
 
 def run(argv: list[str], mode: str | None = None, config_path: str | None = None,
         stdin=None, log: Log | None = None, data: bytes | None = None, digest_dir: str | None = None,
-        digest_key: str | None = None) -> int:
+        digest_key: str | None = None, config_raw: bytes | None | bool = False) -> int:
     """Hook entry: argv = [domain, op, subop, extra]. Returns the exit status for libvirt. With
-    `digest_dir` and `digest_key` (hookentry), the verdict is kept for the next start."""
+    `digest_dir` and `digest_key` (hookentry), the verdict is kept for the next start; `config_raw` is the
+    config's bytes that key was made of (None: no file; False: not read yet)."""
     name, op = (argv + ["-", "-"])[:2]
     log = log or Log()
     try:
-        cfg = configmod.load(config_path, environ={})  # only the rendered path: no variable steers root
+        raw = configmod.read_raw(config_path, environ={}) if config_raw is False else config_raw
+        cfg = configmod.from_raw(raw, config_path, environ={})  # only the rendered path: no variable steers root
     except Exception as e:  # noqa: BLE001 - fail open
         log(kv(domain=name, op=op, result="guest not checked", error=f"config unusable: {e}"), warning=True)
         return 0

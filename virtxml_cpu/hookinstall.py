@@ -236,7 +236,8 @@ def _file_problem(path: str, owners: tuple[int, ...]) -> str | None:
 
 def install(hooks_dir: str, mode: str | None, config: str | None, legacy: bool | None = None,
             digest_dir: str | None = DEFAULT_DIGEST_DIR) -> list[str]:
-    why = untrusted_code()
+    python, package_dir, lib = sys.executable, PACKAGE_PARENT, lib_dirs()  # found once: what is checked is rendered
+    why = untrusted_code(python, package_dir, lib)
     if why:
         raise BadInput(f"not installing a hook libvirtd would run as root: {why}; install virtxml-cpu where only "
                        "root can change it (the .deb, or a root-owned venv such as /opt/virtxml-cpu)")
@@ -252,8 +253,8 @@ def install(hooks_dir: str, mode: str | None, config: str | None, legacy: bool |
         config = os.path.abspath(config)
     if config:
         _check_config(config)
-    text = render(template(), sys.executable, PACKAGE_PARENT, mode, config, lib_dirs(), digest_dir)
-    what = f"mode {mode or 'from config, else audit'}, interpreter {sys.executable}"
+    text = render(template(), python, package_dir, mode, config, lib, digest_dir)
+    what = f"mode {mode or 'from config, else audit'}, interpreter {python}"
     try:
         if path.read_text() == text and os.access(path, os.X_OK):
             return [f"unchanged: {path} is installed already ({what})"]
