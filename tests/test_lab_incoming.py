@@ -218,4 +218,6 @@ def test_an_incoming_live_migration_is_let_in_by_the_destinations_enforce_hook(h
         installed[destination].mode("audit")
         with suppress(libvirt.libvirtError):
             remove(conns[destination].lookupByName(dom.name()), dst)
+        with suppress(FileNotFoundError):  # the copy, when the guest never arrived
+            dst.path(harness.IMAGES / f"{dom.name()}.img").unlink()
         remove(dom, src)
