@@ -36,7 +36,8 @@ def test_a_mark_past_its_time_or_of_another_boot_is_not_honoured(marks, monkeypa
 
 
 @pytest.mark.parametrize("bad", ["../x", "/", "", "0B7E2D1C-6A51-4F0E-8D7B-3C2F9E1A4B66",
-                                 "0b7e2d1c6a514f0e8d7b3c2f9e1a4b66", "0b7e2d1c-6a51-4f0e-8d7b-3c2f9e1a4b6/", None])
+                                 "0b7e2d1c6a514f0e8d7b3c2f9e1a4b66", "0b7e2d1c-6a51-4f0e-8d7b-3c2f9e1a4b6/",
+                                 "0b7e2d1c-6a51-4f0e-8d7b-3c2f9e1a4-66", None])
 def test_only_a_canonical_uuid_names_a_mark(marks, bad):
     assert incoming.leave(marks, bad, "restore") != ""
     assert incoming.take(marks, bad) is None

@@ -35,8 +35,10 @@ def beside(spool: str) -> str:
 
 def is_uuid(text) -> bool:
     """A uuid in the canonical form the hook writes (lowercase, dashed 8-4-4-4-12): a safe file name."""
-    return (isinstance(text, str) and len(text) == 36 and all(text[i] == "-" for i in (8, 13, 18, 23))
-            and set(text.replace("-", "")) <= _HEX)
+    if not isinstance(text, str) or len(text) != 36 or any(text[i] != "-" for i in (8, 13, 18, 23)):
+        return False
+    digits = text.replace("-", "")
+    return len(digits) == 32 and set(digits) <= _HEX
 
 
 def leave(directory: str, uuid: str, op: str) -> str:
