@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from virtxml_cpu import hook, hookinstall
+from virtxml_cpu import hook, hookact, hookinstall
 
 from .conftest import FIXTURES, ROOT, Capture
 
@@ -42,7 +42,7 @@ def test_enforce_refuses_only_when_work_is_needed(tmp_path, capsys):
     rc, _ = run_hook(tmp_path, "enforce", NEEDS_FIX)
     err = capsys.readouterr().err
     assert rc == 1 and err.count("\n") == 1
-    assert "lacks kvm-pv-unhalt" in err and "virtxml-cpu apply scratch" in err and "policy='never'" in err
+    assert "lacks kvm-pv-unhalt" in err and "virtxml-cpu apply --yes -- scratch" in err and "policy='never'" in err
     assert run_hook(tmp_path, "enforce", FINE)[0] == 0
 
 
@@ -53,11 +53,46 @@ def test_queue_writes_a_spool_entry(tmp_path):
     assert rc == 0 and entry["domain"] == "scratch" and entry["rule"] == "policy-compat" and entry["time"]
 
 
+UUID = "0b7e2d1c-6a51-4f0e-8d7b-3c2f9e1a4b66"
+WITH_UUID = NEEDS_FIX.replace(b"<name>scratch</name>", f"<name>scratch</name><uuid>{UUID}</uuid>".encode())
+
+
+@pytest.mark.parametrize("mode", ["enforce", "queue", "audit"])
 @pytest.mark.parametrize("op", ["migrate", "restore"])
-def test_migrate_and_restore_print_nothing_and_say_cold_boot(tmp_path, capsys, op):
-    rc, lines = run_hook(tmp_path, "enforce", NEEDS_FIX, op=op)
-    assert rc == 0 and capsys.readouterr().out == ""
-    assert "cold boot" in lines[0]
+def test_the_prepare_after_restore_or_migrate_is_not_a_cold_start(tmp_path, capsys, op, mode):
+    """libvirt runs `prepare begin` after `restore begin` (restore, managed save) and after `migrate begin`
+    (incoming migration) with nothing that tells it from a cold start's: that prepare neither refuses nor
+    queues, and its one line says the guest needs a cold boot; the next cold start is a cold start again."""
+    rc, lines = run_hook(tmp_path, mode, WITH_UUID, op=op)
+    assert rc == 0 and lines == [] and capsys.readouterr().out == ""
+    rc, lines = run_hook(tmp_path, mode, WITH_UUID)
+    assert rc == 0 and capsys.readouterr() == ("", "")
+    assert len(lines) == 1 and f"op=prepare after={op} " in lines[0] and "decision=cold-boot" in lines[0]
+    assert lines[0].endswith(hookact.COLD_BOOT) and "decision=inject" not in lines[0]
+    assert not (tmp_path / "spool").exists() or not list((tmp_path / "spool").glob("*.json"))
+    rc, lines = run_hook(tmp_path, mode, WITH_UUID)  # the mark counted once
+    assert rc == (1 if mode == "enforce" else 0) and "decision=inject" in lines[-1] and "after=" not in lines[-1]
+    assert (mode == "queue") == (tmp_path / "spool" / f"{UUID}.json").exists()
+
+
+def test_a_restore_of_a_guest_that_needs_nothing_logs_no_cold_boot(tmp_path):
+    fine = FINE.replace(b"</name>", f"</name><uuid>{UUID}</uuid>".encode(), 1)
+    assert run_hook(tmp_path, "enforce", fine, op="restore") == (0, [])
+    rc, lines = run_hook(tmp_path, "enforce", fine)
+    assert rc == 0 and "after=restore" in lines[0] and "decision=keep" in lines[0] and "cold boot" not in lines[0]
+
+
+def test_another_domains_restore_does_not_let_a_cold_start_in(tmp_path):
+    other = WITH_UUID.replace(UUID.encode(), b"11111111-2222-3333-4444-555555555555")
+    assert run_hook(tmp_path, "enforce", other, op="restore")[0] == 0
+    assert run_hook(tmp_path, "enforce", WITH_UUID)[0] == 1
+
+
+@pytest.mark.parametrize("op", ["migrate", "restore"])
+def test_a_restore_that_cannot_be_marked_says_so(tmp_path, op):
+    (tmp_path / "incoming").symlink_to(tmp_path)  # the marks' directory, beside the spool, is a link
+    rc, lines = run_hook(tmp_path, "enforce", WITH_UUID, op=op)
+    assert rc == 0 and len(lines) == 1 and "result=\"not marked\"" in lines[0] and "symbolic link" in lines[0]
 
 
 @pytest.mark.parametrize("stdin", [b"", b"\x00\xffgarbage", b"<domain", b"<network/>"])
@@ -339,3 +374,27 @@ def test_front_decides_without_the_cyclic_collector_and_freezes_before_exit(tmp_
     assert r.returncode == 3, r.stderr
     assert r.stdout.decode().splitlines() == [
         "enabled=False argv=['audit', '', '', 'vm', 'prepare', 'begin', '-']", "frozen=True"]
+
+
+@pytest.mark.parametrize("name", ["web01;cd ~attacker;sh .p;#", "--all", "-y", "$(touch pwned)`touch pwned`'\"*",
+                                  "a\x1b[2Jb\u202ec\x9b%s\\101 d\x7f", "ends in\x01"])
+def test_the_refusals_fix_runs_as_shown_with_just_that_name(tmp_path, name):
+    """The suggested command, pasted into a shell (sh -c), passes exactly this one name to `apply`, after
+    `--`, and the CLI takes it as a domain; the line itself holds no control or bidi character."""
+    from virtxml_cpu.cli import build_parser
+
+    msg = hookact.enforce_message(name, "off from the machine type")
+    assert msg.isprintable()
+    command = msg.split(" Fix: ", 1)[1].rsplit(", then start it. Exempt:", 1)[0]
+    stub = tmp_path / "bin" / "virtxml-cpu"
+    stub.parent.mkdir()
+    stub.write_text(f"#!/bin/sh\nexec {sys.executable} -c 'import json, sys; print(json.dumps(sys.argv[1:]))' "
+                    '"$@"\n')
+    stub.chmod(0o755)
+    r = subprocess.run(["sh", "-c", command], capture_output=True, cwd=tmp_path, timeout=30,
+                       env={"PATH": f"{stub.parent}:/usr/bin:/bin", "HOME": str(tmp_path)})
+    argv = json.loads(r.stdout)
+    assert r.returncode == 0 and argv == ["apply", "--yes", "--", name], (command, argv)
+    assert not (tmp_path / "pwned").exists()
+    args = build_parser().parse_args(argv)
+    assert args.domains == [name] and args.yes and not args.all and not args.pending

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from virtxml_cpu import digest, domain, hookact, hookentry, qemucaps, xmlio
+from virtxml_cpu import config, digest, domain, hookact, hookentry, qemucaps, xmlio
 
 from .conftest import FIXTURES, ROOT
 
@@ -187,6 +187,25 @@ def test_enforce_refuses_from_the_digest_too(host, capsys):
         assert "refusing to start 'scratch'" in capsys.readouterr().err
 
 
+def test_a_restores_prepare_answered_from_the_digest_is_not_refused(host, capsys):
+    """The verdict kept for a cold start answers the prepare of a restore too: what libvirt runs before it
+    (`restore begin`), not the digest, makes it no cold start."""
+    host.config.write_text(host.config.read_text().replace('mode = "audit"', 'mode = "enforce"'))
+    xml = XML.replace(b"</name>", b"</name><uuid>0b7e2d1c-6a51-4f0e-8d7b-3c2f9e1a4b66</uuid>", 1)
+
+    def run(op):
+        return hookentry.main(["", str(host.config), str(host.digests), "scratch", op, "begin", "-"],
+                              stdin=io.BytesIO(xml))
+
+    assert run("prepare") == 1 and "result=refused" in host.sock.recv(65536).decode()
+    assert run("restore") == 0
+    assert run("prepare") == 0
+    line = host.sock.recv(65536).decode()
+    assert "after=restore" in line and "cached=yes" in line and "needs a cold boot" in line, line
+    assert run("prepare") == 1 and "cached=yes" in host.sock.recv(65536).decode()
+    assert capsys.readouterr().err.count("refusing to start") == 2
+
+
 def test_the_hit_path_imports_neither_lxml_nor_the_tables(host, tmp_path):
     """Through the rendered front, as libvirt runs it: the second start imports no lxml, no rule table, no
     typing, no regular expression engine."""
@@ -213,6 +232,7 @@ def test_the_hit_path_imports_neither_lxml_nor_the_tables(host, tmp_path):
 def test_the_entry_keeps_the_limits_and_names_of_the_modules_it_avoids():
     assert hookentry.MAX_DEFINITION_BYTES == xmlio.MAX_INPUT_BYTES
     assert hookact.OWN_NS == domain.OWN_NS
+    assert hookact.DEFAULT_SPOOL == config.DEFAULT_SPOOL
     assert (ROOT / "virtxml_cpu" / "flavours").is_dir()  # package_identity's second directory
 
 

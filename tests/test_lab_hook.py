@@ -137,7 +137,7 @@ def test_enforce_refuses_with_a_visible_message_then_starts_once_fixed(lab, hook
         with pytest.raises(libvirt.libvirtError) as e:
             dom.createWithFlags(libvirt.VIR_DOMAIN_START_PAUSED)
         msg = e.value.get_error_message()
-        assert "refusing to start" in msg and "kvm-pv-unhalt" in msg and f"virtxml-cpu apply {dom.name()}" in msg
+        assert "refusing to start" in msg and "kvm-pv-unhalt" in msg and f"virtxml-cpu apply --yes -- {dom.name()}" in msg
         assert not dom.isActive()
         cli("apply", dom.name(), "--yes")
         dom.createWithFlags(libvirt.VIR_DOMAIN_START_PAUSED)
@@ -175,7 +175,7 @@ def test_save_restore_passes_and_an_xml_changing_hook_would_break_it(lab, hook, 
         dom.save(str(image))
         lab.restore(str(image))
         assert dom.isActive()
-        assert any(f"domain={dom.name()}" in line and "op=restore" in line for line in hook.logs())
+        assert any(f"domain={dom.name()}" in line and "op=prepare after=restore" in line for line in hook.logs())
         dom.save(str(image))
         # A hook that adds one CPU feature on restore: libvirt's ABI check must reject it.
         with restore_script("zz-vxc-test-modify", "s#</cpu>#<feature policy='disable' name='avx512f'/></cpu>#"):

@@ -1,0 +1,223 @@
+"""A restore or an incoming migration is no cold start, in both labs (libvirt 9.0 + QEMU 7.2 on the host,
+libvirt 11.3 + QEMU 10.0 in the bookworm-backports chroot), with the hook installed in enforce mode:
+`virsh save` + `virsh restore` and `managedsave` + `start` of a guest that lacks kvm-pv-unhalt succeed, its
+cold start is still refused, and a live migration between the two labs is let in by the destination."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from contextlib import suppress
+from pathlib import Path
+
+import pytest
+
+from tests.lab import harness
+
+from .conftest import ROOT, require_lab
+
+libvirt = require_lab()
+pytestmark = pytest.mark.lab
+HOOKS = Path("/etc/libvirt/hooks")
+HM = "<cpu mode='host-model' check='partial'/>"
+QEMU64 = "<cpu mode='custom' match='exact' check='none'><model fallback='forbid'>qemu64</model></cpu>"
+WORK = Path("/var/lib/virtxml-cpu-lab-incoming")  # in each lab's own filesystem: config, spool, log socket
+PACKAGE = Path("/opt/virtxml-cpu-lab-incoming")  # the chroot lab's copy of the package
+MACHINE = {"7.2": "pc-q35-7.2", "10.0": "pc-q35-10.0"}
+
+
+def in_lab(lab, *argv: str) -> subprocess.CompletedProcess:
+    """A command in the lab's filesystem (the host's, or chrooted), as root with a clean environment."""
+    prefix = [] if lab.root == Path("/") else ["chroot", str(lab.root)]
+    r = subprocess.run([*prefix, "/usr/bin/env", "-i", "PATH=/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL=C",
+                        "HOME=/root", "DEBIAN_FRONTEND=noninteractive", *argv],
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, f"{argv} in {lab.root}: exit {r.returncode}\n{r.stdout[-2000:]}\n{r.stderr[-2000:]}"
+    return r
+
+
+def reload_hooks(lab) -> None:
+    """libvirtd reads its hooks on SIGHUP; wait until it answers again."""
+    os.kill(int(lab.path(Path("/run/libvirtd.pid")).read_text().split()[0]), 1)
+    time.sleep(1.5)
+    deadline = time.monotonic() + 30
+    while subprocess.run(["virsh", "-c", lab.uri, "version"], capture_output=True).returncode != 0:
+        assert time.monotonic() < deadline, f"{lab.title}: libvirtd did not answer after SIGHUP"
+        time.sleep(0.2)
+
+
+class LabHook:
+    """The hook installed in one lab, its config and log socket under WORK in the lab's filesystem."""
+
+    def __init__(self, lab):
+        self.lab = lab
+        self.work = lab.path(WORK)
+        shutil.rmtree(self.work, ignore_errors=True)
+        self.work.mkdir(mode=0o755, parents=True)
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.sock.bind(str(self.work / "log.sock"))
+        self.sock.settimeout(0.3)
+        self.seen: list[str] = []
+        self.mode("audit")
+        if lab.root == Path("/"):
+            cmd = [sys.executable, "-m", "virtxml_cpu"]
+            run = lambda *a: subprocess.run([*cmd, *a], cwd=ROOT, capture_output=True, text=True, timeout=120)  # noqa: E731
+        else:  # the chroot runs its own python3 + lxml on a root-owned copy of the package
+            if not lab.path(Path("/usr/lib/python3/dist-packages/lxml")).is_dir():
+                in_lab(lab, "apt-get", "-q", "update")
+                in_lab(lab, "apt-get", "install", "-y", "-q", "--no-install-recommends", "python3-minimal",
+                       "python3-lxml")
+            copy = lab.path(PACKAGE)
+            shutil.rmtree(copy, ignore_errors=True)
+            shutil.copytree(ROOT / "virtxml_cpu", copy / "virtxml_cpu",
+                            ignore=shutil.ignore_patterns("__pycache__"))
+            run = lambda *a: subprocess.run(  # noqa: E731
+                ["chroot", str(lab.root), "/usr/bin/env", "-i", "PATH=/usr/sbin:/usr/bin:/sbin:/bin",
+                 f"PYTHONPATH={PACKAGE}", "/usr/bin/python3", "-m", "virtxml_cpu", *a],
+                capture_output=True, text=True, timeout=120)
+        self.cli = run
+        r = run("hook", "install", "--hooks-dir", str(HOOKS), "--config", str(WORK / "config.toml"),
+                "--digest-dir", str(WORK / "decisions"))
+        assert r.returncode == 0, r.stderr
+        reload_hooks(lab)
+
+    def mode(self, mode: str) -> None:
+        (self.work / "config.toml").write_text(f'[hook]\nmode = "{mode}"\nspool = "{WORK / "spool"}"\n'
+                                               f'syslog_socket = "{WORK / "log.sock"}"\n')
+
+    def lines(self, name: str) -> list[str]:
+        """The lines logged for the domain `name` since the last call (the others are kept in `seen`)."""
+        out = []
+        while True:
+            try:
+                out.append(self.sock.recv(65536).decode())
+            except (socket.timeout, BlockingIOError):
+                self.seen += out
+                return [line.split(": ", 1)[1] for line in out if f"domain={name} " in line]
+
+    def close(self) -> None:
+        r = self.cli("hook", "uninstall", "--hooks-dir", str(HOOKS))
+        reload_hooks(self.lab)
+        self.sock.close()
+        shutil.rmtree(self.work, ignore_errors=True)
+        if self.lab.root != Path("/"):
+            shutil.rmtree(self.lab.path(PACKAGE), ignore_errors=True)
+        assert r.returncode == 0, r.stderr
+
+
+@pytest.fixture(scope="module")
+def hooks(lab_up):
+    """The hook in both labs (audit until a test says otherwise); removed afterwards."""
+    harness.bring_up(harness.BPO_LAB)
+    conns = {key: harness.connect(lab) for key, lab in harness.LABS.items()}
+    for conn in conns.values():
+        harness.cleanup(conn)
+    installed = {}
+    try:
+        for key, lab in harness.LABS.items():
+            installed[key] = LabHook(lab)
+        yield installed, conns
+    finally:
+        for conn in conns.values():
+            with suppress(libvirt.libvirtError):
+                harness.cleanup(conn)
+            conn.close()
+        for h in installed.values():
+            h.close()
+
+
+def define(conn, lab, stem: str, cpu: str, machine: str | None = None):
+    name = harness.unique_name(stem)
+    xml = harness.startable(harness.boot_sector_guest(name, machine or MACHINE[lab.key], cpu, lab=lab))
+    return conn.defineXML(xml.decode())
+
+
+def remove(dom, lab) -> None:
+    with suppress(libvirt.libvirtError):
+        if dom.isActive():
+            dom.destroy()
+    with suppress(libvirt.libvirtError):
+        if dom.hasManagedSaveImage(0):
+            dom.managedSaveRemove(0)
+    with suppress(libvirt.libvirtError):
+        dom.undefine()
+    for suffix in (".img", ".serial", ".saved"):
+        with suppress(FileNotFoundError):
+            lab.path(harness.IMAGES / f"{dom.name()}{suffix}").unlink()
+
+
+@pytest.mark.parametrize("key", list(harness.LABS))
+def test_restore_and_managed_save_start_under_enforce_a_cold_start_is_refused(hooks, key):
+    installed, conns = hooks
+    lab, hook, conn = harness.LABS[key], installed[key], conns[key]
+    dom = define(conn, lab, "restore", HM)
+    image = harness.IMAGES / f"{dom.name()}.saved"
+    try:
+        hook.mode("audit")  # it runs without the bit, as a guest started before enforce was turned on
+        dom.createWithFlags(libvirt.VIR_DOMAIN_START_PAUSED)
+        assert ["decision=inject" in line for line in hook.lines(dom.name())] == [True], hook.seen
+        hook.mode("enforce")
+        dom.save(str(image))
+        conn.restore(str(image))
+        assert dom.isActive()
+        (restored,) = hook.lines(dom.name())
+        dom.managedSave(0)
+        assert dom.hasManagedSaveImage(0)
+        dom.createWithFlags(0)  # `virsh start` of a guest with a managed-save image restores it
+        assert dom.isActive() and not dom.hasManagedSaveImage(0)
+        (resumed,) = hook.lines(dom.name())
+        for line in (restored, resumed):
+            assert "op=prepare after=restore " in line and "decision=cold-boot" in line, line
+            assert line.endswith("needs a cold boot to gain kvm-pv-unhalt (guest ABI is fixed here)"), line
+        dom.destroy()
+        with pytest.raises(libvirt.libvirtError) as e:
+            dom.createWithFlags(libvirt.VIR_DOMAIN_START_PAUSED)
+        assert "refusing to start" in e.value.get_error_message() and not dom.isActive()
+        (cold,) = hook.lines(dom.name())
+        assert "result=refused" in cold and "after=" not in cold, cold
+        print(f"\n{lab.title}: restore: {restored}\ncold start: {cold}")
+    finally:
+        hook.mode("audit")
+        remove(dom, lab)
+
+
+@pytest.mark.parametrize("source,destination", [("10.0", "7.2"), ("7.2", "10.0")])
+def test_an_incoming_live_migration_is_let_in_by_the_destinations_enforce_hook(hooks, source, destination):
+    """Between the two labs on this machine (each libvirtd has its own host uuid): a live migration of a guest
+    that lacks the bit; on the destination (enforce) `migrate begin` then `prepare begin` run, and the guest
+    arrives running; its cold start there is refused."""
+    installed, conns = hooks
+    src, dst = harness.LABS[source], harness.LABS[destination]
+    dom = define(conns[source], src, "migrate", QEMU64, machine="pc-q35-7.2")  # a machine both QEMUs have
+    try:
+        installed[source].mode("audit")
+        installed[destination].mode("enforce")
+        dst.path(harness.IMAGES).mkdir(parents=True, exist_ok=True)
+        shutil.copy(src.path(harness.IMAGES / f"{dom.name()}.img"), dst.path(harness.IMAGES / f"{dom.name()}.img"))
+        dom.createWithFlags(0)
+        assert "decision=inject" in installed[source].lines(dom.name())[0]
+        # the chroot cannot resolve the host's name, so the migration stream goes to 127.0.0.1
+        arrived = dom.migrate(conns[destination], libvirt.VIR_MIGRATE_LIVE | libvirt.VIR_MIGRATE_UNSAFE, None,
+                              "tcp://127.0.0.1", 0)
+        assert arrived.isActive() and arrived.state()[0] == libvirt.VIR_DOMAIN_RUNNING and not dom.isActive()
+        (line,) = installed[destination].lines(dom.name())
+        assert "op=prepare after=migrate " in line and "decision=cold-boot" in line, line
+        print(f"\nmigrated {src.title} -> {dst.title}: {line}")
+        xml = arrived.XMLDesc(libvirt.VIR_DOMAIN_XML_INACTIVE)
+        arrived.destroy()  # it arrived transient: gone now
+        there = conns[destination].defineXML(xml)
+        with pytest.raises(libvirt.libvirtError) as e:
+            there.createWithFlags(libvirt.VIR_DOMAIN_START_PAUSED)
+        assert "refusing to start" in e.value.get_error_message()
+        assert "result=refused" in installed[destination].lines(dom.name())[0]
+    finally:
+        installed[destination].mode("audit")
+        with suppress(libvirt.libvirtError):
+            remove(conns[destination].lookupByName(dom.name()), dst)
+        with suppress(FileNotFoundError):  # the copy, when the guest never arrived
+            dst.path(harness.IMAGES / f"{dom.name()}.img").unlink()
+        remove(dom, src)
