@@ -465,7 +465,7 @@ def test_h_fix_all_reaches_only_the_guests_the_page_lists_whatever_their_names(b
     program never runs and the guests the page leaves out (the Nova one, those that keep theirs) keep
     their persistent definitions byte for byte. apply's summary line is the result line."""
     mark, uri = mark_program
-    hostile = ["--all", f"--connect={uri}", "-y"]
+    hostile = [f"--connect={uri}", "--all", "-y"]
     conn = harness.connect()
     for name in hostile + [harness.unique_name("ck-plain")]:
         conn.defineXML(domain_xml(name))
@@ -489,10 +489,13 @@ def test_h_fix_all_reaches_only_the_guests_the_page_lists_whatever_their_names(b
             assert not error.is_displayed(), error.text
             return browser.find_element("id", "vxc-dialog-diff").text
 
-        # One row: the guest named --all, and only it.
-        diff = diff_of(browser.find_element("css selector", 'tr[data-domain="--all"] [data-action=fix]'))
-        assert diff.count("+++ ") == 1 and "/--all" in diff and domains["nova"] not in diff, diff[:3000]
-        dialog.find_element("css selector", "[data-action=cancel]").click()
+        # One row: that guest, and only it.
+        for name in hostile:
+            row = browser.find_element("xpath", f"//tr[@data-domain={json.dumps(name)}]")
+            diff = diff_of(row.find_element("css selector", "[data-action=fix]"))
+            assert diff.count("+++ ") == 1 and f"+++ b/{name}\n" in diff and domains["nova"] not in diff, \
+                f"the diff for {name!r} names {diff.count('+++ ')} guests: {diff[:300]}"
+            dialog.find_element("css selector", "[data-action=cancel]").click()
         # Fix all: every listed guest, and only those.
         diff = diff_of(browser.find_element("css selector", "[data-action=fix-all]"))
         assert diff.count("+++ ") == len(listed), diff[:3000]
