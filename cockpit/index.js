@@ -3,8 +3,12 @@
  * The page runs the virtxml-cpu command and shows its JSON: `audit --format json` (one record per domain:
  * state, kvm-pv-unhalt, needs_fix and the decision), `explain --format json --all-domains` (machine, CPU
  * mode, the QEMU build and the per-property table), `hook status --format json` (the hook, the local QEMU
- * and its last verify pass), `apply --diff` / `apply --yes` (the fix) and `verify --json -`. No rule of the
- * tool is repeated here: whatever the command says is what the page shows.
+ * and its last verify pass), `apply --diff -- NAME...` / `apply --yes -- NAME...` (the fix) and
+ * `verify --json -`. No rule of the tool is repeated here: whatever the command says is what the page shows.
+ *
+ * A domain name is data: whoever may define a domain chooses its name, and libvirt takes `--all` or
+ * `--connect=qemu+ext:?command=...` as readily as `web01`. Every command line with names puts `--` before
+ * them, so none is ever read as an option: "Fix" passes exactly the names the page lists (askFix).
  */
 (function () {
     "use strict";
@@ -44,11 +48,12 @@
     /* ---- running the command ---------------------------------------------------------------------- */
 
     /* A spawn's promise as {status, out, err}: a non-zero exit is an answer too (audit's 1 means "some
-     * domain needs the fix"), only a command that could not run at all is a failure. */
+     * domain needs the fix"), only a command that could not run at all is a failure. On exit 0 Cockpit
+     * hands stderr (err: "message") over as the second value: apply's summary line is there. */
     function run(argv, opts) {
         return new Promise(function (resolve) {
             cockpit.spawn(argv, opts)
-                .then(function (out) { resolve({ status: 0, out: out || "", err: "" }); },
+                .then(function (out, err) { resolve({ status: 0, out: out || "", err: err || "" }); },
                       function (ex, out) {
                           resolve({
                               status: ex && ex.exit_status !== undefined && ex.exit_status !== null ? ex.exit_status : -1,
@@ -309,6 +314,8 @@
 
     /* ---- the fix ---------------------------------------------------------------------------------- */
 
+    /* The dialog for a fix of exactly these listed domains: `apply --diff -- NAME...` now, `apply --yes --
+     * NAME...` on confirming (the same names, kept in state.pending). */
     function askFix(names, title) {
         var dlg = $("vxc-dialog");
         state.pending = names;
@@ -318,7 +325,7 @@
         var confirm = dlg.querySelector("[data-action=confirm]");
         confirm.disabled = true;
         dlg.hidden = false;
-        run([CMD, "apply", "--diff"].concat(names), LIBVIRT).then(function (r) {
+        run([CMD, "apply", "--diff", "--"].concat(names), LIBVIRT).then(function (r) {
             if (r.status === 0 || r.status === 1) {
                 $("vxc-dialog-diff").textContent = r.out || "(no change: " + lastLine(r.err) + ")";
                 confirm.disabled = !r.out;
@@ -341,7 +348,7 @@
             return;
         var confirm = $("vxc-dialog").querySelector("[data-action=confirm]");
         confirm.disabled = true;
-        run([CMD, "apply", "--yes"].concat(names), LIBVIRT).then(function (r) {
+        run([CMD, "apply", "--yes", "--"].concat(names), LIBVIRT).then(function (r) {
             var result = $("vxc-action-result");
             if (r.status === 0 || r.status === 1) {
                 closeDialog();
@@ -405,6 +412,40 @@
         proc.then(function () { done(0); }, function (ex) { done(ex && ex.exit_status, ex); });
     }
 
+    /* ---- administrative access -------------------------------------------------------------------- */
+
+    /* Every libvirt command runs with superuser "try": turning administrative access on or off (what the
+     * permission line asks for) changes what it may read and fix. Cockpit says so on its internal D-Bus
+     * (cockpit.Superuser at /superuser, property Current: "init" while it starts, "none" without, else the
+     * way it gained root), as Cockpit's own pages read it; on a change the page reads the host again. */
+    function watchSuperuser() {
+        var proxy;
+        try {
+            proxy = cockpit.dbus(null, { bus: "internal" }).proxy("cockpit.Superuser", "/superuser");
+        } catch (e) {
+            return; /* a Cockpit without it: the Refresh button does the same */
+        }
+        var known = null;
+        function allowed() {
+            return proxy.valid && proxy.Current && proxy.Current !== "init" ? proxy.Current !== "none" : null;
+        }
+        function changed() {
+            var now = allowed();
+            if (now === null || now === known)
+                return;
+            var first = known === null;
+            known = now;
+            if (first)
+                return; /* the state the page was opened in: the first refresh reads with it */
+            if (!$("vxc-dialog").hidden)
+                closeDialog(); /* its diff was read with the other access */
+            $("vxc-action-result").hidden = true;
+            refresh();
+        }
+        proxy.addEventListener("changed", changed);
+        proxy.wait(changed);
+    }
+
     /* ---- wiring ----------------------------------------------------------------------------------- */
 
     function init() {
@@ -428,6 +469,7 @@
             if (e.key === "Escape" && !dlg.hidden)
                 closeDialog();
         });
+        watchSuperuser();
         refresh();
     }
 

@@ -90,22 +90,73 @@ def test_hook_status_json_is_the_text_status_as_data(tmp_path, capsys):
     assert f"{hooks}/qemu: present, not ours" in hookinstall.status(str(hooks))[1]
 
 
-def page_commands() -> list[list[str]]:
-    """Every virtxml-cpu command line index.js runs: `[CMD, "verb", ...]` literals."""
-    js = (COCKPIT / "index.js").read_text()
-    found = re.findall(r"\[CMD((?:,\s*\"[^\"]*\")+)\]", js)
-    return [re.findall(r"\"([^\"]*)\"", args) for args in found]
+# Names a local user may give a domain (libvirt refuses only '/' and newlines): each must reach apply as
+# that one name, never as an option, whatever the page puts before it.
+HOSTILE_NAMES = ["--all", "--pending", "--connect=qemu+ext:?command=%2Ftmp%2Fp", "--policy=always", "-y",
+                 "--diff", "-", "--", "-h", "web"]
+
+
+def page_commands(js: str | None = None) -> list[tuple[list[str], bool]]:
+    """Every virtxml-cpu command line index.js runs: the `[CMD, "verb", ...]` literal, and whether domain
+    names are appended to it (`.concat(names)`). A `[CMD` that is not such a literal fails: every command
+    line is checked here."""
+    js = (COCKPIT / "index.js").read_text() if js is None else js
+    found = list(re.finditer(r"\[CMD((?:,\s*\"[^\"]*\")+)\](\.concat\()?", js))
+    assert len(found) == js.count("[CMD"), "a command line this test cannot read"
+    return [(re.findall(r"\"([^\"]*)\"", m.group(1)), bool(m.group(2))) for m in found]
+
+
+def problems_with_names(argv: list[str]) -> list[str]:
+    """Why `argv + NAMES` is not `argv` applied to exactly NAMES (empty when it is)."""
+    parser = cli.build_parser()
+    if argv[-1:] != ["--"]:
+        return [f"{argv}: no `--` before the names"]
+    base = vars(parser.parse_args(argv + ["web"]))
+    out = []
+    for name in HOSTILE_NAMES:
+        try:
+            got = vars(parser.parse_args(argv + [name, "web"]))
+        except SystemExit:
+            out.append(f"{argv} + {name!r}: refused")
+            continue
+        if got["domains"] != [name, "web"] or {**got, "domains": None} != {**base, "domains": None}:
+            out.append(f"{argv} + {name!r}: read as {got}")
+    return out
 
 
 def test_every_command_the_page_runs_is_one_this_cli_accepts():
     commands = page_commands()
-    verbs = {c[0] for c in commands}
+    verbs = {c[0] for c, _ in commands}
     assert {"audit", "explain", "hook", "apply", "verify"} <= verbs, commands
     parser = cli.build_parser()
-    for argv in commands:
-        args = parser.parse_args(argv + (["web"] if argv[0] == "apply" else []))
+    for argv, names in commands:
+        args = parser.parse_args(argv + (["web"] if names else []))
         assert args.command == argv[0]
-    assert ["audit", "--format", "json"] in commands and ["verify", "--json", "-"] in commands
+    assert (["audit", "--format", "json"], False) in commands and (["verify", "--json", "-"], False) in commands
+    assert {tuple(c) for c, names in commands if names} == {("apply", "--diff", "--"), ("apply", "--yes", "--")}
+
+
+def test_every_command_line_with_names_puts_them_after_a_double_dash():
+    """A domain named `--all` or `--connect=qemu+ext:?command=...` is a name to apply, not an option."""
+    with_names = [argv for argv, names in page_commands() if names]
+    assert with_names
+    for argv in with_names:
+        assert problems_with_names(argv) == []
+
+
+def test_the_check_catches_names_without_a_double_dash():
+    """What the page ran before: the names straight after the options, `--all` then read as --all."""
+    old = 'run([CMD, "apply", "--diff"].concat(names), LIBVIRT); run([CMD, "apply", "--yes"].concat(names))'
+    [(diff, with_diff), (yes, with_yes)] = page_commands(old)
+    assert with_diff and with_yes
+    assert problems_with_names(diff) == [f"{diff}: no `--` before the names"]
+    # and without the first check, the parser reads those names as options
+    parser = cli.build_parser()
+    assert parser.parse_args(yes + ["--all", "web"]).all
+    assert parser.parse_args(yes + ["--connect=qemu+ext:?command=%2Ftmp%2Fp"]).connect == \
+        ["qemu+ext:?command=%2Ftmp%2Fp"]
+    with pytest.raises(AssertionError, match="cannot read"):  # a command line built from a variable
+        page_commands('run([CMD, "apply", mode].concat(names))')
 
 
 def test_page_files_are_what_cockpit_and_the_package_need():

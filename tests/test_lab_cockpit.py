@@ -6,7 +6,11 @@ Both packages built by `make deb` are installed on the host, Debian's cockpit-ws
 the run) logs in through Cockpit's login page, and the page is checked against what `audit` says as
 root: every domain with its needs_fix, a fix through the page read back from libvirt, no fix button for
 an orchestrator's domain, verify, the one-line error with libvirt stopped, and 200 domains listed
-within 3 s. Everything the test changed on the host (packages, user, group, libvirtd.conf) is put back.
+within 3 s. Guests named `--all` and `--connect=qemu+ext:?command=PROGRAM` are fixed as the guests they
+are, "Fix all" defines only the guests the page lists, and PROGRAM never runs. A user who may use sudo
+turns on administrative access through Cockpit's own button and the page lists the guests without a
+reload. Everything the test changed on the host (packages, users, group, sudoers, libvirtd.conf) is put
+back.
 """
 
 from __future__ import annotations
@@ -18,7 +22,9 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
+import urllib.parse
 import urllib.request
 from contextlib import suppress
 from pathlib import Path
@@ -35,6 +41,8 @@ pytestmark = pytest.mark.lab
 
 USER = "vxc-cockpit"  # in the libvirt and kvm groups
 OUTSIDER = "vxc-cockpit-ro"  # in neither: libvirt's read-only socket only
+ADMIN = "vxc-cockpit-su"  # in neither, but may use sudo: Cockpit's administrative access
+SUDOERS = Path("/etc/sudoers.d/vxc-cockpit-su")
 LIBVIRTD_CONF = Path("/etc/libvirt/libvirtd.conf")
 GROUP_SOCKET = '\n# virtxml-cpu Cockpit test: the libvirt group may use the read-write socket\n' \
                'unix_sock_group = "libvirt"\nunix_sock_rw_perms = "0770"\nauth_unix_rw = "none"\n'
@@ -48,7 +56,7 @@ NOVA = ("<metadata><nova:instance xmlns:nova='http://openstack.org/xmlns/libvirt
 
 def sh(*argv: str, check: bool = True, timeout: float = 600) -> subprocess.CompletedProcess:
     env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL": "C", "DEBIAN_FRONTEND": "noninteractive",
-           "HOME": "/root"}
+           "HOME": "/root", "SUDO_FORCE_REMOVE": "yes"}  # sudo's prerm refuses a purge without it
     r = subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout, env=env)
     if check:
         assert r.returncode == 0, f"{' '.join(argv)}: exit {r.returncode}\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
@@ -123,16 +131,19 @@ def host(tmp_path_factory):
     try:
         t0 = time.monotonic()
         sh("apt-get", "-y", "-q", "-o", "Dpkg::Use-Pty=0", "--no-install-recommends", "install",
-           f"{work}/{main.name}", f"{work}/{page.name}", "python3-libvirt")
+           f"{work}/{main.name}", f"{work}/{page.name}", "python3-libvirt", "sudo")
         print(f"\ninstall of both packages: {time.monotonic() - t0:.1f} s")
         assert Path("/usr/share/cockpit/virtxml-cpu/manifest.json").is_file()
         if made_group:
             sh("groupadd", "-r", "libvirt")
-        for user, groups in ((USER, ["-G", "libvirt,kvm"]), (OUTSIDER, [])):
+        for user, groups in ((USER, ["-G", "libvirt,kvm"]), (OUTSIDER, []), (ADMIN, [])):
             with suppress(AssertionError):
                 sh("userdel", "-r", user)
             sh("useradd", "-m", "-s", "/bin/bash", *groups, user)
             subprocess.run(["chpasswd"], input=f"{user}:{password}\n", text=True, check=True)
+        SUDOERS.parent.mkdir(exist_ok=True)
+        SUDOERS.write_text(f"{ADMIN} ALL=(ALL:ALL) ALL\n")  # with its password, as Cockpit asks for it
+        os.chmod(SUDOERS, 0o440)
         LIBVIRTD_CONF.write_bytes(conf + GROUP_SOCKET.encode())
         harness.restart_libvirtd()
         port = free_port()
@@ -156,12 +167,13 @@ def host(tmp_path_factory):
             except subprocess.TimeoutExpired:
                 ws.kill()
                 ws.wait()
-        for user in (USER, OUTSIDER):
+        SUDOERS.unlink(missing_ok=True)
+        for user in (USER, OUTSIDER, ADMIN):
             for pid in subprocess.run(["ps", "-o", "pid=", "-u", user], capture_output=True, text=True).stdout.split():
                 with suppress(ProcessLookupError):
                     os.kill(int(pid), 15)  # the sessions this test's logins started (cockpit-bridge)
         time.sleep(0.5)
-        for user in (USER, OUTSIDER):
+        for user in (USER, OUTSIDER, ADMIN):
             subprocess.run(["userdel", "-r", user], capture_output=True)
         if made_group:
             subprocess.run(["groupdel", "libvirt"], capture_output=True)
@@ -429,3 +441,117 @@ def test_g_a_user_libvirt_does_not_let_in_is_told_to_turn_on_administrative_acce
     finally:
         other.quit()
         conn.close()
+
+
+@pytest.fixture
+def mark_program():
+    """A program that leaves a mark file (its uid in it) if anything ever runs it, and the libvirt URI that
+    would run it: the ext transport runs `command` (libvirt URL-decodes URI parameters)."""
+    where = Path(tempfile.mkdtemp(prefix="vxc-mark-", dir="/tmp"))
+    os.chmod(where, 0o1777)  # the page runs apply as the Cockpit user: it could write here
+    program = where / "program"
+    mark = where / "mark"
+    program.write_text(f"#!/bin/sh\nid -u > {mark}\n")
+    os.chmod(program, 0o755)
+    try:
+        yield mark, "qemu+ext:?command=" + urllib.parse.quote(str(program), safe="")
+    finally:
+        shutil.rmtree(where)
+
+
+def test_h_fix_all_reaches_only_the_guests_the_page_lists_whatever_their_names(browser, host, domains, mark_program):
+    """Guests named `--all` and `--connect=qemu+ext:?command=PROGRAM` beside normal ones: "Fix all" shows
+    the diff of, and defines, exactly the guests the page lists (those two among them, as guests); the
+    program never runs and the guests the page leaves out (the Nova one, those that keep theirs) keep
+    their persistent definitions byte for byte. apply's summary line is the result line."""
+    mark, uri = mark_program
+    hostile = [f"--connect={uri}", "--all", "-y"]
+    conn = harness.connect()
+    for name in hostile + [harness.unique_name("ck-plain")]:
+        conn.defineXML(domain_xml(name))
+    try:
+        before = {d.name(): d.XMLDesc(libvirt.VIR_DOMAIN_XML_INACTIVE) for d in conn.listAllDomains()}
+        open_page(browser, host)
+        listed = {n for n, r in rows(browser).items() if r["fix"]}  # "Needs fix": what "Fix all" takes
+        audit = root_audit()
+        assert set(hostile) <= listed and domains["nova"] not in listed
+        assert listed == {n for n, a in audit.items() if a["needs_fix"] and not a.get("managed_by")}
+        left_out = set(before) - listed
+        assert domains["nova"] in left_out and audit[domains["nova"]]["needs_fix"]  # it would need it
+        dialog = browser.find_element("id", "vxc-dialog")
+        confirm = dialog.find_element("css selector", "[data-action=confirm]")
+        error = browser.find_element("id", "vxc-dialog-error")
+
+        def diff_of(button) -> str:
+            button.click()
+            wait(browser, lambda d: confirm.is_enabled() or error.is_displayed(), 60, "the diff")
+            assert not mark.exists(), f"the diff ran {uri} (uid {mark.read_text().strip()})"
+            assert not error.is_displayed(), error.text
+            return browser.find_element("id", "vxc-dialog-diff").text
+
+        # One row: that guest, and only it.
+        for name in hostile:
+            row = browser.find_element("xpath", f"//tr[@data-domain={json.dumps(name)}]")
+            diff = diff_of(row.find_element("css selector", "[data-action=fix]"))
+            assert diff.count("+++ ") == 1 and f"+++ b/{name}\n" in diff and domains["nova"] not in diff, \
+                f"the diff for {name!r} names {diff.count('+++ ')} guests: {diff[:300]}"
+            dialog.find_element("css selector", "[data-action=cancel]").click()
+        # Fix all: every listed guest, and only those.
+        diff = diff_of(browser.find_element("css selector", "[data-action=fix-all]"))
+        assert diff.count("+++ ") == len(listed), diff[:3000]
+        assert all(f"/{n}" in diff for n in listed) and domains["nova"] not in diff
+        confirm.click()
+        wait(browser, lambda d: not d.find_element("id", "vxc-dialog").is_displayed()
+             or d.find_element("id", "vxc-dialog-error").is_displayed(), 120, "the fix")
+        assert not browser.find_element("id", "vxc-dialog-error").is_displayed(), \
+            browser.find_element("id", "vxc-dialog-error").text
+        result = browser.find_element("id", "vxc-action-result").text
+        assert result.startswith(f"changed {len(listed)}, would change 0, unchanged 0, skipped 0"), result
+        assert not mark.exists(), f"the fix ran {uri} (uid {mark.read_text().strip()})"
+        after = {d.name(): d.XMLDesc(libvirt.VIR_DOMAIN_XML_INACTIVE) for d in conn.listAllDomains()}
+        assert set(after) == set(before)
+        assert {n for n in after if after[n] != before[n]} == listed
+        assert all("<pvspinlock state='on'/>" in after[n] for n in listed)
+        assert all(after[n] == before[n] for n in left_out)
+        wait(browser, lambda d: not any(r["fix"] for r in rows(d).values()), 30, "the rows to refresh")
+    finally:
+        for name in hostile:
+            with suppress(libvirt.libvirtError):
+                conn.lookupByName(name).undefine()
+        conn.close()
+    assert not mark.exists()
+
+
+def test_i_switching_to_administrative_access_reads_the_host_again_without_a_reload(host, domains):
+    """A user libvirt does not let in is told to turn on administrative access; doing so through Cockpit's
+    own "Limited access" button (sudo, with the user's password) lists the guests in the same page: no
+    reload, no Refresh click."""
+    other = chromium()
+    try:
+        login(other, host, ADMIN)
+        other.get(host["url"] + "/virtxml-cpu")
+        indicator = wait(other, lambda d: d.find_element("css selector", ".super-user-indicator button"), 30,
+                         "the shell's access button")
+        wait(other, lambda d: indicator.text == "Limited access", 30, "limited access after the login")
+        frame = wait(other, lambda d: d.find_element("css selector", "iframe[name$='virtxml-cpu']"), 30, "the frame")
+        other.switch_to.frame(frame)
+        wait(other, lambda d: d.find_element("tag name", "body").get_attribute("data-loaded") == "true", 60, "the page")
+        error = other.find_element("id", "vxc-error")
+        assert error.is_displayed() and "administrative access" in error.text, error.text
+        other.execute_script("window.vxcNotReloaded = true;")
+        other.switch_to.default_content()
+        indicator.click()
+        password = wait(other, lambda d: d.find_element("id", "switch-to-admin-access-password"), 30,
+                        "the password prompt")
+        password.send_keys(host["password"])
+        next(b for b in other.find_elements("css selector", "button") if b.text == "Authenticate").click()
+        wait(other, lambda d: d.find_element("css selector", ".super-user-indicator button").text
+             == "Administrative access", 60, "administrative access")
+        other.switch_to.frame(other.find_element("css selector", "iframe[name$='virtxml-cpu']"))
+        audit = root_audit()
+        show_all(other)
+        wait(other, lambda d: set(rows(d)) == set(audit), 60, "the rows, read as root")
+        assert not other.find_element("id", "vxc-error").is_displayed()
+        assert other.execute_script("return window.vxcNotReloaded === true;"), "the page was reloaded"
+    finally:
+        other.quit()
