@@ -18,7 +18,7 @@ from .machines import format_version, parse_version
 Version = tuple[int, ...]
 
 
-class Claim(namedtuple("Claim", "flavour release source")):
+class Claim(namedtuple("Claim", "flavour release source package", defaults=("",))):
     """One source's word on the QEMU build and/or release."""
 
     __slots__ = ()  # a plain named tuple: its fields, annotated below for readers
@@ -26,11 +26,12 @@ class Claim(namedtuple("Claim", "flavour release source")):
     flavour: str | None
     release: Version | None
     source: str  # said as explain shows it
+    package: str  # the QEMU's package string, when the source is a QEMU or libvirt's cache of one
 
 
 def from_facts(facts: HostFacts) -> Claim:
     """A QEMU's own answer (its --version, query-version) or libvirt's cache of it, as a claim."""
-    return Claim(facts.qemu_flavour, facts.qemu_version, facts.flavour_source or facts.version_source)
+    return Claim(facts.qemu_flavour, facts.qemu_version, facts.flavour_source or facts.version_source, facts.package)
 
 
 def from_command_line(flavour: str | None, release: str | None) -> list[Claim]:
@@ -59,12 +60,14 @@ def weak_libvirt_claims(facts: HostFacts) -> list[Claim]:
 
 
 def settle(facts: HostFacts, claims: Sequence[Claim]) -> HostFacts:
-    """The first claim naming the build gives the build, the first naming a release gives the release."""
+    """The first claim naming the build gives the build, the first naming a release gives the release; the
+    package string comes with the release's claim, else with the build's."""
     flavour = next((c for c in claims if c.flavour), None)
     release = next((c for c in claims if c.release), None)
     return facts._replace(
         qemu_flavour=flavour.flavour if flavour else None, flavour_source=flavour.source if flavour else "",
-        qemu_version=release.release if release else None, version_source=release.source if release else "")
+        qemu_version=release.release if release else None, version_source=release.source if release else "",
+        package=next((c.package for c in (release, flavour) if c and c.package), ""))
 
 
 def described(facts: HostFacts) -> str:
