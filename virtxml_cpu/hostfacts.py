@@ -13,7 +13,7 @@ import struct
 from collections import namedtuple
 from collections.abc import Iterable
 
-from . import lazyre  # module-level patterns compiled where first used (the hook's cold start)
+from . import lazyre, qemu_build  # module-level patterns compiled where first used (the hook's cold start)
 from .errors import BadInput
 from .flavours import FLAVOURS
 from .machines import classify, parse_version
@@ -53,23 +53,20 @@ class HostFacts(namedtuple("HostFacts", "cpuid aliases machines host_model qemu_
 
 
 
-_KNOWN = ("cpuid", "aliases", "machines", "host_model", "qemu_version", "qemu_flavour", "descriptions")
+_KNOWN = ("cpuid", "aliases", "machines", "host_model", "descriptions")  # the build and release: qemu_build.settle
 
 
 def combine(facts: Iterable[HostFacts]) -> HostFacts:
     """The facts of several sources, most authoritative first: each field from the first source that knows
-    it (the build's and the release's wording with them), the sources and unused ones listed in order. Its
-    mappings are FrozenDicts: the result is a hashable value (pipeline's memo key)."""
+    it, the build and the release by qemu_build.settle (their wording and package string with them), the
+    sources and unused ones listed in order. Its mappings are FrozenDicts: the result is a hashable value
+    (pipeline's memo key)."""
     facts = list(facts)
     out = {k: frozen(next((getattr(f, k) for f in facts if getattr(f, k) is not None and getattr(f, k) != {}
                     and getattr(f, k) != frozenset()), getattr(HostFacts(), k))) for k in _KNOWN}
-    flavour = next((f for f in facts if f.qemu_flavour), None)
-    release = next((f for f in facts if f.qemu_version), None)
-    return HostFacts(**out, sources=tuple(s for f in facts for s in f.sources),
-                     flavour_source=flavour.flavour_source if flavour else "",
-                     version_source=(release.version_source or release.flavour_source) if release else "",
-                     unused=tuple(u for f in facts for u in f.unused),
-                     package=next((f.package for f in (release, flavour) if f and f.package), ""))
+    return qemu_build.settle(HostFacts(**out, sources=tuple(s for f in facts for s in f.sources),
+                                       unused=tuple(u for f in facts for u in f.unused)),
+                             [c for f in facts for c in qemu_build.from_each(f)])
 
 
 def decode_supported_cpuid(buf: bytes) -> dict[tuple[int, str], int]:

@@ -3,8 +3,9 @@
 The order of the sources (the command line, the QEMU it names, the config, libvirt, the local QEMU,
 libvirt's upstream-only machine list, the machine name alone) is hostsrc.ORDER, written out in hostsrc's
 docstring; hostsrc.assemble() asks the sources and hands their claims here in that order.
-Each source is a Claim; settle() takes the first that names each fact and records where it came from.
-Pure.
+Each source is a Claim; settle() takes the first that names each fact and records where it came from,
+for hostsrc.assemble() and for hostfacts.combine() alike (the one rule that picks). Pure; it takes and
+returns hostfacts.HostFacts, which it does not import (hostfacts imports this module).
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ from __future__ import annotations
 from collections import namedtuple
 from collections.abc import Sequence
 
-from .hostfacts import HostFacts
 from .machines import format_version, parse_version
 
 Version = tuple[int, ...]
@@ -32,6 +32,13 @@ class Claim(namedtuple("Claim", "flavour release source package", defaults=("",)
 def from_facts(facts: HostFacts) -> Claim:
     """A QEMU's own answer (its --version, query-version) or libvirt's cache of it, as a claim."""
     return Claim(facts.qemu_flavour, facts.qemu_version, facts.flavour_source or facts.version_source, facts.package)
+
+
+def from_each(facts: HostFacts) -> list[Claim]:
+    """One source's own facts as two claims, its build and its release, each with its own wording
+    (hostfacts.combine)."""
+    return [Claim(facts.qemu_flavour, None, facts.flavour_source, facts.package),
+            Claim(None, facts.qemu_version, facts.version_source or facts.flavour_source, facts.package)]
 
 
 def from_command_line(flavour: str | None, release: str | None) -> list[Claim]:
