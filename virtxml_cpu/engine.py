@@ -362,7 +362,7 @@ def _absent(p: Property, release: tuple[int, ...]) -> str:
 def _kvm_strips(ctx: _Context, values: dict[str, Value]) -> None:
     """10. What KVM strips after QEMU (properties.KVM_STRIPS): HLT exits disabled -> no PV_UNHALT
     (kvm_update_cpuid_runtime)."""
-    active = {"cpu-pm": overcommit.read(ctx.facts.qemu.overcommit, ctx.host.qemu_version)[0]}
+    active = {rules.OVERCOMMIT_CPU_PM: overcommit.read(ctx.facts.qemu.overcommit, ctx.host.qemu_version)[0]}
     for strip in KVM_STRIPS:
         v = values[strip.prop]
         if active[strip.when] and ctx.accel == "kvm" and v.source not in (SRC_HIDDEN, SRC_ABSENT):
