@@ -417,3 +417,58 @@ def test_one_candidate_list_and_one_unprivileged_user_rule(world, monkeypatch):
     monkeypatch.setattr(localqemu, "UNPRIVILEGED_USERS", ("root", "nobody"))  # uid 0 is never the unprivileged one
     assert [u.name for u in localqemu.unprivileged_users()] == ["nobody"]
     assert not hasattr(qemu_runner, "QEMU_USERS")
+
+
+RHEL_CAPS = ("<capabilities><host/><guest><os_type>hvm</os_type><arch name='x86_64'>"
+             "<emulator>/usr/libexec/qemu-kvm</emulator><machine canonical='pc-q35-rhel10.0.0'>q35</machine>"
+             "<machine>pc-q35-rhel10.0.0</machine><machine>pc-q35-rhel9.6.0</machine>"
+             "<machine>pc-q35-rhel8.6.0</machine></arch></guest></capabilities>")
+
+
+class RhelConn(FakeConn):
+    """A RHEL host's libvirt: its qemu-kvm 10.1 offers rhel machine names; libvirt gives no package string."""
+
+    def getCapabilities(self):
+        return RHEL_CAPS
+
+    def getVersion(self):
+        return 10001000
+
+
+def _rhel_machine(facts: HostFacts, machine: str):
+    from virtxml_cpu import domain, engine
+    from lxml import etree
+
+    return engine.resolve(domain.extract(etree.fromstring(
+        f"<domain type='kvm'><name>g</name><os><type arch='x86_64' machine='{machine}'>hvm</type></os><devices/>"
+        "</domain>")), facts)
+
+
+@pytest.mark.parametrize("uri", ["qemu+ssh://kvm01.el7.example.com/system", "qemu+ssh://kvm01.el10.example.com/system",
+                                 "qemu+tls://el9.lab/system?name=x.el8"])
+def test_a_host_name_in_the_uri_never_gives_the_rhel_major(uri, world):
+    """The live verbs write the URI into the host facts' wording; the RHEL major comes from the package
+    string alone, which libvirt does not give: pc-q35-rhel8.6.0 is neither "RHEL 7" nor deprecated here."""
+    facts = hostsrc.connection_facts(None, Config(), RhelConn("/x"), uri)
+    assert facts.qemu_flavour == "rhel" and facts.qemu_version == (10, 1, 0)
+    assert uri in facts.flavour_source + facts.version_source  # the wording does name the host
+    r = _rhel_machine(facts, "pc-q35-rhel8.6.0")
+    assert r.machine_status == "offered" and "of RHEL" not in r.machine_status_why, r.machine_status_why
+    assert facts.package == ""
+
+
+def test_the_rhel_major_comes_from_the_qemus_package_string_not_its_path(world, capsys):
+    """explain --emulator: a directory named kvm01.el7 above the binary changes nothing; the package string
+    (qemu-kvm-10.1.0-17.el10) gives RHEL 10."""
+    help_text = RHEL_HELP.replace("pc-q35-rhel9.2.0 ", "pc-q35-rhel10.0.0").replace("rhel9.2.0", "rhel10.0.0")
+    answers = {}
+    for where in ("bin", "kvm01.el7.example.com"):
+        (world / where).mkdir(mode=0o755, exist_ok=True)
+        qemu = world / where / "qemu-kvm"
+        qemu.write_text("#!/bin/sh\nif [ \"$1\" = --version ]; then echo 'QEMU emulator version 10.1.0 "
+                        f"(qemu-kvm-10.1.0-17.el10)'; exit 0; fi\ncat <<'EOF'\n{help_text}EOF\n")
+        qemu.chmod(0o755)
+        r = _rhel_machine(assemble(HostSources(emulator=str(qemu))), "pc-q35-rhel8.6.0")
+        answers[where] = (r.machine_status, r.machine_status_why)
+    assert answers["bin"] == answers["kvm01.el7.example.com"]
+    assert "of RHEL 10" in answers["bin"][1] and "RHEL 7" not in answers["bin"][1]

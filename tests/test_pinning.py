@@ -213,3 +213,20 @@ def test_audit_shows_the_rule(capsys):
     rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     row = next(r for r in rows if r.get("domain") == "vxc-dedicated-audit")
     assert row["decision"]["rule"] == "dedicated-vcpus" and row["needs_fix"] is False
+
+
+def test_a_decision_reads_the_placement_once(monkeypatch):
+    """A placement too long to keep between calls (a 4 MiB cpuset) is parsed once per decision, not once for
+    the rule and again for the notes."""
+    from virtxml_cpu import engine
+
+    pins = "".join(f"<vcpupin vcpu='{i}' cpuset='{i + 2}'/>" for i in range(4))
+    long = ",".join(["2"] * (pinning.KEPT_TEXT // 2 + 1))
+    xml = ("<domain type='kvm'><name>g</name><vcpu cpuset='" + long + "'>4</vcpu><os><type arch='x86_64' "
+           f"machine='pc-q35-7.2'>hvm</type></os><cputune>{pins}</cputune><devices/></domain>")
+    res = engine.resolve(extract(etree.fromstring(xml)), HostFacts(qemu_flavour="upstream", flavour_source="t"))
+    calls = []
+    real = pinning.read
+    monkeypatch.setattr(pinning, "read", lambda facts: calls.append(1) or real(facts))
+    d = policy.decide(res, "compat")
+    assert d.rule == "dedicated-vcpus" and len(calls) == 1

@@ -220,7 +220,7 @@ def test_rhel_9_8_and_10_2_machines(name, release, status, base):
     ("qemu-kvm-10.1.0", "pc-q35-rhel8.6.0", "offered"),  # RHEL major not said: not assumed
 ])
 def test_rhel_age_rule_counts_rhel_majors(package, name, status):
-    r = resolve(dom(name), qemu_flavour="rhel", qemu_version=(10, 1, 0),
+    r = resolve(dom(name), qemu_flavour="rhel", qemu_version=(10, 1, 0), package=package,
                 flavour_source=f"/usr/libexec/qemu-kvm --version: QEMU emulator version 10.1.0 ({package})")
     assert r.machine_status == status, r.machine_status_why
 
@@ -312,17 +312,18 @@ def test_explain_json_has_18_properties_and_the_machine_fields():
 
 def test_rhel_9_has_no_rhel7_0_to_7_5_machines():
     r = resolve(dom("pc-q35-rhel7.5.0"), qemu_flavour="rhel", qemu_version=(9, 1, 0),
-                flavour_source="QEMU emulator version 9.1.0 (qemu-kvm-9.1.0-15.el9_6)")
+                flavour_source="QEMU emulator version 9.1.0 (qemu-kvm-9.1.0-15.el9_6)", package="qemu-kvm-9.1.0-15.el9_6")
     assert r.machine_status == "not-offered" and "8f7a74ab78" in r.machine_status_why
     assert policy.decide(r, "compat").rule == "machine-not-offered"
 
 
 def test_rhel_9_2_has_no_rhel7_5_machine_either():
     r = resolve(dom("pc-i440fx-rhel7.5.0"), qemu_flavour="rhel", qemu_version=(7, 2, 0),
-                flavour_source="QEMU emulator version 7.2.0 (qemu-kvm-7.2.0-14.el9_2.5)")
+                flavour_source="QEMU emulator version 7.2.0 (qemu-kvm-7.2.0-14.el9_2.5)", package="qemu-kvm-7.2.0-14.el9_2.5")
     assert r.machine_status == "not-offered"
     el8 = resolve(dom("pc-i440fx-rhel7.5.0"), qemu_flavour="rhel", qemu_version=(6, 2, 0),
-                  flavour_source="QEMU emulator version 6.2.0 (qemu-kvm-6.2.0-40.module+el8.9.0+20867+9a6a0901.2)")
+                  flavour_source="QEMU emulator version 6.2.0 (qemu-kvm-6.2.0-40.module+el8.9.0+20867+9a6a0901.2)",
+                  package="qemu-kvm-6.2.0-40.module+el8.9.0+20867+9a6a0901.2")
     assert el8.machine_status == "offered"
 
 

@@ -7,7 +7,7 @@ from collections import namedtuple
 
 from lxml import etree
 
-from . import lazyre  # module-level patterns compiled where first used (the hook's cold start)
+from . import lazyre, rules  # module-level patterns compiled where first used (the hook's cold start)
 from .libvirt_xml import PLACEMENT, SETTINGS, Placement, Setting
 from .orchestrators import ORCHESTRATORS
 
@@ -29,15 +29,15 @@ NO_ARG_OPTIONS = frozenset({
 })
 
 
-class QemuArgs(namedtuple("QemuArgs", "cpu globals cpu_pm accel_irqchip",
-                          defaults=(None, (), False, None,))):
+class QemuArgs(namedtuple("QemuArgs", "cpu globals overcommit accel_irqchip",
+                          defaults=(None, (), (), None,))):
     """What `<qemu:commandline>` does to the CPU."""
 
     __slots__ = ()  # a plain named tuple: its fields, annotated below for readers
 
     cpu: str | None  # last -cpu value (QEMU uses the last one)
     globals: tuple[tuple[str, str, str], ...]  # (driver, property, value) from -global
-    cpu_pm: bool  # -overcommit cpu-pm=on
+    overcommit: tuple[str, ...]  # each -overcommit's value, in order (overcommit.read says what QEMU makes of them)
     accel_irqchip: str | None  # kernel_irqchip / kernel-irqchip from -machine/-accel
 
 
@@ -179,7 +179,7 @@ def _int(text, default):
 def parse_qemu_args(values: list[str]) -> QemuArgs:
     cpu = None
     globals_: list[tuple[str, str, str]] = []
-    cpu_pm = False
+    overcommit: list[str] = []
     irqchip = None
     i = 0
     while i < len(values):
@@ -194,15 +194,14 @@ def parse_qemu_args(values: list[str]) -> QemuArgs:
             g = _parse_global(arg)
             if g:
                 globals_.append(g)
-        elif opt == "overcommit":
-            if re.search(r"(^|,)cpu-pm=on($|,)", arg):
-                cpu_pm = True
+        elif opt == rules.OVERCOMMIT_OPTION:
+            overcommit.append(arg)
         elif opt in ("machine", "M", "accel"):
             m = re.search(r"kernel[-_]irqchip=(on|off|split)", arg)
             if m:
                 irqchip = m.group(1)
         i += 2
-    return QemuArgs(cpu, tuple(globals_), cpu_pm, irqchip)
+    return QemuArgs(cpu, tuple(globals_), tuple(overcommit), irqchip)
 
 
 def _option_name(value: str) -> str | None:

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections import namedtuple
 from functools import lru_cache
 
-from . import lazyre, libvirt_xml, lifecycle, rules
+from . import lazyre, libvirt_xml, lifecycle, overcommit, rules
 from .cpu_models import MODEL_BITS
 from .domain import DomainFacts
 from .flavours import FLAVOURS, UPSTREAM, Flavour, Rule
@@ -377,7 +377,7 @@ def _absent(p: Property, release: tuple[int, ...]) -> str:
 def _kvm_strips(ctx: _Context, values: dict[str, Value]) -> None:
     """10. What KVM strips after QEMU (properties.KVM_STRIPS): HLT exits disabled -> no PV_UNHALT
     (kvm_update_cpuid_runtime)."""
-    active = {"cpu-pm": ctx.facts.qemu.cpu_pm}
+    active = {rules.OVERCOMMIT_CPU_PM: overcommit.read(ctx.facts.qemu.overcommit, ctx.host.qemu_version)[0]}
     for strip in KVM_STRIPS:
         v = values[strip.prop]
         if active[strip.when] and ctx.accel == "kvm" and v.source not in (SRC_HIDDEN, SRC_ABSENT):
@@ -456,7 +456,9 @@ def _resolve_one(facts: DomainFacts, host: HostFacts, flavour: Flavour, machine:
     values = {p: Value(_state(s.value), s.source, s.detail) for p, s in slots.items()}
     _kvm_strips(ctx, values)
     refusal = _start_refusal(ctx, values)
-    qemu_refusal = _refusal(model, kind, facts.qemu.cpu, facts.qemu.globals, host.qemu_version)
+    # QEMU reads -overcommit while parsing its options, before it builds a vCPU from -cpu and -global
+    qemu_refusal = (overcommit.read(facts.qemu.overcommit, host.qemu_version)[1]
+                    or _refusal(model, kind, facts.qemu.cpu, facts.qemu.globals, host.qemu_version))
     return Resolution(facts, machine, accel, irqchip, kind, model, values, _explicit_unhalt(facts),
                       tuple(dict.fromkeys(warnings)), start_refusal=refusal, host=host, flavour=flavour.name,
                       support=ctx.support, cpu_from_commandline=bool(facts.qemu.cpu),

@@ -13,7 +13,7 @@ import struct
 from collections import namedtuple
 from collections.abc import Iterable
 
-from . import lazyre  # module-level patterns compiled where first used (the hook's cold start)
+from . import lazyre, qemu_build  # module-level patterns compiled where first used (the hook's cold start)
 from .errors import BadInput
 from .flavours import FLAVOURS
 from .machines import classify, parse_version
@@ -26,8 +26,8 @@ _REGS = ("eax", "ebx", "ecx", "edx")
 
 
 class HostFacts(namedtuple("HostFacts", "cpuid aliases machines host_model qemu_version sources qemu_flavour "
-                           "flavour_source version_source descriptions unused",
-                           defaults=(None, {}, frozenset(), None, None, (), None, "", "", {}, (),))):
+                           "flavour_source version_source descriptions unused package",
+                           defaults=(None, {}, frozenset(), None, None, (), None, "", "", {}, (), ""))):
     """Everything known about the host; empty fields mean 'not known'."""
 
     __slots__ = ()  # a plain named tuple: its fields, annotated below for readers
@@ -43,6 +43,8 @@ class HostFacts(namedtuple("HostFacts", "cpuid aliases machines host_model qemu_
     version_source: str  # how qemu_version is known, for explain
     descriptions: dict[str, str]  # machine name -> QEMU's description of it (`-machine help`; never mutated)
     unused: tuple[str, ...]  # each source that could not be used, and why ("local QEMU: not asked (...)")
+    package: str  # the QEMU's package string (qemu-kvm-10.1.0-17.el9), as it or libvirt's cache says; the
+    #               RHEL major is read from it alone, never from the wording above (it can hold a URI or a path)
 
     def supports(self, leaf: int, reg: str, bit: int) -> bool | None:
         if self.cpuid is None:
@@ -51,22 +53,20 @@ class HostFacts(namedtuple("HostFacts", "cpuid aliases machines host_model qemu_
 
 
 
-_KNOWN = ("cpuid", "aliases", "machines", "host_model", "qemu_version", "qemu_flavour", "descriptions")
+_KNOWN = ("cpuid", "aliases", "machines", "host_model", "descriptions")  # the build and release: qemu_build.settle
 
 
 def combine(facts: Iterable[HostFacts]) -> HostFacts:
     """The facts of several sources, most authoritative first: each field from the first source that knows
-    it (the build's and the release's wording with them), the sources and unused ones listed in order. Its
-    mappings are FrozenDicts: the result is a hashable value (pipeline's memo key)."""
+    it, the build and the release by qemu_build.settle (their wording and package string with them), the
+    sources and unused ones listed in order. Its mappings are FrozenDicts: the result is a hashable value
+    (pipeline's memo key)."""
     facts = list(facts)
     out = {k: frozen(next((getattr(f, k) for f in facts if getattr(f, k) is not None and getattr(f, k) != {}
                     and getattr(f, k) != frozenset()), getattr(HostFacts(), k))) for k in _KNOWN}
-    flavour = next((f for f in facts if f.qemu_flavour), None)
-    release = next((f for f in facts if f.qemu_version), None)
-    return HostFacts(**out, sources=tuple(s for f in facts for s in f.sources),
-                     flavour_source=flavour.flavour_source if flavour else "",
-                     version_source=(release.version_source or release.flavour_source) if release else "",
-                     unused=tuple(u for f in facts for u in f.unused))
+    return qemu_build.settle(HostFacts(**out, sources=tuple(s for f in facts for s in f.sources),
+                                       unused=tuple(u for f in facts for u in f.unused)),
+                             [c for f in facts for c in qemu_build.from_each(f)])
 
 
 def decode_supported_cpuid(buf: bytes) -> dict[tuple[int, str], int]:
@@ -157,11 +157,11 @@ def flavour_of_package(text: str) -> str:
 def flavour_from_version(text: str, what: str) -> HostFacts:
     """`qemu-system-x86_64 --version`: the package string names the build (Ubuntu, RHEL) or not (upstream)."""
     first = text.strip().splitlines()[0] if text.strip() else ""
-    version = parse_qemu_version(first)
-    if version is None:
+    parsed = parse_version_line(first)
+    if parsed is None:
         return HostFacts()
-    return HostFacts(qemu_version=version, qemu_flavour=flavour_of_package(first), flavour_source=f"{what}: {first}",
-                     sources=(what,))
+    return HostFacts(qemu_version=parsed[0], qemu_flavour=flavour_of_package(first), flavour_source=f"{what}: {first}",
+                     sources=(what,), package=parsed[1])
 
 
 def qemu_answer(version_text: str, machines: HostFacts, what: str) -> HostFacts:

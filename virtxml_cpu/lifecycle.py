@@ -95,13 +95,11 @@ def known_names(flavour: Flavour, release: tuple[int, ...]) -> list[str]:
     return sorted(set(n for n in names if not n.startswith("rhel")))
 
 
-def rhel_major(*texts: str) -> int | None:
-    """The RHEL major a qemu-kvm package is built for, from its version string (qemu-kvm-10.1.0-17.el9)."""
-    for text in texts:
-        m = _EL.search(text or "")
-        if m:
-            return int(m.group("major"))
-    return None
+def rhel_major(package: str) -> int | None:
+    """The RHEL major a qemu-kvm package is built for, from its package string (qemu-kvm-10.1.0-17.el9): the
+    host facts' `package` field, never their wording, which can hold a URI, a host name or a path."""
+    m = _EL.search(package or "")
+    return int(m.group("major")) if m else None
 
 
 def status(machine: Machine, host) -> Status:
@@ -144,7 +142,7 @@ def _downstream(name: str, flavour: Flavour, host) -> Status | None:
     release = host.qemu_version
     if not m or life.age is None or release is None:
         return None
-    major = rhel_major(host.flavour_source, host.version_source)
+    major = rhel_major(host.package)
     if major is None:
         return Status(OFFERED, f"{name}: whether it is deprecated or gone depends on the RHEL major release the "
                                "qemu-kvm package is built for, which its version string did not say")

@@ -56,7 +56,8 @@ def decide(res: Resolution, policy: str, style: str = "pvspinlock") -> Decision:
     """Decide from the resolution and its provenance only: what QEMU/KVM did with kvm-pv-unhalt and why,
     and whether the accelerator could provide it (`res.support`). The domain's name and uuid are not read
     (pipeline keeps one decision for a template's clones)."""
-    notes = _notes(res, style)
+    placed = pinning.read(res.facts)  # once per decision: a placement of megabytes is not kept between calls
+    notes = _notes(res, style, placed)
     unhalt = res.features["kvm-pv-unhalt"]
     can_have, why_not = res.support["kvm-pv-unhalt"]
 
@@ -93,7 +94,7 @@ def decide(res: Resolution, policy: str, style: str = "pvspinlock") -> Decision:
                                       "the rule covers the PC machine types only")
     if res.cpu_kind != "named":
         return keep("cpu-mode", f"CPU mode {res.facts.cpu_mode}: QEMU already decides kvm-pv-unhalt from the host")
-    dedicated = _dedicated_vcpus(res, policy)
+    dedicated = _dedicated_vcpus(res, policy, placed)
     if dedicated:
         return keep("dedicated-vcpus", dedicated)
     if policy in ("compat", "numa"):
@@ -143,19 +144,18 @@ DEDICATED_HINT = (f"on dedicated host CPUs use {libvirt_xml.HINT_DEDICATED} inst
                   "(none under TCG or with <kvm><hidden state='on'/>)")
 
 
-def _dedicated_vcpus(res: Resolution, policy: str) -> str | None:
+def _dedicated_vcpus(res: Resolution, policy: str, placed: pinning.Pinning) -> str | None:
     """Rule dedicated-vcpus: under compat and numa, the reason to keep a guest on dedicated host CPUs."""
-    if policy not in ("compat", "numa") or not pinning.read(res.facts).dedicated:
+    if policy not in ("compat", "numa") or not placed.dedicated:
         return None
     hinted = res.features["kvm-hint-dedicated"].state == ON
     return DEDICATED_REASON.format(policy=policy, then="<kvm><hint-dedicated state='on'/> already tells the guest so"
                                    if hinted else "the note names the hint to use instead")
 
 
-def _placement_notes(res: Resolution) -> list[str]:
+def _placement_notes(res: Resolution, placed: pinning.Pinning) -> list[str]:
     """What the domain's vCPU placement means for the decision, when it writes any."""
     f = res.facts
-    placed = pinning.read(f)
     if not placed.written:
         return []
     if not placed.dedicated:
@@ -168,7 +168,7 @@ def _placement_notes(res: Resolution) -> list[str]:
     return notes
 
 
-def _notes(res: Resolution, style: str) -> tuple[str, ...]:
+def _notes(res: Resolution, style: str, placed: pinning.Pinning) -> tuple[str, ...]:
     f = res.facts
     notes: list[str] = list(res.warnings)
     if res.machine_status == lifecycle.DEPRECATED:
@@ -176,7 +176,7 @@ def _notes(res: Resolution, style: str) -> tuple[str, ...]:
                      "will not offer it, so plan a change of machine type")
     if f.orchestrator:
         notes.append(f"managed by {f.orchestrator}: {ORCHESTRATOR_NOTES[f.orchestrator]}")
-    notes.extend(_placement_notes(res))
+    notes.extend(_placement_notes(res, placed))
     if f.vcpus <= 1:
         notes.append("1 vCPU: Linux guests do not use PV spinlocks on a single CPU (kvm_spinlock_init)")
     if res.features["kvm-hint-dedicated"].state == ON:

@@ -58,7 +58,8 @@ class QemuCaps(namedtuple("QemuCaps", "emulator version package machines")):
         flavour = flavour_of_package(self.package) if self.version else None
         return HostFacts(aliases=aliases, machines=names, qemu_version=self.version, sources=(what,),
                          qemu_flavour=flavour,
-                         flavour_source=f"{what}: package {self.package or '(none)'}" if flavour else "")
+                         flavour_source=f"{what}: package {self.package or '(none)'}" if flavour else "",
+                         package=self.package if self.version else "")
 
 
 def parse(data: bytes) -> QemuCaps:

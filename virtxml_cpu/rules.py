@@ -69,3 +69,45 @@ def grammar(release: tuple[int, ...] | None) -> BoolGrammar:
     """The vocabulary of QEMU `release` (an unknown release reads as current)."""
     rows = [g for g in GRAMMAR if g.since is None or release is None or release >= g.since]
     return rows[-1] if rows else GRAMMAR[0]
+
+
+# -overcommit (qemu_overcommit_opts in vl.c): a QemuOpts list without an implied first name. QemuOpts' own
+# grammar (util/qemu-option.c get_opt_name_value, get_opt_value): parameters separated by ',', ',,' a comma
+# inside a value, a parameter without '=' a flag (`cpu-pm` is cpu-pm=on, `nocpu-pm` cpu-pm=off), the last
+# of one name wins (qemu_opt_find), any other name refused. cpu-pm reads its value with GRAMMAR.
+OVERCOMMIT_OPTION = "overcommit"
+OVERCOMMIT_CPU_PM = "cpu-pm"
+OPTS_FLAG_OFF_PREFIX = "no"
+OPTS_HELP = frozenset({"help", "?"})  # QEMU prints the option's help and exits (is_help_option)
+
+
+class OvercommitRule(namedtuple("OvercommitRule", "since keeps names refused unknown source")):
+    """How QEMU `since` on combines several -overcommit options, and what it refuses in one."""
+
+    __slots__ = ()  # a plain named tuple: its fields, annotated below for readers
+
+    since: tuple[int, ...] | None  # the first QEMU release that reads it this way (None: as far as read)
+    keeps: bool  # an -overcommit without cpu-pm keeps the earlier one's value (else: cpu-pm off)
+    names: frozenset[str]  # the parameters qemu_overcommit_opts has
+    refused: str  # QEMU's error for a cpu-pm value it does not take; {arg}, {value}
+    unknown: str  # QEMU's error for a parameter it does not know; {arg}, {name}
+    source: str
+
+
+_OVERCOMMIT_REFUSED = "-overcommit {arg}: Parameter 'cpu-pm' expects 'on' or 'off'"
+_OVERCOMMIT_UNKNOWN = "-overcommit {arg}: Invalid parameter '{name}'"
+OVERCOMMIT: tuple[OvercommitRule, ...] = (
+    OvercommitRule(None, False, frozenset({"mem-lock", "cpu-pm"}), _OVERCOMMIT_REFUSED, _OVERCOMMIT_UNKNOWN,
+                   "softmmu/vl.c QEMU_OPTION_overcommit: enable_cpu_pm = qemu_opt_get_bool(opts, \"cpu-pm\", false), "
+                   "so the last -overcommit decides; QEMU 7.2.22 run here: `-overcommit cpu-pm=on -overcommit "
+                   "mem-lock=off` leaves PV_UNHALT in the guest's CPUID"),
+    OvercommitRule((9, 1), True, frozenset({"mem-lock", "cpu-pm"}), _OVERCOMMIT_REFUSED, _OVERCOMMIT_UNKNOWN,
+                   "system/vl.c overcommit_parse: qemu_opt_get_bool(opts, \"cpu-pm\", enable_cpu_pm) (3fd73736c6, "
+                   "9.1), so the last cpu-pm of any -overcommit decides; QEMU 10.0.2 run here: `-overcommit cpu-pm=on "
+                   "-overcommit mem-lock=off` strips PV_UNHALT"),
+)
+
+
+def overcommit_rule(release: tuple[int, ...] | None) -> OvercommitRule:
+    """How QEMU `release` reads -overcommit (an unknown release reads as current)."""
+    return [r for r in OVERCOMMIT if r.since is None or release is None or release >= r.since][-1]
