@@ -88,6 +88,12 @@ def shapes(size: int) -> dict[str, bytes]:
         "commandline -global of many dots": QEMU_DOMAIN + cpu + b"<devices/><qemu:commandline><qemu:arg value='-global'/>"
         + b"<qemu:arg value='a" + _fill(size // 2, b".", base // 2) + b"'/><qemu:arg value='-overcommit'/><qemu:arg value='"
         + _fill(size // 2, b"cpu-pm=of,", base // 2) + b"'/></qemu:commandline></domain>",
+        "commandline -overcommit of many parameters": QEMU_DOMAIN + cpu + b"<devices/><qemu:commandline>"
+        + b"<qemu:arg value='-overcommit'/><qemu:arg value='" + _fill(size, b"cpu-pm=on,nocpu-pm,", base)
+        + b"cpu-pm'/></qemu:commandline></domain>",
+        "commandline of many -overcommit": QEMU_DOMAIN + cpu + b"<devices/><qemu:commandline>"
+        + _fill(size, b"<qemu:arg value='-overcommit'/><qemu:arg value='mem-lock=off,cpu-pm=yes'/>", base)
+        + b"</qemu:commandline></domain>",
         # the decision digest's key (canonical(): libvirt's per-start values dropped)
         "CDATA of <seclabel> openers, type='dynamic'": meta(b"<seclabel>", b"<![CDATA[type='dynamic'", b"]]>"),
         "CDATA of <seclabel> openers, one closer": meta(b"<seclabel>", b"<![CDATA[type='dynamic'", b"</seclabel>]]>"),
@@ -161,11 +167,14 @@ SCANNERS: dict[str, tuple[str, ...] | str] = {
     "virtxml_cpu.flavours.rhel": ("machine name of the whole size",),
     "virtxml_cpu.flavours.ubuntu": ("machine name of the whole size",),
     "virtxml_cpu.flavours.upstream": ("machine name of the whole size",),
+    "virtxml_cpu.overcommit": ("commandline -overcommit of many parameters", "commandline of many -overcommit",
+                               "commandline -global of many dots"),
     "virtxml_cpu.cpu_models": ("CPU model name of the whole size",),
     "virtxml_cpu.qemucaps": ("emulator path of the whole size",),
     "virtxml_cpu.hostsrc": ("emulator path of the whole size",),
     "virtxml_cpu.hook": ("emulator path of the whole size",),  # dependencies(): the emulator's cache file
     "virtxml_cpu.hookact": ("CDATA sections in <name>", "uuid of the whole size"),  # the log line, the spool
+    "virtxml_cpu.incoming": ("uuid of the whole size",),  # the restore/migration mark, named by the UUID
     "virtxml_cpu.logline": ("CDATA sections in <name>",),
     "virtxml_cpu.memo": ("cpu features", "qemu:commandline args"),  # keys made of the facts
     "virtxml_cpu.properties": NO_DEFINITION + " (the property table)",

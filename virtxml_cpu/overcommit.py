@@ -6,41 +6,39 @@ GRAMMAR); this module only interprets them. With cpu-pm on, KVM strips PV_UNHALT
 
 from __future__ import annotations
 
-from . import rules
+from functools import lru_cache
+
+from . import lazyre, rules
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing costs the hook's cold start (see memo.py)
+    from typing import Iterator
 
 Version = tuple[int, ...]
 
 
-def opts_params(arg: str) -> list[tuple[str, str]]:
-    """QemuOpts parameters in order (get_opt_name_value): `name=value` (`,,` is a comma inside the value),
-    a bare `name` is name=on and `noname` name=off."""
-    out: list[tuple[str, str]] = []
-    i, n = 0, len(arg)
-    while i < n:
-        end = i
-        while end < n and arg[end] not in "=,":
-            end += 1
-        if end == n or arg[end] == ",":
-            name = arg[i:end]
-            if name.startswith(rules.OPTS_FLAG_OFF_PREFIX) and name not in rules.OPTS_HELP:
-                out.append((name[len(rules.OPTS_FLAG_OFF_PREFIX):], "off"))
-            else:
-                out.append((name, "on"))
-            i = end + 1
-            continue
-        name, i, value = arg[i:end], end + 1, []
-        while i < n:
-            if arg[i] == ",":
-                if arg[i + 1:i + 2] != ",":
-                    break
-                i += 1
-            value.append(arg[i])
-            i += 1
-        out.append((name, "".join(value)))
-        i += 1
-    return out
+# one QemuOpts parameter (get_opt_name_value): a name up to `=` or `,`; after `=` a value in which `,,` is a
+# comma (get_opt_value); then `,` or the end
+_PARAM = lazyre.compile(r"([^=,]*)(?:=((?:[^,]|,,)*))?(?:,|\Z)")
 
 
+def opts_params(arg: str) -> Iterator[tuple[str, str]]:
+    """QemuOpts parameters in order: `name=value`, a bare `name` is name=on and `noname` name=off. A
+    generator, so a reader that stops at QEMU's first refusal reads no further."""
+    n = len(arg)
+    for m in _PARAM.finditer(arg):
+        if m.start() == n:  # the empty match at the end (after a trailing comma, or of an empty argument)
+            return
+        name, value = m.group(1, 2)
+        if value is not None:
+            yield name, value.replace(",,", ",")
+        elif name.startswith(rules.OPTS_FLAG_OFF_PREFIX) and name not in rules.OPTS_HELP:
+            yield name[len(rules.OPTS_FLAG_OFF_PREFIX):], "off"
+        else:
+            yield name, "on"
+
+
+@lru_cache(maxsize=4)  # the engine asks twice per decision (what KVM strips, what QEMU refuses)
 def read(args: tuple[str, ...], release: Version | None) -> tuple[bool, str | None]:
     """(cpu-pm on after every -overcommit, QEMU's error for the first one it refuses or None), as QEMU
     `release` reads them (rules.overcommit_rule; an unknown release reads as current)."""
