@@ -67,6 +67,16 @@ def pytest_configure(config):
     _record_exercise()
 
 
+def pytest_collection_modifyitems(config, items):
+    """Under pytest-xdist with --dist loadgroup (`make test` as root) each lab with its own daemons runs its
+    tests on a worker of its own, side by side: the end labs (marked in tests/test_lab_ends.py), the tests
+    marked for the bookworm-backports lab, and everything else - the host lab and the unit tests - in one
+    group, in file order as a serial run has it (tests/test_zz_exercised.py last)."""
+    for item in items:
+        if item.get_closest_marker("xdist_group") is None:
+            item.add_marker(pytest.mark.xdist_group("host"))
+
+
 def pytest_addoption(parser):
     parser.addoption("--regen", action="store_true",
                      help="rewrite the expected golden files from the current output (review the diff!)")
@@ -139,6 +149,24 @@ def lab(lab_up):
         conn.close()
     except Exception:  # noqa: BLE001 - best effort; the next module cleans up too
         pass
+
+
+@pytest.fixture(scope="session")
+def deb() -> Path:
+    """The Debian package `make test` built (VIRTXML_CPU_DEB), else built now by `make deb`."""
+    import subprocess
+
+    from virtxml_cpu import __version__
+
+    given = os.environ.get("VIRTXML_CPU_DEB")
+    if given:
+        return Path(given)
+    r = subprocess.run(["make", "-C", str(ROOT), "--no-print-directory", "deb"], capture_output=True, text=True,
+                       timeout=900)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    path = ROOT / f"virtxml-cpu_{__version__}_all.deb"
+    assert path.is_file()
+    return path
 
 
 def pytest_terminal_summary(terminalreporter):
