@@ -175,14 +175,46 @@ def read_raw(path: str | None, environ=os.environ) -> bytes | None:
 
 
 def _toml(text: str, path: str) -> dict:
-    import tomllib  # here, not at the top: tomllib and the typing it imports cost the hook ~3 ms
-
+    reader = toml_reader()
+    if reader is None:
+        raise EnvironmentProblem(f"config {path} is not written the plain way (docs/install.md) and this Python "
+                                 "has no TOML reader: install python3-tomli or python3-toml, or pip install tomli")
+    if reader.__name__ == "toml" and ('"""' in text or "'''" in text):  # it drops `k = """a\nb""" # c`
+        raise BadInput(f"config {path}: a multi-line string, which toml 0.10 (this Python's TOML reader) "
+                       "misreads: write each value on one line")
     try:
-        return tomllib.loads(text)
-    except tomllib.TOMLDecodeError as e:
+        return reader.loads(text)
+    except ValueError as e:  # tomllib's and tomli's TOMLDecodeError, toml's TomlDecodeError: each a ValueError
         raise BadInput(f"config {path}: {str(e).splitlines()[0]}") from None
     except RecursionError:
         raise BadInput(f"config {path}: nested too deeply") from None
+    except (AttributeError, LookupError, TypeError) as e:  # toml 0.10 on some invalid files (`[[hook]]` after `[hook]`)
+        raise BadInput(f"config {path}: not valid TOML ({reader.__name__}: {type(e).__name__})") from None
+
+
+def toml_reader():
+    """The first TOML reader this Python has (a module with `loads`), or None: tomllib (3.11+), tomli
+    (tomllib as a package: pip's dependency below 3.11, Ubuntu 22.04's python3-tomli), toml 0.10 (Debian
+    11's python3-toml, its only one; why in docs/install.md). Imported here, not at the top: tomllib and
+    the typing it imports cost the hook ~3 ms."""
+    try:
+        import tomllib  # novermin - 3.11+, the readers below otherwise
+
+        return tomllib
+    except ImportError:
+        pass
+    try:
+        import tomli
+
+        return tomli
+    except ImportError:
+        pass
+    try:
+        import toml
+
+        return toml
+    except ImportError:
+        return None
 
 
 _BARE_KEY = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")

@@ -115,7 +115,7 @@ def untrusted_code(python: str | None = None, package_dir: str = PACKAGE_PARENT,
     - the directories on the isolated interpreter's sys.path (the standard library, lib-dynload),
       the package and lxml trees, symbolic links inside them followed and checked;
     - whatever in the package and lib directories the hook puts on sys.path could shadow a module the
-      hook imports (the standard library's names, virtxml_cpu, lxml)."""
+      hook imports (module_names: the standard library's, virtxml_cpu, lxml, the TOML readers)."""
     python = python or sys.executable
     lib = lib_dirs(package_dir) if lib is None else lib
     owners = tuple(sorted({0, os.geteuid()}))
@@ -133,7 +133,8 @@ def untrusted_code(python: str | None = None, package_dir: str = PACKAGE_PARENT,
                     None)
     for what, why in (("virtxml_cpu", check_tree(os.path.join(package_dir, "virtxml_cpu"), owners)),
                       ("lxml", check_tree(lxml_dir, owners) if lxml_dir else "not found where the hook looks"),
-                      ("the hook's import path", _shadowing(tuple(dict.fromkeys((package_dir, *lib))), owners))):
+                      ("the hook's import path", _shadowing(tuple(dict.fromkeys((package_dir, *lib))), owners,
+                                                            module_names(dirs)))):
         if why:
             return f"{what}: {why}"
     return None
@@ -187,10 +188,27 @@ def _isolated_path(python: str) -> tuple[list[str], str | None]:
         return [], f"cannot ask it for its module path ({e})"
 
 
-def _shadowing(dirs: tuple[str, ...], owners: tuple[int, ...]) -> str | None:
-    """An entry in a directory the hook adds to sys.path, named as a module the hook imports, that
-    someone else can change (the hook's package directory comes first on its path)."""
-    names = set(sys.stdlib_module_names) | {"virtxml_cpu", "lxml"}
+HOOK_IMPORTS = ("virtxml_cpu", "lxml", "tomli", "toml")  # besides the standard library (TOML: below Python 3.11)
+
+
+def module_names(stdlib_dirs: tuple[str, ...] | list[str] = ()) -> frozenset[str]:
+    """Every module name an import in the hook could resolve in the standard library: this Python's
+    sys.stdlib_module_names (3.10+), those of 3.10 to 3.13 (stdlib_names), its built-in modules, what its
+    standard library directories `stdlib_dirs` hold, and the few packages the hook imports besides."""
+    from .stdlib_names import STDLIB_NAMES
+
+    names = set(STDLIB_NAMES) | set(getattr(sys, "stdlib_module_names", ())) | set(sys.builtin_module_names)
+    for directory in stdlib_dirs:
+        try:
+            names.update(entry.split(".")[0] for entry in os.listdir(directory))
+        except OSError:
+            pass  # a zip that is not there (python39.zip), or checked and reported by the caller
+    return frozenset(names | set(HOOK_IMPORTS))
+
+
+def _shadowing(dirs: tuple[str, ...], owners: tuple[int, ...], names: frozenset[str]) -> str | None:
+    """An entry in a directory the hook adds to sys.path, named as a module the hook could import
+    (`names`), that someone else can change (the hook's package directory comes first on its path)."""
     for directory in dirs:
         why = check_ancestors(os.path.join(directory, "x"), owners)
         if why:
@@ -200,11 +218,11 @@ def _shadowing(dirs: tuple[str, ...], owners: tuple[int, ...]) -> str | None:
         except OSError as e:
             return f"{directory}: {e.strerror or e}"
         for name in entries:
-            if name.split(".")[0] in names and name not in ("virtxml_cpu", "lxml"):
+            if name.split(".")[0] in names and name not in ("virtxml_cpu", "lxml"):  # those two: checked whole
                 path = os.path.join(directory, name)
                 why = check_tree(path, owners) if os.path.isdir(path) else _interpreter_file(path, owners)
                 if why:
-                    return f"{path} (it shadows the standard library's {name.split('.')[0]}): {why}"
+                    return f"{path} (it shadows the module {name.split('.')[0]}): {why}"
     return None
 
 

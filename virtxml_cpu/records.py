@@ -18,7 +18,7 @@ OK, UNREACHABLE, TIMED_OUT = "ok", "unreachable", "timed_out"
 CONDITIONS = (OK, UNREACHABLE, TIMED_OUT)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class RowDecision:
     """What the policy decided for the domain's definition (policy.Decision, as reported)."""
 
@@ -28,7 +28,7 @@ class RowDecision:
     notes: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class AuditRow:
     """One domain on one host. A domain that could not be audited (an unknown name, one that vanished
     meanwhile, a definition that cannot be read) has `error` set and only host, domain and (when known)
@@ -50,7 +50,7 @@ class AuditRow:
     machine_status: str | None = None  # offered | deprecated | not-offered on this host's QEMU (lifecycle.py)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class HostResult:
     """One libvirt host: its domains' rows, or why there are none."""
 
@@ -72,7 +72,7 @@ class HostResult:
         return tuple(r for r in self.rows if r.error is None)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class Summary:
     """A whole audit, each condition separately so a monitoring check can alert on each."""
 
@@ -111,7 +111,7 @@ APPLY_KINDS = (CHANGED, WOULD_CHANGE, UNCHANGED, SKIPPED, UNKNOWN, FAILED)  # in
 PROBLEMS = (UNKNOWN, FAILED)  # kinds that are reported as errors (stderr, a warning in watch's log)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class ApplyOutcome:
     """What `apply` (or `watch`, or the hook's queue) did to one domain, and why: `kind` is one of
     APPLY_KINDS; `reason` says why it was skipped or failed (a transient domain, not confirmed, changed

@@ -39,7 +39,7 @@ class Refused(Exception):
 OUTCOME_FIELDS = ("host", "domain", "kind", "reason")  # what an entry keeps of its last ApplyOutcome
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class Entry:
     """One queued fix, as read (fields spelled as in virtxml_cpu.records)."""
 
