@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import time
 from contextlib import suppress
@@ -75,7 +76,7 @@ def installed(end, deb):
     t0 = time.monotonic()
     out = apt_get(root, "install", copy_in(root, deb))
     print(f"\n{lab.title}: apt-get install ./{deb.name}: {time.monotonic() - t0:.1f} s")
-    settle_after_reload(lab)
+    reload_as_told(lab, out)
     try:
         yield lab, conn, out
     finally:
@@ -83,9 +84,21 @@ def installed(end, deb):
             (root / "tmp" / deb.name).unlink()
         added = sorted(packages(root) - before)
         if added:
-            apt_get(root, "purge", *added)
+            reload_as_told(lab, apt_get(root, "purge", *added))
         assert packages(root) == before
-        settle_after_reload(lab)
+
+
+def reload_as_told(lab: harness.Lab, apt_output: str) -> None:
+    """The package's scripts reload libvirtd through its init script or unit. Debian 11's libvirt-daemon has
+    neither (they come with libvirt-daemon-system, which a chroot lab without systemd leaves out): there the
+    package says how to reload it, and the test does what it says (SIGHUP)."""
+    if (lab.root / "etc/init.d/libvirtd").exists():
+        assert "reloaded libvirtd" in apt_output, apt_output
+    else:
+        assert "libvirtd is not running (or was not reloaded): it picks the change up when it starts, or on SIGHUP" \
+            in apt_output, apt_output
+        os.kill(int(lab.path(Path("/run/libvirtd.pid")).read_text().split()[0]), signal.SIGHUP)
+    settle_after_reload(lab)
 
 
 def tool(lab: harness.Lab, *args: str, check: bool = False) -> subprocess.CompletedProcess:
@@ -102,7 +115,7 @@ def newest_q35(lab: harness.Lab) -> str:
 def test_the_deb_installs_with_that_systems_apt(installed):
     lab, _conn, out = installed
     root = lab.root
-    assert "hooks/qemu.d/virtxml-cpu installed (audit mode" in out and "reloaded libvirtd" in out, out
+    assert "hooks/qemu.d/virtxml-cpu installed (audit mode" in out, out
     assert os.readlink(root / HOOK) == "/usr/libexec/virtxml-cpu/qemu-hook"
     python = in_root(root, "python3", "-c", "import sys, libvirt; print(sys.version.split()[0], libvirt.getVersion())")
     version = tool(lab, "--version")
