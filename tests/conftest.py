@@ -67,14 +67,30 @@ def pytest_configure(config):
     _record_exercise()
 
 
-def pytest_collection_modifyitems(config, items):
-    """Under pytest-xdist with --dist loadgroup (`make test` as root) each lab with its own daemons runs its
-    tests on a worker of its own, side by side: the end labs (marked in tests/test_lab_ends.py), the tests
-    marked for the bookworm-backports lab, and everything else - the host lab and the unit tests - in one
-    group, in file order as a serial run has it (tests/test_zz_exercised.py last)."""
-    for item in items:
-        if item.get_closest_marker("xdist_group") is None:
-            item.add_marker(pytest.mark.xdist_group("host"))
+# Under pytest-xdist (`make test` as root: -n 4) each lab with its own daemons runs its tests on a worker of
+# its own, side by side: these parametrized tests by their lab key; everything else - the host lab and the
+# unit tests - is one unit, in file order as a serial run has it (tests/test_zz_exercised.py last).
+OWN_WORKER = {"test_lab_ends.py": ("5.2", "11.1"), "test_lab_qemu.py": ("10.0",)}
+
+
+def work_unit(nodeid: str) -> str:
+    """The xdist work unit of a test: 'FILE[LAB]' for a test of a lab that has a worker of its own, else 'host'."""
+    path, _, rest = nodeid.partition("::")
+    name = path.rsplit("/", 1)[-1]
+    key = rest[rest.rfind("[") + 1:-1] if rest.endswith("]") else ""
+    return f"{name}[{key}]" if key in OWN_WORKER.get(name, ()) else "host"
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """Work units by work_unit() (xdist's own loadgroup marks do not reach its scheduler under this pytest)."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByLab(LoadScopeScheduling):
+        def _split_scope(self, nodeid):
+            return work_unit(nodeid)
+
+    return ByLab(config, log)
 
 
 def pytest_addoption(parser):

@@ -14,7 +14,7 @@ whose properties depend on the machine type. host-passthrough and maximum turn e
 has on whatever the machine, and the XML variants of tests/test_lab_qemu.py exercise the tool's parser and
 rules, which are the same code on every libvirt; both run in full on the two middle labs.
 
-Each lab is its own xdist group (`make test` runs the labs side by side): the test leaves its chroot as it
+Each lab has an xdist worker of its own (conftest.work_unit; `make test` runs the labs side by side): the test leaves its chroot as it
 found it (the package and what it brought are purged again).
 """
 
@@ -49,8 +49,7 @@ PV_UNHALT = 0x80  # CPUID 0x40000001 EAX bit 7
 GONE = "pc-i440fx-2.11"  # QEMU 11.1 dropped it (machine types older than six years); libvirt 12.8 refuses it
 
 
-@pytest.fixture(scope="module", params=[pytest.param(key, marks=pytest.mark.xdist_group(lab.root.name))
-                                        for key, lab in sorted(harness.END_LABS.items())])
+@pytest.fixture(scope="module", params=sorted(harness.END_LABS))
 def end(request):
     """(lab, connection) for each end; the lab is brought up if it is not."""
     lab = harness.END_LABS[request.param]
@@ -156,7 +155,7 @@ def test_hook_audits_enforces_and_the_guest_starts_once_apply_fixed_it(installed
         assert fixed.returncode == 0, fixed.stdout + fixed.stderr
         dom = conn.lookupByName(name)
         assert "<pvspinlock state='on'/>" in dom.XMLDesc(libvirt.VIR_DOMAIN_XML_INACTIVE)
-        eax = harness.start_and_read_cpuid(dom, lab=lab)  # starts under enforce now
+        eax = harness.start_and_read_cpuid(dom, timeout=90, lab=lab)  # starts under enforce now (slow when busy)
         assert int(eax, 16) & PV_UNHALT, eax
         again = tool(lab, "audit", "--format", "json", name)
         assert again.returncode == 0, again.stdout + again.stderr

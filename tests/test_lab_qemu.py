@@ -130,10 +130,7 @@ VARIANTS = [
 ]
 
 
-# Each lab's matrix on its own xdist worker (`make test`): the two labs have their own daemons.
-@pytest.fixture(scope="module", params=[pytest.param(key, marks=pytest.mark.xdist_group("host" if lab is harness.HOST_LAB
-                                                                                        else lab.root.name))
-                                        for key, lab in sorted(harness.LABS.items())])
+@pytest.fixture(scope="module", params=sorted(harness.LABS))  # each on an xdist worker of its own (conftest)
 def qlab(request):
     """(lab, connection, host facts as the tool reads them from that libvirt) for each QEMU."""
     lab = harness.LABS[request.param]
