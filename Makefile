@@ -68,7 +68,7 @@ test: $(STAMP)
 	  echo "!!! not root or no /dev/kvm: the real libvirt/QEMU/KVM tests will be SKIPPED"; \
 	fi
 	VIRTXML_CPU_DEB=$$([ -f $(DEB) ] && echo $(CURDIR)/$(DEB)) $(PY) -m pytest -ra --durations=15 \
-	  $$([ "$$(id -u)" = 0 ] && [ -e /dev/kvm ] && echo --numprocesses=4 --dist=loadscope) tests
+	  $$([ "$$(id -u)" = 0 ] && [ -e /dev/kvm ] && echo --numprocesses=5 --dist=loadscope) tests
 
 # The source is copied (tracked and new files, not ignored ones) so the tree stays as git has it; the
 # build runs with a plain PATH so Debian's python3 builds it, whatever python3 the caller has first.

@@ -67,18 +67,22 @@ def pytest_configure(config):
     _record_exercise()
 
 
-# Under pytest-xdist (`make test` as root: -n 4) each lab with its own daemons runs its tests on a worker of
-# its own, side by side: these parametrized tests by their lab key; everything else - the host lab and the
-# unit tests - is one unit, in file order as a serial run has it (tests/test_zz_exercised.py last).
+# Under pytest-xdist (`make test` as root: --numprocesses=5) the tests run as five units side by side, one a
+# worker: the tests that use the host lab's daemons (they restart them, so they must not overlap), the
+# bookworm-backports matrix and each end lab (their own daemons), and the tests that need no lab, with
+# tests/test_zz_exercised.py last among them (it counts what they exercised; they reach every row).
 OWN_WORKER = {"test_lab_ends.py": ("5.2", "11.1"), "test_lab_qemu.py": ("10.0",)}
 
 
 def work_unit(nodeid: str) -> str:
-    """The xdist work unit of a test: 'FILE[LAB]' for a test of a lab that has a worker of its own, else 'host'."""
+    """The xdist work unit of a test: 'FILE[LAB]' for a lab with a worker of its own, 'host-lab' for the other
+    lab tests, 'no-lab' for the rest."""
     path, _, rest = nodeid.partition("::")
     name = path.rsplit("/", 1)[-1]
     key = rest[rest.rfind("[") + 1:-1] if rest.endswith("]") else ""
-    return f"{name}[{key}]" if key in OWN_WORKER.get(name, ()) else "host"
+    if key in OWN_WORKER.get(name, ()):
+        return f"{name}[{key}]"
+    return "host-lab" if name.startswith("test_lab_") else "no-lab"
 
 
 @pytest.hookimpl(optionalhook=True)
