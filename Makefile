@@ -34,25 +34,41 @@ demo: $(STAMP)
 	@echo "### virtxml-cpu rewrite --check examples/*.xml"
 	@$(PY) -m virtxml_cpu rewrite --check -q $(EXAMPLES); echo "exit status $$? (1 = some guests need the fix)"
 
-# The real libvirtd + QEMU/KVM labs (root only): Debian 12's QEMU 7.2 + libvirt 9.0 on the host, and
-# QEMU 10.0.2 + libvirt 11.3 from bookworm-backports in a chroot with its own daemons; libvirt-python in
-# the venv. For the Cockpit page's test: cockpit-ws, cockpit-bridge, chromium and its driver, and selenium
-# in the venv.
-lab: $(STAMP)
-	bash tests/lab/up.sh
-	bash tests/lab/up-bpo.sh
-	command -v systemd-analyze >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends systemd
-	$(PY) -c 'import libvirt' 2>/dev/null || $(PY) -m pip install -q 'libvirt-python>=9.0'
-	bash tests/lab/up-cockpit.sh
-	$(PY) -c 'import selenium' 2>/dev/null || $(PY) -m pip install -q 'selenium>=4.10'
+# The real libvirtd + QEMU/KVM labs (root only), set up side by side (tests/lab/side-by-side.sh; each part's
+# output in build/setup/): Debian 12's QEMU 7.2 + libvirt 9.0 on the host, and three Debian chroots with
+# their own daemons (tests/lab/up-chroot.sh): QEMU 10.0.2 + libvirt 11.3 from bookworm-backports, Debian 11
+# (QEMU 5.2, libvirt 7.0, Python 3.9) and forky (QEMU 11.1, libvirt 12.8); libvirt-python and
+# pytest-xdist in the venv. For the Cockpit page's test: cockpit-ws, cockpit-bridge, chromium and its
+# driver, and selenium in the venv.
+LAB_PARTS := lab-host lab-bookworm-bpo lab-bullseye lab-forky lab-cockpit
+LAB_CHROOTS := lab-bookworm-bpo lab-bullseye lab-forky
+.PHONY: $(LAB_PARTS)
 
+lab: $(STAMP)
+	@MAKE="$(MAKE)" bash tests/lab/side-by-side.sh $(LAB_PARTS)
+
+lab-host: $(STAMP)
+	bash tests/lab/up.sh
+	bash -c '. tests/lab/need-pkgs.sh && need_pkgs systemd'
+	$(PY) -c 'import libvirt, xdist, selenium' 2>/dev/null || \
+	  $(PY) -m pip install -q 'libvirt-python>=9.0' 'pytest-xdist>=3.0' 'selenium>=4.10'
+
+$(LAB_CHROOTS):
+	bash tests/lab/up-chroot.sh $(@:lab-%=%)
+
+lab-cockpit:
+	bash tests/lab/up-cockpit.sh
+
+# As root with /dev/kvm: the labs and the package are set up side by side, then pytest runs each lab's tests
+# on a worker of its own (pytest-xdist, --dist loadgroup; conftest.py groups them).
 test: $(STAMP)
 	@if [ "$$(id -u)" = 0 ] && [ -e /dev/kvm ]; then \
-	  $(MAKE) --no-print-directory lab deb; \
+	  MAKE="$(MAKE)" bash tests/lab/side-by-side.sh $(LAB_PARTS) deb; \
 	else \
 	  echo "!!! not root or no /dev/kvm: the real libvirt/QEMU/KVM tests will be SKIPPED"; \
 	fi
-	VIRTXML_CPU_DEB=$$([ -f $(DEB) ] && echo $(CURDIR)/$(DEB)) $(PY) -m pytest -ra --durations=15 tests
+	VIRTXML_CPU_DEB=$$([ -f $(DEB) ] && echo $(CURDIR)/$(DEB)) $(PY) -m pytest -ra --durations=15 \
+	  $$([ "$$(id -u)" = 0 ] && [ -e /dev/kvm ] && echo --numprocesses=5 --dist=loadscope) tests
 
 # The source is copied (tracked and new files, not ignored ones) so the tree stays as git has it; the
 # build runs with a plain PATH so Debian's python3 builds it, whatever python3 the caller has first.
@@ -62,7 +78,7 @@ deb:
 	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" != 0 ]; then echo "make deb needs: apt-get install" $$missing; exit 1; fi; \
 	  echo "installing build dependencies:" $$missing; \
-	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $$missing; \
+	  bash -c '. tests/lab/need-pkgs.sh && need_pkgs "$$@"' need-pkgs $$missing; \
 	fi
 	@tmp=$$(mktemp -d /tmp/virtxml-cpu-deb.XXXXXX) && trap 'rm -rf "$$tmp"' EXIT && \
 	mkdir "$$tmp/virtxml-cpu-$(DEB_VERSION)" && \

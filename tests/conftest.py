@@ -67,6 +67,36 @@ def pytest_configure(config):
     _record_exercise()
 
 
+# Under pytest-xdist (`make test` as root: --numprocesses=5) the tests run as five units side by side, one a
+# worker: the tests that use the host lab's daemons (they restart them, so they must not overlap), the
+# bookworm-backports matrix and each end lab (their own daemons), and the tests that need no lab, with
+# tests/test_zz_exercised.py last among them (it counts what they exercised; they reach every row).
+OWN_WORKER = {"test_lab_ends.py": ("5.2", "11.1"), "test_lab_qemu.py": ("10.0",)}
+
+
+def work_unit(nodeid: str) -> str:
+    """The xdist work unit of a test: 'FILE[LAB]' for a lab with a worker of its own, 'host-lab' for the other
+    lab tests, 'no-lab' for the rest."""
+    path, _, rest = nodeid.partition("::")
+    name = path.rsplit("/", 1)[-1]
+    key = rest[rest.rfind("[") + 1:-1] if rest.endswith("]") else ""
+    if key in OWN_WORKER.get(name, ()):
+        return f"{name}[{key}]"
+    return "host-lab" if name.startswith("test_lab_") else "no-lab"
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """Work units by work_unit() (xdist's own loadgroup marks do not reach its scheduler under this pytest)."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByLab(LoadScopeScheduling):
+        def _split_scope(self, nodeid):
+            return work_unit(nodeid)
+
+    return ByLab(config, log)
+
+
 def pytest_addoption(parser):
     parser.addoption("--regen", action="store_true",
                      help="rewrite the expected golden files from the current output (review the diff!)")
@@ -139,6 +169,24 @@ def lab(lab_up):
         conn.close()
     except Exception:  # noqa: BLE001 - best effort; the next module cleans up too
         pass
+
+
+@pytest.fixture(scope="session")
+def deb() -> Path:
+    """The Debian package `make test` built (VIRTXML_CPU_DEB), else built now by `make deb`."""
+    import subprocess
+
+    from virtxml_cpu import __version__
+
+    given = os.environ.get("VIRTXML_CPU_DEB")
+    if given:
+        return Path(given)
+    r = subprocess.run(["make", "-C", str(ROOT), "--no-print-directory", "deb"], capture_output=True, text=True,
+                       timeout=900)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    path = ROOT / f"virtxml-cpu_{__version__}_all.deb"
+    assert path.is_file()
+    return path
 
 
 def pytest_terminal_summary(terminalreporter):

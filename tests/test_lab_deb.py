@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 
 from tests.lab import harness
-from virtxml_cpu import __version__
+from tests.lab.debroot import LogSocket, apt_get, copy_in, in_root, packages, settle_after_reload
 
 from .conftest import ROOT, require_lab
 
@@ -35,7 +35,7 @@ libvirt = require_lab()
 pytestmark = pytest.mark.lab
 
 BPO = harness.BPO_LAB
-LAB_DIR = Path("/var/lib/virtxml-cpu-lab")
+LAB_DIR = harness.LAB_DIR
 MINBASE = Path(os.environ.get("VIRTXML_CPU_MINBASE_ROOT", LAB_DIR / "bookworm-minbase"))
 DEB_CACHE = LAB_DIR / "minbase-debs"  # packages the minimal chroots downloaded, kept for the next run
 HOOK = "etc/libvirt/hooks/qemu.d/virtxml-cpu"
@@ -43,86 +43,6 @@ CONFIG = "etc/virtxml-cpu/config.toml"
 TEXTFILE_DIR = "var/lib/prometheus/node-exporter"
 UNITS = ("virtxml-cpu-watch.service", "virtxml-cpu-audit.service", "virtxml-cpu-audit.timer")
 HM = "<cpu mode='host-model' check='partial'/>"
-PATH = "PATH=/usr/sbin:/usr/bin:/sbin:/bin"
-
-
-def in_root(root: Path, *argv: str, check: bool = True, timeout: float = 300) -> subprocess.CompletedProcess:
-    r = subprocess.run(["chroot", str(root), "/usr/bin/env", "-i", PATH, "LC_ALL=C", "HOME=/root",
-                        "DEBIAN_FRONTEND=noninteractive", *argv], capture_output=True, text=True, timeout=timeout)
-    if check:
-        assert r.returncode == 0, f"{shlex.join(argv)} in {root}: exit {r.returncode}\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
-    return r
-
-
-def apt_get(root: Path, *args: str) -> str:
-    """apt-get in the chroot; when its package lists are stale (a 404), refresh them once and retry."""
-    argv = ("apt-get", "-y", "-q", "-o", "Dpkg::Use-Pty=0", "--no-install-recommends", *args)
-    r = in_root(root, *argv, check=False)
-    if r.returncode != 0 and ("Failed to fetch" in r.stderr or "Unable to locate" in r.stderr):
-        in_root(root, "apt-get", "-q", "update")
-        r = in_root(root, *argv, check=False)
-    assert r.returncode == 0, f"apt-get {' '.join(args)} in {root}:\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
-    return r.stdout
-
-
-def packages(root: Path) -> set[str]:
-    out = in_root(root, "dpkg-query", "-W", "-f", "${db:Status-Abbrev} ${Package}\n").stdout
-    return {line.split()[1] for line in out.splitlines() if line.startswith("ii")}
-
-
-@pytest.fixture(scope="module")
-def deb() -> Path:
-    """The package `make test` built (VIRTXML_CPU_DEB), else built now by `make deb`."""
-    given = os.environ.get("VIRTXML_CPU_DEB")
-    if given:
-        return Path(given)
-    r = subprocess.run(["make", "-C", str(ROOT), "--no-print-directory", "deb"], capture_output=True, text=True,
-                       timeout=900)
-    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-    path = ROOT / f"virtxml-cpu_{__version__}_all.deb"
-    assert path.is_file()
-    return path
-
-
-def copy_in(root: Path, deb: Path) -> str:
-    """The package inside the chroot's /tmp; apt-get needs a ./path to take it as a file."""
-    shutil.copy(deb, root / "tmp" / deb.name)
-    return f"/tmp/{deb.name}"
-
-
-class LogSocket:
-    """A datagram socket in the chroot's /run that the hook logs to (config hook.syslog_socket)."""
-
-    def __init__(self, root: Path):
-        self.inside = "/run/vxc-deb-test-log.sock"
-        self.path = root / self.inside.lstrip("/")
-        with suppress(FileNotFoundError):
-            self.path.unlink()
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-        self.sock.bind(str(self.path))
-        self.sock.settimeout(0.3)
-
-    def lines(self, name: str) -> list[str]:
-        out = []
-        while True:
-            try:
-                out.append(self.sock.recv(65536).decode())
-            except (socket.timeout, BlockingIOError):
-                return [line for line in out if f"domain={name} " in line]
-
-    def close(self) -> None:
-        self.sock.close()
-        with suppress(FileNotFoundError):
-            self.path.unlink()
-
-
-def settle_after_reload() -> None:
-    """The package scripts SIGHUP libvirtd; it re-reads its hooks in a thread: let it, then wait for it."""
-    time.sleep(2)
-    deadline = time.monotonic() + 30
-    while subprocess.run(["virsh", "-c", BPO.uri, "version"], capture_output=True).returncode != 0:
-        assert time.monotonic() < deadline, "the lab libvirtd did not answer after the reload"
-        time.sleep(0.2)
 
 
 def start_paused(conn, name: str) -> None:
@@ -164,7 +84,7 @@ def test_a_install_hook_audit_remove_purge_in_the_libvirt_11_lab(deb):
         assert all(not line.strip() or line.startswith("#") or line == "[hook]"
                    for line in (root / CONFIG).read_text().splitlines())
         (root / CONFIG).write_text(f'[hook]\nsyslog_socket = "{log.inside}"\n')
-        settle_after_reload()
+        settle_after_reload(BPO)
         start_paused(conn, name)
         lines = log.lines(name)
         assert len(lines) == 1 and "op=prepare" in lines[0] and "decision=inject" in lines[0], lines
@@ -181,7 +101,7 @@ def test_a_install_hook_audit_remove_purge_in_the_libvirt_11_lab(deb):
         out = apt_get(root, "remove", "virtxml-cpu")
         assert "qemu hook removed" in out and "reloaded libvirtd" in out, out
         assert not os.path.lexists(root / HOOK) and (root / CONFIG).exists()
-        settle_after_reload()
+        settle_after_reload(BPO)
         start_paused(conn, name)
         assert log.lines(name) == [], "the hook ran after apt remove"
         assert (root / "var/lib/virtxml-cpu").exists()  # the spool stays until purge
@@ -205,7 +125,7 @@ def test_a_install_hook_audit_remove_purge_in_the_libvirt_11_lab(deb):
         if added:
             apt_get(root, "purge", *added)
         assert packages(root) == before
-        settle_after_reload()  # the daemon the lab started is still the one answering
+        settle_after_reload(BPO)  # the daemon the lab started is still the one answering
 
 
 def debootstrap_minbase() -> Path:

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import json
 import os
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
 from tests.lab import harness
+from tests.lab.matrix import CPU_MODES, domain_xml, pc_machines, run_all
 
 from .conftest import require_lab
 from virtxml_cpu import engine, rules
@@ -26,19 +26,10 @@ libvirt = require_lab()
 pytestmark = pytest.mark.lab
 REPORT = Path(os.environ.get("VIRTXML_CPU_LAB_REPORT", "build/lab-report.json"))
 
-CPU_MODES = {
-    "none": "",
-    "custom": "<cpu mode='custom' match='exact'><model fallback='forbid'>qemu64</model></cpu>",
-    "custom-named": "<cpu mode='custom' match='exact'><model fallback='forbid'>EPYC</model></cpu>",
-    "host-model": "<cpu mode='host-model'/>",
-    "host-passthrough": "<cpu mode='host-passthrough'/>",
-    "maximum": "<cpu mode='maximum'/>",
-}
 HP = CPU_MODES["host-passthrough"]
 HM = CPU_MODES["host-model"]
 CUSTOM = CPU_MODES["custom"]
 SKY = "<cpu mode='custom' match='exact'><model fallback='forbid'>Skylake-Client</model></cpu>"
-QNS = "xmlns:qemu='http://libvirt.org/schemas/domain/qemu/1.0'"
 NO_PCI = "<controller type='usb' model='none'/><memballoon model='none'/>"
 
 
@@ -139,17 +130,8 @@ VARIANTS = [
 ]
 
 
-def domain_xml(name, machine, cpu, features="", vtype="kvm", extra="", devices="", vcpus=2, newest=None) -> bytes:
-    machine = (newest or {}).get(machine, machine)
-    mattr = f" machine='{machine}'" if machine else ""
-    feats = f"<features>{features}</features>" if features else ""
-    return (f"<domain type='{vtype}' {QNS}><name>{name}</name><memory unit='MiB'>64</memory><vcpu>{vcpus}</vcpu>"
-            f"<os><type arch='x86_64'{mattr}>hvm</type></os>{feats}{cpu}"
-            f"<devices><emulator>/usr/bin/qemu-system-x86_64</emulator>{devices}</devices>{extra}</domain>").encode()
-
-
-@pytest.fixture(scope="module", params=sorted(harness.LABS))
-def qlab(request, lab_up):
+@pytest.fixture(scope="module", params=sorted(harness.LABS))  # each on an xdist worker of its own (conftest)
+def qlab(request):
     """(lab, connection, host facts as the tool reads them from that libvirt) for each QEMU."""
     lab = harness.LABS[request.param]
     harness.bring_up(lab)
@@ -169,38 +151,11 @@ def newest(host) -> dict[str, str]:
     return versions
 
 
-def _compare(conn, host, label, xml):
-    started = harness.startable(xml)
-    res = engine.resolve(extract(parse_domain(started).getroot()), host)
-    want = {p: res.features[p].qemu_property for p in rules.PROPERTIES}
-    try:
-        got = harness.read_properties(conn, started, rules.PROPERTIES)
-    except libvirt.libvirtError as e:
-        msg = e.get_error_message()
-        refusal = res.start_refusal or res.qemu_refusal  # libvirt's own check, or QEMU's error it passes on
-        ok = refusal is not None and refusal in msg
-        return label, {"start": "refused"}, ({} if ok else {"start": (refusal, msg, "")})
-    if res.start_refusal or res.qemu_refusal:
-        return label, got, {"start": (res.start_refusal or res.qemu_refusal, "started", "")}
-    got = {p: "on" if v else "off" for p, v in got.items()}
-    diffs = {p: (want[p], got[p], res.features[p].detail) for p in rules.PROPERTIES if want[p] != got[p]}
-    return label, got, diffs
-
-
-def _run_all(lab, lab_host, cases):
-    with ThreadPoolExecutor(max_workers=3) as pool:
-        return list(pool.map(lambda c: _compare(lab, lab_host, c[0], c[1]), cases))
-
-
 def _write_report(kind, results):
     REPORT.parent.mkdir(parents=True, exist_ok=True)
     data = json.loads(REPORT.read_text()) if REPORT.exists() else {}
     data[kind] = {label: {"qemu": got, "disagreements": diffs} for label, got, diffs in results}
     REPORT.write_text(json.dumps(data, indent=1, sort_keys=True))
-
-
-def pc_machines(host) -> list[str]:
-    return sorted(m for m in host.machines if m.startswith(("pc-i440fx-", "pc-q35-")))
 
 
 def test_every_machine_type_times_every_cpu_mode(qlab):
@@ -211,7 +166,7 @@ def test_every_machine_type_times_every_cpu_mode(qlab):
     assert host.qemu_flavour == "upstream", host.flavour_source
     cases = [(f"{m}/{mode}", domain_xml(harness.unique_name("m"), m, cpu))
              for m in machines for mode, cpu in CPU_MODES.items()]
-    results = _run_all(conn, host, cases)
+    results = run_all(conn, host, cases)
     _write_report(f"matrix-{lab.key}", results)
     bad = {label: diffs for label, _got, diffs in results if diffs}
     checked = len(results) * len(rules.PROPERTIES)
@@ -227,7 +182,7 @@ def test_xml_variants(qlab):
              if latest.get(v[1], v[1]) in host.machines or v[1] in (None, "pc", "q35", "isapc", "microvm")]
     skipped = [v[0] for v in VARIANTS if v[0] not in {c[0] for c in cases}]
     assert all(any(m in v[1] for m in ("1.7", "2.0", "2.1")) for v in VARIANTS if v[0] in skipped), skipped
-    results = _run_all(conn, host, cases)
+    results = run_all(conn, host, cases)
     _write_report(f"variants-{lab.key}", results)
     bad = {label: diffs for label, _got, diffs in results if diffs}
     refused = sum(1 for _l, got, _d in results if got == {"start": "refused"})

@@ -21,24 +21,36 @@ PREFIX = "vxc-lab-"
 
 @dataclass(frozen=True)
 class Lab:
-    """One real libvirtd + QEMU: how to reach it and the filesystem its QEMU sees."""
+    """One real libvirtd + QEMU: how to reach it, the filesystem its QEMU sees and the script that brings it up."""
 
     key: str
     title: str
     uri: str
     root: Path
-    up_script: str
+    up: tuple[str, ...]  # tests/lab/ script and its arguments
 
     def path(self, inside: Path) -> Path:
         """Where a path of the lab's own filesystem is on this host."""
         return self.root / inside.relative_to("/")
 
 
-BPO_ROOT = Path(os.environ.get("VIRTXML_CPU_BPO_ROOT", "/var/lib/virtxml-cpu-lab/bookworm-bpo"))
-HOST_LAB = Lab("7.2", "Debian 12 QEMU 7.2 + libvirt 9.0", URI, Path("/"), "up.sh")
-BPO_LAB = Lab("10.0", "bookworm-backports QEMU 10.0 + libvirt 11.3 (chroot)",
-              f"qemu:///system?socket={BPO_ROOT}/run/libvirt/libvirt-sock", BPO_ROOT, "up-bpo.sh")
-LABS = {lab.key: lab for lab in (HOST_LAB, BPO_LAB)}
+LAB_DIR = Path(os.environ.get("VIRTXML_CPU_LAB_DIR", "/var/lib/virtxml-cpu-lab"))
+
+
+def chroot_lab(name: str, key: str, title: str) -> Lab:
+    """A Debian chroot with its own daemons, made by up-chroot.sh NAME under LAB_DIR."""
+    root = LAB_DIR / name
+    return Lab(key, title, f"qemu:///system?socket={root}/run/libvirt/libvirt-sock", root, ("up-chroot.sh", name))
+
+
+HOST_LAB = Lab("7.2", "Debian 12 QEMU 7.2 + libvirt 9.0", URI, Path("/"), ("up.sh",))
+BPO_LAB = chroot_lab("bookworm-bpo", "10.0", "bookworm-backports QEMU 10.0 + libvirt 11.3 (chroot)")
+BPO_ROOT = BPO_LAB.root
+# The oldest and the newest Debian libvirt hosts in support (tests/test_lab_ends.py).
+BULLSEYE_LAB = chroot_lab("bullseye", "5.2", "Debian 11 QEMU 5.2 + libvirt 7.0 + Python 3.9 (chroot)")
+FORKY_LAB = chroot_lab("forky", "11.1", "Debian forky QEMU 11.1 + libvirt 12.8 (chroot)")
+LABS = {lab.key: lab for lab in (HOST_LAB, BPO_LAB)}  # the full matrices (tests/test_lab_qemu.py)
+END_LABS = {lab.key: lab for lab in (BULLSEYE_LAB, FORKY_LAB)}
 
 # 16-bit real mode: CPUID 0x40000001, print EAX as 8 hex digits + newline on COM1 (0x3F8), halt.
 # Source (nasm): mov eax,0x40000001; cpuid; mov ebx,eax; mov cx,8; mov dx,0x3f8;
@@ -72,7 +84,7 @@ def lab_missing() -> str | None:
 
 
 def bring_up(lab: Lab = HOST_LAB) -> None:
-    subprocess.run(["bash", str(HERE / lab.up_script)], check=True)
+    subprocess.run(["bash", str(HERE / lab.up[0]), *lab.up[1:]], check=True)
 
 
 def connect(lab: Lab = HOST_LAB):

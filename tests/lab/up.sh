@@ -20,7 +20,7 @@ if ! grep -q '^listen_tcp *= *1' "$conf" 2>/dev/null; then
   printf '\n# virtxml-cpu test lab: loopback TCP, no auth\nlisten_tls = 0\nlisten_tcp = 1\nlisten_addr = "127.0.0.1"\nauth_tcp = "none"\n' >> "$conf"
 fi
 listening() { python3 -c 'import socket; socket.create_connection(("127.0.0.1", 16509), 1).close()' 2>/dev/null; }
-# The host's daemons by their pidfiles: a second lab (up-bpo.sh) runs daemons of the same name in a chroot.
+# The host's daemons by their pidfiles: the chroot labs (up-chroot.sh) run daemons of the same name in a chroot.
 alive() { [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
 
 alive /run/virtlogd.pid || virtlogd -d
