@@ -16,8 +16,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from virtxml_cpu.audit import AuditOptions, audit  # noqa: E402
-from virtxml_cpu.config import Config  # noqa: E402
+from virtxml_cpu.live.audit import AuditOptions, audit  # noqa: E402
+from virtxml_cpu.core.config import Config  # noqa: E402
 
 PREFIX = "vxc-bench-"
 CPUS = ["", "<cpu mode='host-model'/>", "<cpu mode='host-passthrough'/>",

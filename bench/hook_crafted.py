@@ -32,7 +32,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from virtxml_cpu import hookinstall  # noqa: E402
+from virtxml_cpu.hook import install as hookinstall  # noqa: E402
 
 import os  # noqa: E402
 import shutil  # noqa: E402
@@ -142,49 +142,49 @@ DIGEST = ("CDATA of <seclabel> openers, type='dynamic'", "CDATA of <seclabel> op
 NO_DEFINITION = "reads nothing of the definition"
 SCANNERS: dict[str, tuple[str, ...] | str] = {
     "virtxml_cpu": NO_DEFINITION + " (the version)",
-    "virtxml_cpu.hookentry": "reads the definition's bytes (bounded) and hands them on",
-    "virtxml_cpu.digest": DIGEST,
-    "virtxml_cpu.xmlio": XMLIO,
-    "virtxml_cpu.pipeline": XMLIO,  # read(): the parse and the facts, nothing of its own
-    "virtxml_cpu.domain": ("cpu features", "features children", "uuid of the whole size", "qemu:commandline args",
+    "virtxml_cpu.hook.entry": "reads the definition's bytes (bounded) and hands them on",
+    "virtxml_cpu.hook.digest": DIGEST,
+    "virtxml_cpu.xml.text": XMLIO,
+    "virtxml_cpu.core.pipeline": XMLIO,  # read(): the parse and the facts, nothing of its own
+    "virtxml_cpu.core.domain": ("cpu features", "features children", "uuid of the whole size", "qemu:commandline args",
                            "commandline -global of many dots", "libosinfo id of the whole size",
                            "metadata children in orchestrators' namespaces", "emulator path of the whole size"),
-    "virtxml_cpu.lazyre": ("uuid of the whole size", "XML declaration padded with blanks", "cpuset of full ranges",
+    "virtxml_cpu.tables.lazyre": ("uuid of the whole size", "XML declaration padded with blanks", "cpuset of full ranges",
                            "cpuset of distinct ranges", "libosinfo id of the whole size",
                            "machine name of the whole size", "commandline -global of many dots"),
-    "virtxml_cpu.cpuset": ("cpuset of full ranges", "cpuset of distinct ranges", "vcpupins on every host CPU"),
-    "virtxml_cpu.pinning": ("cpuset of full ranges", "vcpupins on every host CPU"),
-    "virtxml_cpu.engine": ("commandline -cpu of many properties", "qemu:commandline args", "cpu features",
+    "virtxml_cpu.core.cpuset": ("cpuset of full ranges", "cpuset of distinct ranges", "vcpupins on every host CPU"),
+    "virtxml_cpu.core.placement": ("cpuset of full ranges", "vcpupins on every host CPU"),
+    "virtxml_cpu.core.resolve": ("commandline -cpu of many properties", "qemu:commandline args", "cpu features",
                            "CPU model name of the whole size"),
-    "virtxml_cpu.libvirt_xml": ("cpu features", "features children"),
-    "virtxml_cpu.policy": ("cpu features", "libosinfo id of the whole size", "vcpupins on every host CPU"),
-    "virtxml_cpu.guest_os": ("libosinfo id of the whole size",),
-    "virtxml_cpu.orchestrators": ("metadata children in orchestrators' namespaces",),
-    "virtxml_cpu.machines": ("machine name of the whole size",),
-    "virtxml_cpu.lifecycle": ("machine name of the whole size",),
-    "virtxml_cpu.flavours": ("machine name of the whole size",),
-    "virtxml_cpu.flavours.model": ("machine name of the whole size",),
-    "virtxml_cpu.flavours.rhel": ("machine name of the whole size",),
-    "virtxml_cpu.flavours.ubuntu": ("machine name of the whole size",),
-    "virtxml_cpu.flavours.upstream": ("machine name of the whole size",),
-    "virtxml_cpu.overcommit": ("commandline -overcommit of many parameters", "commandline of many -overcommit",
+    "virtxml_cpu.tables.libvirt_xml": ("cpu features", "features children"),
+    "virtxml_cpu.core.decide": ("cpu features", "libosinfo id of the whole size", "vcpupins on every host CPU"),
+    "virtxml_cpu.tables.guest_os": ("libosinfo id of the whole size",),
+    "virtxml_cpu.tables.orchestrators": ("metadata children in orchestrators' namespaces",),
+    "virtxml_cpu.core.machines": ("machine name of the whole size",),
+    "virtxml_cpu.core.lifecycle": ("machine name of the whole size",),
+    "virtxml_cpu.tables.builds.known": ("machine name of the whole size",),
+    "virtxml_cpu.tables.builds.model": ("machine name of the whole size",),
+    "virtxml_cpu.tables.builds.rhel": ("machine name of the whole size",),
+    "virtxml_cpu.tables.builds.ubuntu": ("machine name of the whole size",),
+    "virtxml_cpu.tables.builds.upstream": ("machine name of the whole size",),
+    "virtxml_cpu.core.overcommit": ("commandline -overcommit of many parameters", "commandline of many -overcommit",
                                "commandline -global of many dots"),
-    "virtxml_cpu.cpu_models": ("CPU model name of the whole size",),
-    "virtxml_cpu.qemucaps": ("emulator path of the whole size",),
-    "virtxml_cpu.hostsrc": ("emulator path of the whole size",),
-    "virtxml_cpu.hook": ("emulator path of the whole size",),  # dependencies(): the emulator's cache file
-    "virtxml_cpu.hookact": ("CDATA sections in <name>", "uuid of the whole size"),  # the log line, the spool
-    "virtxml_cpu.incoming": ("uuid of the whole size",),  # the restore/migration mark, named by the UUID
-    "virtxml_cpu.logline": ("CDATA sections in <name>",),
-    "virtxml_cpu.memo": ("cpu features", "qemu:commandline args"),  # keys made of the facts
-    "virtxml_cpu.properties": NO_DEFINITION + " (the property table)",
-    "virtxml_cpu.rules": NO_DEFINITION + " (QEMU's fixed facts)",
-    "virtxml_cpu.hostfacts": NO_DEFINITION + " (the host's facts)",
-    "virtxml_cpu.qemu_build": NO_DEFINITION + " (settles the sources' claims)",
-    "virtxml_cpu.config": NO_DEFINITION + " (the config file)",
+    "virtxml_cpu.tables.cpu_models": ("CPU model name of the whole size",),
+    "virtxml_cpu.host.caps_cache": ("emulator path of the whole size",),
+    "virtxml_cpu.host.sources": ("emulator path of the whole size",),
+    "virtxml_cpu.hook.evaluate": ("emulator path of the whole size",),  # dependencies(): the emulator's cache file
+    "virtxml_cpu.hook.act": ("CDATA sections in <name>", "uuid of the whole size"),  # the log line, the spool
+    "virtxml_cpu.hook.incoming": ("uuid of the whole size",),  # the restore/migration mark, named by the UUID
+    "virtxml_cpu.hook.logline": ("CDATA sections in <name>",),
+    "virtxml_cpu.core.memo": ("cpu features", "qemu:commandline args"),  # keys made of the facts
+    "virtxml_cpu.tables.properties": NO_DEFINITION + " (the property table)",
+    "virtxml_cpu.tables.qemu": NO_DEFINITION + " (QEMU's fixed facts)",
+    "virtxml_cpu.core.hostfacts": NO_DEFINITION + " (the host's facts)",
+    "virtxml_cpu.core.build": NO_DEFINITION + " (settles the sources' claims)",
+    "virtxml_cpu.core.config": NO_DEFINITION + " (the config file)",
     "virtxml_cpu.errors": NO_DEFINITION + " (exception classes)",
-    "virtxml_cpu.safefs": NO_DEFINITION + " (opens files by fixed paths)",
-    "virtxml_cpu.atomic": NO_DEFINITION + " (writes the digest's entry)",
+    "virtxml_cpu.fs.trusted": NO_DEFINITION + " (opens files by fixed paths)",
+    "virtxml_cpu.fs.atomic": NO_DEFINITION + " (writes the digest's entry)",
 }
 
 

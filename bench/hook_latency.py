@@ -27,7 +27,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from virtxml_cpu import hookinstall  # noqa: E402
+from virtxml_cpu.hook import install as hookinstall  # noqa: E402
 
 # With the emulator libvirt lists, so the prepare path reads libvirt's capabilities cache as on a real host.
 XML = (ROOT / "tests" / "fixtures" / "handwritten-no-cpu.xml").read_bytes().replace(

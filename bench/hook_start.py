@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from tests.lab import harness  # noqa: E402
-from virtxml_cpu import hookinstall  # noqa: E402
+from virtxml_cpu.hook import install as hookinstall  # noqa: E402
 
 HOOKS = "/etc/libvirt/hooks"
 TARGET = 1.05

@@ -21,11 +21,11 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from tests.conftest import recorded_host  # noqa: E402
-from virtxml_cpu import domain  # noqa: E402
-from virtxml_cpu.config import Config  # noqa: E402
-from virtxml_cpu.hostfacts import combine  # noqa: E402
-from virtxml_cpu.pipeline import process  # noqa: E402
-from virtxml_cpu.xmlio import parse_domain_lean  # noqa: E402
+from virtxml_cpu.core import domain  # noqa: E402
+from virtxml_cpu.core.config import Config  # noqa: E402
+from virtxml_cpu.core.hostfacts import combine  # noqa: E402
+from virtxml_cpu.core.pipeline import process  # noqa: E402
+from virtxml_cpu.xml.text import parse_domain_lean  # noqa: E402
 
 try:
     from virtxml_cpu.render.explain import json_line

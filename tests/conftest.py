@@ -14,7 +14,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from virtxml_cpu.hostfacts import HostFacts, combine, parse_capabilities, parse_domcapabilities  # noqa: E402
+from virtxml_cpu.core.hostfacts import HostFacts, combine, parse_capabilities, parse_domcapabilities  # noqa: E402
 
 FIXTURES = ROOT / "tests" / "fixtures"
 _lab_skip_reasons: list[str] = []
@@ -26,7 +26,7 @@ EXERCISED: dict[str, set] = {"rows": set(), "decisions": set(), "settings": set(
 
 
 def _record_exercise() -> None:
-    from virtxml_cpu import domain, engine, policy
+    from virtxml_cpu.core import domain, resolve as engine, decide as policy
 
     rule_applies, decide, invalid = engine.rule_applies, policy.decide, policy.invalid_exemption
     read_setting, read_placement = domain._setting, domain._placement

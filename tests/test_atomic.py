@@ -13,7 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from virtxml_cpu import files, qemucaps, spool
+from virtxml_cpu.fs import files
+from virtxml_cpu.host import caps_cache as qemucaps
+from virtxml_cpu.hook import spool
 from virtxml_cpu.verify import record as verified
 
 from .conftest import ROOT

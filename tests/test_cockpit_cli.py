@@ -9,7 +9,8 @@ import re
 
 import pytest
 
-from virtxml_cpu import cli, hookinstall
+from virtxml_cpu import cli
+from virtxml_cpu.hook import install as hookinstall
 
 from .conftest import ROOT
 

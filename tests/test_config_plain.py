@@ -7,7 +7,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from virtxml_cpu import config
+from virtxml_cpu.core import config
 
 KEYS = st.sampled_from(["policy", "style", "mode", "spool", "timeout", "hook", "a-b", "x_1", "a b", "\"q\"", "k.j"])
 VALUES = st.one_of(

@@ -9,7 +9,7 @@ import importlib.util
 
 import pytest
 
-from virtxml_cpu import config
+from virtxml_cpu.core import config
 from virtxml_cpu.errors import BadInput, EnvironmentProblem
 
 from .conftest import ROOT

@@ -19,9 +19,9 @@ from __future__ import annotations
 import pytest
 from lxml import etree
 
-from virtxml_cpu import domain, engine, policy
-from virtxml_cpu.hostfacts import HostFacts
-from virtxml_cpu.machines import parse_version
+from virtxml_cpu.core import domain, resolve as engine, decide as policy
+from virtxml_cpu.core.hostfacts import HostFacts
+from virtxml_cpu.core.machines import parse_version
 
 KEY = ("kvm-pv-unhalt", "l3-cache", "kvm-msi-ext-dest-id", "svm", "x2apic", "kvm-asyncpf-vmexit")
 

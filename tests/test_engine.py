@@ -5,10 +5,11 @@ from __future__ import annotations
 import pytest
 from lxml import etree
 
-from virtxml_cpu import domain, engine, policy, rules
-from virtxml_cpu.flavours import FLAVOURS, UPSTREAM
-from virtxml_cpu.hostfacts import HostFacts
-from virtxml_cpu.machines import classify
+from virtxml_cpu.core import domain, resolve as engine, decide as policy
+from virtxml_cpu.tables import qemu as rules
+from virtxml_cpu.tables.builds.known import FLAVOURS, UPSTREAM
+from virtxml_cpu.core.hostfacts import HostFacts
+from virtxml_cpu.core.machines import classify
 
 # Nothing known about the host but the QEMU build: upstream, as these rules are read from upstream QEMU.
 NO_HOST = HostFacts(qemu_flavour="upstream", flavour_source="test")
@@ -226,8 +227,8 @@ def test_decision_branches_reached_only_by_unusual_domains():
 
 
 def test_invalid_exemption_keeps_the_domain():
-    from virtxml_cpu.config import Config
-    from virtxml_cpu.pipeline import process
+    from virtxml_cpu.core.config import Config
+    from virtxml_cpu.core.pipeline import process
 
     xml = (b"<domain type='kvm'><name>t</name><os><type arch='x86_64' machine='pc-q35-7.2'>hvm</type></os>"
            b"<metadata><v:cpu xmlns:v='urn:virtxml-cpu:domain:1' policy='Never'/></metadata><devices/></domain>")
@@ -236,13 +237,13 @@ def test_invalid_exemption_keeps_the_domain():
 
 
 ADD_A_PROPERTY = '''
-import virtxml_cpu.properties as P
+import virtxml_cpu.tables.properties as P
 P.TABLE += (P._pv("kvm-asyncpf-vmexit", 10, (9, 0), "eba978061e"),)  # the one row
 P.BY_NAME = {p.name: p for p in P.TABLE}
 P.PROPERTIES = tuple(p.name for p in P.TABLE)
 from lxml import etree
-from virtxml_cpu import domain, engine
-from virtxml_cpu.hostfacts import HostFacts
+from virtxml_cpu.core import domain, resolve as engine
+from virtxml_cpu.core.hostfacts import HostFacts
 def state(mode, release, cpuid=None):
     xml = (f"<domain type='kvm'><name>t</name><vcpu>2</vcpu><os><type arch='x86_64' machine='pc-q35-9.0'>hvm"
            f"</type></os><cpu mode='{mode}'/><devices/></domain>")
@@ -255,7 +256,7 @@ print(state("host-model", (8, 2, 0)), state("host-model", (9, 2, 0)),
 
 
 def test_adding_a_property_is_one_table_row():
-    """An 18th property (KVM_FEATURE_ASYNC_PF_VMEXIT, QEMU 9.0) as one properties.py row and nothing else:
+    """An 18th property (KVM_FEATURE_ASYNC_PF_VMEXIT, QEMU 9.0) as one tables/properties.py row and nothing else:
     absent before its release, off for named models, passed through by -cpu host."""
     import subprocess
     import sys
@@ -275,7 +276,7 @@ def test_adding_a_property_is_one_table_row():
      "<cpu><cache>"),
 ])
 def test_each_libvirt_xml_row_reads_and_translates(xml, prop, state, source):
-    """One row of libvirt_xml.py both reads the element and says what libvirt passes QEMU for it."""
+    """One row of tables/libvirt_xml.py both reads the element and says what libvirt passes QEMU for it."""
     cpu = "" if "<cpu" in xml else "<cpu mode='custom'><model>qemu64</model></cpu>"
     f = dom("pc-i440fx-2.7" if "cache" in xml else "pc-q35-7.2", cpu=cpu + ("" if "<features>" in xml else xml),
             features=xml[len("<features>"):-len("</features>")] if xml.startswith("<features>") else None)

@@ -86,7 +86,7 @@ def test_backup_does_not_follow_a_link_and_never_overwrites(vm, tmp_path):
 
 
 def test_backup_is_written_from_the_bytes_read_not_copied_later(vm):
-    from virtxml_cpu.files import update_in_place
+    from virtxml_cpu.fs.files import update_in_place
 
     def transform(data):  # a careless writer changes the file after our read: the backup is what we read
         with open(vm, "r+b") as fh:
@@ -167,7 +167,7 @@ def test_owner_and_group_kept_or_the_write_refused(open_dir):
     os.chmod(shared, 0o777)
     shutil.copy(SRC, vm)
     os.chown(vm, 12345, 12345)
-    from virtxml_cpu.files import update_in_place
+    from virtxml_cpu.fs.files import update_in_place
 
     code, msg = as_nobody(lambda: update_in_place(str(vm), lambda d: (d + b"<!-- x -->", None)))
     assert code == 3 and "cannot keep its owner" in msg and "\n" not in msg, msg  # nobody cannot give it away
@@ -215,7 +215,7 @@ def test_bad_config_is_one_line_exit_2_and_the_hook_fails_open(tmp_path, text, n
     r = run("explain", "--no-host-probe", "--config", str(cfg), str(SRC))
     one_line(r, 2)
     assert needle in r.stderr
-    from virtxml_cpu import hook
+    from virtxml_cpu.hook import evaluate as hook
 
     logged = []
     rc = hook.run(["vm", "prepare", "begin", "-"], mode="enforce", config_path=str(cfg),
@@ -265,8 +265,8 @@ def test_unreadable_input_and_config_both_exit_3(open_dir):
     xml = tmp_path / "vm.xml"
     shutil.copy(SRC, xml)
     os.chmod(xml, 0o600)
-    from virtxml_cpu.config import load
-    from virtxml_cpu.files import read_input
+    from virtxml_cpu.core.config import load
+    from virtxml_cpu.fs.files import read_input
 
     assert as_nobody(lambda: load(str(cfg)))[0] == 3
     assert as_nobody(lambda: read_input(str(xml)))[0] == 3
@@ -360,7 +360,7 @@ def test_a_directory_swapped_while_the_file_is_locked_gets_nothing_and_the_run_s
     """The swap the in-place lock cannot stop: the path's directory becomes a link elsewhere while the new
     content is computed. Refused in one line; neither directory is written."""
     from virtxml_cpu.errors import EnvironmentProblem
-    from virtxml_cpu.files import update_in_place
+    from virtxml_cpu.fs.files import update_in_place
 
     (tmp_path / "d").mkdir()
     protected = tmp_path / "protected"
@@ -384,7 +384,7 @@ def test_a_directory_swapped_while_the_file_is_locked_gets_nothing_and_the_run_s
 def test_a_swap_after_the_last_check_still_writes_only_where_the_locked_file_is(tmp_path, monkeypatch):
     """Past the last check, a swap can still happen; every write is relative to the directory fd, so the
     locked file's own directory gets the change (and the backup), the link's target nothing."""
-    from virtxml_cpu import files
+    from virtxml_cpu.fs import files
 
     (tmp_path / "d").mkdir()
     protected = tmp_path / "protected"

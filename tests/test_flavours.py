@@ -11,10 +11,10 @@ import sys
 import pytest
 from lxml import etree
 
-from virtxml_cpu import domain, engine, policy
-from virtxml_cpu.flavours import FLAVOURS, RHEL, UBUNTU, UPSTREAM
-from virtxml_cpu.hostfacts import HostFacts, flavour_from_machines, flavour_from_version
-from virtxml_cpu.machines import claimants, classify
+from virtxml_cpu.core import domain, resolve as engine, decide as policy
+from virtxml_cpu.tables.builds.known import FLAVOURS, RHEL, UBUNTU, UPSTREAM
+from virtxml_cpu.core.hostfacts import HostFacts, flavour_from_machines, flavour_from_version
+from virtxml_cpu.core.machines import claimants, classify
 
 from .conftest import FIXTURES, ROOT
 
@@ -173,7 +173,7 @@ def test_explain_names_the_flavour_and_why():
 
 def test_adding_a_release_is_data_only():
     """A new Ubuntu release is one Release row; nothing else changes."""
-    from virtxml_cpu.flavours.model import Release
+    from virtxml_cpu.tables.builds.model import Release
 
     table = UBUNTU.tables[0]
     newer = table._replace(releases=table.releases + (Release("stonking", {"pc-i440fx": (11, 0), "pc-q35": (11, 0)},
@@ -244,7 +244,7 @@ def test_config_rejects_an_unknown_flavour(fake_qemu):
 
 
 def test_local_probe_runs_only_a_trusted_binary_and_never_as_root(fake_qemu):
-    from virtxml_cpu.localqemu import ask
+    from virtxml_cpu.host.local_qemu import ask
 
     qemu = fake_qemu / "bin" / "qemu-system-x86_64"
     assert ask(str(qemu))[0].qemu_flavour == "ubuntu"
@@ -272,8 +272,8 @@ def caps_cache(directory, emulator: str, package: str, version: int = 8002002) -
 
 
 def test_hook_reads_the_build_from_libvirts_capabilities_cache_and_runs_nothing(fake_qemu, tmp_path):
-    from virtxml_cpu import hook
-    from virtxml_cpu.config import Config
+    from virtxml_cpu.hook import evaluate as hook
+    from virtxml_cpu.core.config import Config
 
     qemu = str(fake_qemu / "bin" / "qemu-system-x86_64")
     caps_cache(tmp_path / "caps", qemu, "Debian 1:8.2.2+ds-0ubuntu1.4")
@@ -334,7 +334,7 @@ def test_a_non_qemu_drivers_version_is_no_qemu_release():
     """libvirt's test driver (and any other) answers getVersion with its own version, not QEMU's."""
     libvirt = pytest.importorskip("libvirt", reason="libvirt-python is not installed: the test driver's "
                                   "getVersion check is SKIPPED")
-    from virtxml_cpu.libvirt_conn import host_facts_from
+    from virtxml_cpu.host.connection import host_facts_from
 
     conn = libvirt.openReadOnly("test:///default")
     try:

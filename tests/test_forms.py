@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from virtxml_cpu import domain, engine
-from virtxml_cpu.config import Config
-from virtxml_cpu.hostfacts import HostFacts
-from virtxml_cpu.pipeline import process
-from virtxml_cpu.xmlio import parse_domain
+from virtxml_cpu.core import domain, resolve as engine
+from virtxml_cpu.core.config import Config
+from virtxml_cpu.core.hostfacts import HostFacts
+from virtxml_cpu.core.pipeline import process
+from virtxml_cpu.xml.text import parse_domain
 
 UP = HostFacts(qemu_flavour="upstream", flavour_source="test")
 QNS = "xmlns:qemu='http://libvirt.org/schemas/domain/qemu/1.0'"

@@ -11,9 +11,9 @@ import re
 import pytest
 
 from virtxml_cpu.render import explain as report
-from virtxml_cpu.config import Config
-from virtxml_cpu.hostfacts import HostFacts
-from virtxml_cpu.pipeline import process
+from virtxml_cpu.core.config import Config
+from virtxml_cpu.core.hostfacts import HostFacts
+from virtxml_cpu.core.pipeline import process
 
 from .conftest import FIXTURES, ROOT
 

@@ -8,10 +8,10 @@ import re
 
 import pytest
 
-from virtxml_cpu import guest_os
+from virtxml_cpu.tables import guest_os
 from virtxml_cpu.render import explain as report
-from virtxml_cpu.config import Config
-from virtxml_cpu.pipeline import process
+from virtxml_cpu.core.config import Config
+from virtxml_cpu.core.pipeline import process
 
 from .conftest import FIXTURES
 

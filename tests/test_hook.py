@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from virtxml_cpu import hook, hookact, hookinstall
+from virtxml_cpu.hook import evaluate as hook, act as hookact, install as hookinstall
 
 from .conftest import FIXTURES, ROOT, Capture
 
@@ -177,7 +177,7 @@ def test_the_unrendered_front_imports_nothing_and_runs_no_site(tmp_path):
                        capture_output=True, env=ENV, timeout=60)
     assert not (tmp_path / "ran").exists()
     assert r.returncode == 0 and b"not rendered" in r.stderr and b"guest start not checked" in r.stderr, r.stderr
-    assert HOOK.resolve() == (ROOT / "virtxml_cpu" / "data" / "qemu-hook").resolve()  # hooks/qemu is this front
+    assert HOOK.resolve() == (ROOT / "virtxml_cpu" / "hook" / "qemu-hook").resolve()  # hooks/qemu is this front
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root: the front checks ownership as root only")
@@ -192,8 +192,8 @@ def test_the_front_refuses_a_package_tree_root_does_not_own(tmp_path, where):
     parent.mkdir()
     tmp_path.chmod(0o755)
     shutil.copytree(ROOT / "virtxml_cpu", parent / "virtxml_cpu", ignore=shutil.ignore_patterns("__pycache__"))
-    (parent / "virtxml_cpu" / "hookentry.py").write_text(
-        (ROOT / "virtxml_cpu" / "hookentry.py").read_text()
+    (parent / "virtxml_cpu" / "hook" / "entry.py").write_text(
+        (ROOT / "virtxml_cpu" / "hook" / "entry.py").read_text()
         + f"\nopen({str(tmp_path / 'ran')!r}, 'a').write('imported')\n")
     front = tmp_path / "virtxml-cpu"
     front.write_text(hookinstall.render(hookinstall.template(), sys.executable, str(parent), "audit",
@@ -204,14 +204,14 @@ def test_the_front_refuses_a_package_tree_root_does_not_own(tmp_path, where):
     assert r.returncode == 0 and b"decision=" in r.stderr and (tmp_path / "ran").exists(), r.stderr  # root's: used
     (tmp_path / "ran").unlink()
     if where == "module":
-        os.chown(parent / "virtxml_cpu" / "engine.py", 65534, 65534)
+        os.chown(parent / "virtxml_cpu" / "core" / "resolve.py", 65534, 65534)
     elif where == "directory":
-        (parent / "virtxml_cpu" / "flavours").chmod(0o777)
+        (parent / "virtxml_cpu" / "tables" / "builds").chmod(0o777)
     else:
         elsewhere = tmp_path / "elsewhere"
-        shutil.move(str(parent / "virtxml_cpu" / "flavours"), str(elsewhere))
+        shutil.move(str(parent / "virtxml_cpu" / "tables" / "builds"), str(elsewhere))
         os.chown(elsewhere, 65534, 65534)
-        (parent / "virtxml_cpu" / "flavours").symlink_to(elsewhere)
+        (parent / "virtxml_cpu" / "tables" / "builds").symlink_to(elsewhere)
     r = subprocess.run([str(front), "scratch", "prepare", "begin", "-"], input=NEEDS_FIX, capture_output=True,
                        env=ENV, timeout=60)
     assert not (tmp_path / "ran").exists()
@@ -359,7 +359,9 @@ def test_front_decides_without_the_cyclic_collector_and_freezes_before_exit(tmp_
     pkg = tmp_path / "pkg" / "virtxml_cpu"
     pkg.mkdir(parents=True)
     (pkg / "__init__.py").write_text("")
-    (pkg / "hookentry.py").write_text(
+    (pkg / "hook").mkdir()
+    (pkg / "hook" / "__init__.py").write_text("")
+    (pkg / "hook" / "entry.py").write_text(
         "import atexit, gc, sys\n"
         "def main(argv):\n"
         "    sys.stdout.write(f'enabled={gc.isenabled()} argv={argv}\\n')\n"

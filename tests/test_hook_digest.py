@@ -11,7 +11,10 @@ import sys
 
 import pytest
 
-from virtxml_cpu import config, digest, domain, hookact, hookentry, qemucaps, xmlio
+from virtxml_cpu.core import config, domain
+from virtxml_cpu.hook import digest, act as hookact, entry as hookentry
+from virtxml_cpu.host import caps_cache as qemucaps
+from virtxml_cpu.xml import text as xmlio
 
 from .conftest import FIXTURES, ROOT
 
@@ -130,11 +133,11 @@ def test_a_changed_package_is_never_answered_from_the_digest(host, monkeypatch):
 
 def test_an_edited_module_is_a_new_package(tmp_path):
     tree = tmp_path / "virtxml_cpu"
-    (tree / "flavours").mkdir(parents=True)
+    (tree / "tables" / "builds").mkdir(parents=True)
     (tree / "engine.py").write_text("x = 1\n")
-    (tree / "flavours" / "upstream.py").write_text("y = 1\n")
+    (tree / "tables" / "builds" / "upstream.py").write_text("y = 1\n")
     before = digest.package_identity(str(tree))
-    os.utime(tree / "flavours" / "upstream.py", ns=(1, 1))
+    os.utime(tree / "tables" / "builds" / "upstream.py", ns=(1, 1))
     assert digest.package_identity(str(tree)) != before
 
 
@@ -209,7 +212,7 @@ def test_a_restores_prepare_answered_from_the_digest_is_not_refused(host, capsys
 def test_the_hit_path_imports_neither_lxml_nor_the_tables(host, tmp_path):
     """Through the rendered front, as libvirt runs it: the second start imports no lxml, no rule table, no
     typing, no regular expression engine."""
-    from virtxml_cpu import hookinstall
+    from virtxml_cpu.hook import install as hookinstall
 
     wrap = tmp_path / "python-importtime"
     wrap.write_text(f"#!/bin/sh\nexec {sys.executable} -X importtime \"$@\"\n")
@@ -224,8 +227,8 @@ def test_the_hit_path_imports_neither_lxml_nor_the_tables(host, tmp_path):
     lines = [host.sock.recv(65536).decode() for _ in runs]
     assert "cached=yes" not in lines[0] and lines[1].endswith(" cached=yes")
     modules = {line.rsplit("|", 1)[-1].strip() for line in runs[1].stderr.decode().splitlines() if "|" in line}
-    assert "virtxml_cpu.digest" in modules
-    assert not {"lxml", "lxml.etree", "virtxml_cpu.engine", "virtxml_cpu.flavours", "virtxml_cpu.properties",
+    assert "virtxml_cpu.hook.digest" in modules
+    assert not {"lxml", "lxml.etree", "virtxml_cpu.core.resolve", "virtxml_cpu.tables.builds.known", "virtxml_cpu.tables.properties",
                 "typing", "re", "tomllib", "tomli", "toml", "json"} & modules, sorted(modules)
 
 
@@ -233,7 +236,7 @@ def test_the_entry_keeps_the_limits_and_names_of_the_modules_it_avoids():
     assert hookentry.MAX_DEFINITION_BYTES == xmlio.MAX_INPUT_BYTES
     assert hookact.OWN_NS == domain.OWN_NS
     assert hookact.DEFAULT_SPOOL == config.DEFAULT_SPOOL
-    assert (ROOT / "virtxml_cpu" / "flavours").is_dir()  # package_identity's second directory
+    assert (ROOT / "virtxml_cpu" / "tables" / "builds").is_dir()  # one of package_identity's directories
 
 
 def _metadata_cdata(inner: bytes) -> bytes:
@@ -298,7 +301,7 @@ def test_a_module_in_any_subpackage_is_part_of_the_package(tmp_path):
 def test_the_config_is_read_once_and_decided_with_the_bytes_of_the_key(host, monkeypatch):
     """The key was made of one read of the config and the decision of another: an edit in between kept a
     decision under the key of a config that did not make it."""
-    from virtxml_cpu import config
+    from virtxml_cpu.core import config
 
     reads = []
     real = config.read_raw
@@ -318,7 +321,7 @@ def test_the_config_is_read_once_and_decided_with_the_bytes_of_the_key(host, mon
 
 
 def test_an_entry_is_written_by_the_atomic_writer(host, monkeypatch):
-    from virtxml_cpu import atomic
+    from virtxml_cpu.fs import atomic
 
     calls = []
     real = atomic.replace_at
@@ -341,7 +344,7 @@ def test_any_exception_fails_open_with_one_line(host, monkeypatch, capsys, where
     if where == "store":
         monkeypatch.setattr(digest, "store", boom)
     else:
-        from virtxml_cpu import hook
+        from virtxml_cpu.hook import evaluate as hook
 
         monkeypatch.setattr(hook, "act", boom)
     rc = hookentry.main(["enforce", str(host.config), str(host.digests), "scratch", "prepare", "begin", "-"],

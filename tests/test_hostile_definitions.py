@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from virtxml_cpu import hookinstall
+from virtxml_cpu.hook import install as hookinstall
 
 from .conftest import ROOT
 
@@ -123,7 +123,7 @@ def test_a_number_of_thousands_of_digits_is_libvirts_refusal_not_a_crash(install
 
 
 def test_leading_zeros_are_read_as_strtol_reads_them():
-    from virtxml_cpu import cpuset
+    from virtxml_cpu.core import cpuset
     assert cpuset.parse("0" * 5000 + "7," + "0" * 20 + "1-0003") == {1, 2, 3, 7}
 
 
@@ -141,9 +141,9 @@ def test_a_libosinfo_id_with_thousands_of_digits_is_no_known_os_not_a_crash(inst
 
 LONG_LIVED = """
 import sys
-from virtxml_cpu import pipeline
-from virtxml_cpu.config import Config
-from virtxml_cpu.hostfacts import HostFacts
+from virtxml_cpu.core import pipeline
+from virtxml_cpu.core.config import Config
+from virtxml_cpu.core.hostfacts import HostFacts
 
 def rss():
     return int(open("/proc/self/status").read().split("VmRSS:")[1].split()[0]) // 1024

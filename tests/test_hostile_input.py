@@ -18,7 +18,9 @@ import unicodedata
 import pytest
 from lxml import etree
 
-from virtxml_cpu import cli, hook, hookinstall, xmlio
+from virtxml_cpu import cli
+from virtxml_cpu.hook import evaluate as hook, install as hookinstall
+from virtxml_cpu.xml import text as xmlio
 from virtxml_cpu.errors import EXIT_BAD_INPUT, EXIT_ENVIRONMENT, BadInput
 
 from .conftest import FIXTURES, ROOT, Capture
@@ -114,9 +116,9 @@ def test_the_installed_hook_decides_every_crafted_4_mib_definition_in_bounded_ti
 
 
 def _seconds(doc: bytes, render: bool) -> float:
-    from virtxml_cpu.config import Config
-    from virtxml_cpu.hostfacts import HostFacts
-    from virtxml_cpu.pipeline import process
+    from virtxml_cpu.core.config import Config
+    from virtxml_cpu.core.hostfacts import HostFacts
+    from virtxml_cpu.core.pipeline import process
 
     t = time.perf_counter()
     assert process(doc, "x", HostFacts(), Config(qemu_flavour="upstream"), render=render).decision.action == "inject"
@@ -222,7 +224,7 @@ def test_a_nul_byte_is_refused():
 def test_the_parser_itself_refuses_every_external_resource(fifo, lean):
     """Behind the byte checks: a parser that is handed a document naming a FIFO refuses it (libxml2 asks for
     the external subset even with load_dtd=False) instead of opening it."""
-    code = (f"from lxml import etree; from virtxml_cpu import xmlio\n"
+    code = (f"from lxml import etree; from virtxml_cpu.xml import text as xmlio\n"
             f"p = xmlio.safe_parser(etree.XMLPullParser) if {lean} else xmlio.safe_parser()\n"
             f"try:\n    p.feed({_naming(fifo).encode()!r})\n    p.close()\n"
             f"except xmlio.BadInput as e:\n    print('refused', e)\n")
@@ -299,10 +301,10 @@ def test_apply_reports_a_bad_domain_as_failed_and_fixes_the_others(fleet, capsys
 
 
 def test_watch_logs_a_bad_domain_as_failed_and_goes_on(fleet):
-    from virtxml_cpu.config import Config
-    from virtxml_cpu.hostsrc import HostSources, Off
-    from virtxml_cpu.live import ApplyOptions
-    from virtxml_cpu.watch import watch
+    from virtxml_cpu.core.config import Config
+    from virtxml_cpu.host.sources import HostSources, Off
+    from virtxml_cpu.live.apply import ApplyOptions
+    from virtxml_cpu.live.watch import watch
 
     logged, stop = [], threading.Event()
     cfg = Config(qemu_flavour="upstream")
@@ -340,7 +342,7 @@ def _dying(verb: str, module: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60)
 
 
-@pytest.mark.parametrize("verb, module", [("audit", "audit"), ("apply", "live")])
+@pytest.mark.parametrize("verb, module", [("audit", "live.audit"), ("apply", "live.apply")])
 def test_a_host_thread_that_dies_is_one_line_and_a_non_zero_exit(verb, module):
     pytest.importorskip("libvirt", reason="libvirt-python is not installed: SKIPPED")
     t = time.monotonic()
@@ -395,7 +397,7 @@ def test_audit_output_holds_no_raw_control_or_bidi_character(odd_names, capsys, 
 
 
 def test_a_cr_in_a_name_or_an_error_cannot_overwrite_the_table_row():
-    from virtxml_cpu.records import AuditRow, HostResult, RowDecision
+    from virtxml_cpu.render.records import AuditRow, HostResult, RowDecision
     from virtxml_cpu.render import table
 
     rows = (AuditRow("h", "evil\rqemu:///system   web01", "u", "running", True, "on", decision=RowDecision(
@@ -406,7 +408,7 @@ def test_a_cr_in_a_name_or_an_error_cannot_overwrite_the_table_row():
 
 
 def test_prometheus_labels_are_escaped_per_the_exposition_format():
-    from virtxml_cpu.records import AuditRow, HostResult, RowDecision
+    from virtxml_cpu.render.records import AuditRow, HostResult, RowDecision
     from virtxml_cpu.render import prometheus
 
     row = AuditRow("qemu:///system", 'a"b\\c\nd\re\u202ef', "u", "running", True, "off",

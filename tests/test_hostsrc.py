@@ -20,11 +20,16 @@ from pathlib import Path
 
 import pytest
 
-from virtxml_cpu import audit, cli, hook, hostsrc, libvirt_conn, pipeline, qemu_build, verify
-from virtxml_cpu.config import Config
-from virtxml_cpu.hostfacts import HostFacts
-from virtxml_cpu.hostsrc import HostSources, assemble
-from virtxml_cpu.machines import format_version, parse_version
+from virtxml_cpu.live import audit
+from virtxml_cpu import cli
+from virtxml_cpu.hook import evaluate as hook
+from virtxml_cpu.host import sources as hostsrc, connection as libvirt_conn
+from virtxml_cpu.core import pipeline, build as qemu_build
+from virtxml_cpu.verify import run as verify
+from virtxml_cpu.core.config import Config
+from virtxml_cpu.core.hostfacts import HostFacts
+from virtxml_cpu.host.sources import HostSources, assemble
+from virtxml_cpu.core.machines import format_version, parse_version
 
 from .conftest import Capture, recorded_host
 
@@ -380,7 +385,7 @@ def test_told_only_rhels_binary_q35_is_what_its_machine_help_says(world, capsys)
 
 
 def test_machine_help_gives_names_aliases_the_default_and_descriptions():
-    from virtxml_cpu.hostfacts import parse_machine_help
+    from virtxml_cpu.core.hostfacts import parse_machine_help
 
     f = parse_machine_help(RHEL_HELP, "/usr/libexec/qemu-kvm")
     assert f.aliases == {"pc": "pc-i440fx-rhel7.6.0", "q35": "pc-q35-rhel9.2.0", "": "pc-q35-rhel9.2.0"}
@@ -391,7 +396,7 @@ def test_machine_help_gives_names_aliases_the_default_and_descriptions():
 
 def test_one_ascii_version_parser_and_one_libvirt_version_decoder():
     from virtxml_cpu.verify import record as verified
-    from virtxml_cpu.hostfacts import decode_libvirt_version, parse_qemu_version, parse_version_line
+    from virtxml_cpu.core.hostfacts import decode_libvirt_version, parse_qemu_version, parse_version_line
 
     arabic = "QEMU emulator version \u0667.\u0662.0 (Debian 1:7.2)"  # Arabic-Indic digits: no release
     assert parse_version_line(arabic) is None and parse_qemu_version(arabic) is None
@@ -404,7 +409,7 @@ def test_one_ascii_version_parser_and_one_libvirt_version_decoder():
 
 
 def test_one_candidate_list_and_one_unprivileged_user_rule(world, monkeypatch):
-    from virtxml_cpu import localqemu
+    from virtxml_cpu.host import local_qemu as localqemu
     from virtxml_cpu.verify import runner as qemu_runner
 
     assert localqemu.CANDIDATES == ("qemu-system-x86_64", "/usr/libexec/qemu-kvm")
@@ -436,7 +441,7 @@ class RhelConn(FakeConn):
 
 
 def _rhel_machine(facts: HostFacts, machine: str):
-    from virtxml_cpu import domain, engine
+    from virtxml_cpu.core import domain, resolve as engine
     from lxml import etree
 
     return engine.resolve(domain.extract(etree.fromstring(

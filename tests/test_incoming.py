@@ -8,7 +8,7 @@ import stat
 
 import pytest
 
-from virtxml_cpu import incoming
+from virtxml_cpu.hook import incoming
 
 UUID = "0b7e2d1c-6a51-4f0e-8d7b-3c2f9e1a4b66"
 

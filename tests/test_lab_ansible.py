@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.lab import harness
-from virtxml_cpu import hookinstall
+from virtxml_cpu.hook import install as hookinstall
 
 from .conftest import ROOT, require_lab
 

@@ -33,8 +33,9 @@ import pytest
 from tests.lab import harness
 from tests.lab.debroot import LogSocket, apt_get, copy_in, in_root, packages, settle_after_reload
 from tests.lab.matrix import CPU_MODES, domain_xml, pc_machines, run_all
-from virtxml_cpu import lifecycle, rules
-from virtxml_cpu.hostsrc import HostSources, assemble
+from virtxml_cpu.core import lifecycle
+from virtxml_cpu.tables import qemu as rules
+from virtxml_cpu.host.sources import HostSources, assemble
 
 from .conftest import require_lab
 

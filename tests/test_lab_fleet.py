@@ -16,8 +16,8 @@ import time
 import pytest
 
 from tests.lab import harness
-from virtxml_cpu.config import Config
-from virtxml_cpu.live import ApplyOptions, Selection, apply as live_apply
+from virtxml_cpu.core.config import Config
+from virtxml_cpu.live.apply import ApplyOptions, Selection, apply as live_apply
 
 from .conftest import ROOT, require_lab
 

@@ -19,9 +19,9 @@ import pytest
 from tests.lab import harness
 
 from .conftest import ROOT, require_lab
-from virtxml_cpu import lifecycle
-from virtxml_cpu.flavours import UPSTREAM
-from virtxml_cpu.hostfacts import parse_qemu_version
+from virtxml_cpu.core import lifecycle
+from virtxml_cpu.tables.builds.known import UPSTREAM
+from virtxml_cpu.core.hostfacts import parse_qemu_version
 
 require_lab()
 pytestmark = pytest.mark.lab

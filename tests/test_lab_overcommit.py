@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.lab import harness
-from virtxml_cpu import engine, policy
+from virtxml_cpu.core import resolve as engine, decide as policy
 
 from .conftest import require_lab
 from .test_overcommit import CASES, QEMU_7_2, QEMU_10_0, resolve

@@ -21,8 +21,8 @@ import pytest
 from lxml import etree
 
 from tests.lab import harness
-from virtxml_cpu import cpuset, pinning
-from virtxml_cpu.domain import extract
+from virtxml_cpu.core import cpuset, placement as pinning
+from virtxml_cpu.core.domain import extract
 
 from .conftest import ROOT, require_lab
 from .test_pinning import CPUSETS

@@ -17,10 +17,11 @@ from tests.lab import harness
 from tests.lab.matrix import CPU_MODES, domain_xml, pc_machines, run_all
 
 from .conftest import require_lab
-from virtxml_cpu import engine, rules
-from virtxml_cpu.domain import extract
-from virtxml_cpu.hostsrc import HostSources, assemble
-from virtxml_cpu.xmlio import parse_domain
+from virtxml_cpu.core import resolve as engine
+from virtxml_cpu.tables import qemu as rules
+from virtxml_cpu.core.domain import extract
+from virtxml_cpu.host.sources import HostSources, assemble
+from virtxml_cpu.xml.text import parse_domain
 
 libvirt = require_lab()
 pytestmark = pytest.mark.lab
@@ -195,8 +196,8 @@ def test_xml_variants(qlab):
 def test_compat_props_of_every_machine_match_the_upstream_rows():
     """QEMU 10.0.2 reports each machine type's compat properties itself (query-machines compat-props):
     the x86 CPU ones among the properties this tool resolves must be exactly the upstream compat rows."""
-    from virtxml_cpu.flavours import UPSTREAM
-    from virtxml_cpu.machines import classify
+    from virtxml_cpu.tables.builds.known import UPSTREAM
+    from virtxml_cpu.core.machines import classify
 
     lab = harness.BPO_LAB
     harness.bring_up(lab)
@@ -271,10 +272,10 @@ CPU_SCRAMBLED = ("<cpu mode='custom' match='exact'><numa><cell id='0' cpus='0-1'
 
 def test_libvirt_writes_children_in_the_order_the_rewriter_uses(qlab):
     """Define with <features>/<cpu>/<domain> children scrambled; libvirt's formatter writes them back in its
-    own order, which must be the order libvirt_order.py says (it is what rewrite.py inserts by)."""
+    own order, which must be the order tables/libvirt_order.py says (it is what xml/insert.py inserts by)."""
     from lxml import etree
 
-    from virtxml_cpu import libvirt_order
+    from virtxml_cpu.tables import libvirt_order
 
     lab, conn, host = qlab
     name = harness.unique_name("order")

@@ -21,7 +21,7 @@ import pytest
 from tests.lab import harness
 
 from .conftest import ROOT, require_lab
-from virtxml_cpu import rules
+from virtxml_cpu.tables import qemu as rules
 
 require_lab()
 pytestmark = pytest.mark.lab
@@ -103,7 +103,7 @@ def changed_copy(where: Path) -> Path:
     """The package with one table row changed: upstream's l3-cache compat row (pc_compat_2_7, off up to
     2.7) moved to 2.8."""
     shutil.copytree(ROOT / "virtxml_cpu", where / "virtxml_cpu", ignore=shutil.ignore_patterns("__pycache__"))
-    table = where / "virtxml_cpu" / "flavours" / "upstream.py"
+    table = where / "virtxml_cpu" / "tables" / "builds" / "upstream.py"
     text = table.read_text()
     changed, n = re.subn(r"(\"l3-cache\", \"off\",.{0,200}?up_to=\(2, )7\)", r"\g<1>8)", text, flags=re.S)
     assert n == 1, "the l3-cache compat row of flavours/upstream.py changed shape: update changed_copy()"

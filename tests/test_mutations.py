@@ -9,10 +9,10 @@ from __future__ import annotations
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from virtxml_cpu.config import Config
+from virtxml_cpu.core.config import Config
 from virtxml_cpu.errors import VirtxmlCpuError
-from virtxml_cpu.hostfacts import HostFacts
-from virtxml_cpu.pipeline import process
+from virtxml_cpu.core.hostfacts import HostFacts
+from virtxml_cpu.core.pipeline import process
 
 from .conftest import FIXTURES, ROOT
 

@@ -196,7 +196,7 @@ def test_apply_on_a_wedged_host_says_the_command_that_finishes_it(monkeypatch, c
     deciding options, those names after `--`, and nothing else."""
     import threading
 
-    from virtxml_cpu import live
+    from virtxml_cpu.live import apply as live
 
     pytest.importorskip("libvirt", reason="libvirt-python is not installed: SKIPPED")
     release = threading.Event()

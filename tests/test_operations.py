@@ -8,11 +8,11 @@ import json
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from virtxml_cpu import hook, spool
-from virtxml_cpu.config import Config
-from virtxml_cpu.hostfacts import HostFacts
-from virtxml_cpu.pipeline import process
-from virtxml_cpu.records import TIMED_OUT, UNREACHABLE, ApplyOutcome, AuditRow, HostResult, RowDecision
+from virtxml_cpu.hook import evaluate as hook, spool
+from virtxml_cpu.core.config import Config
+from virtxml_cpu.core.hostfacts import HostFacts
+from virtxml_cpu.core.pipeline import process
+from virtxml_cpu.render.records import TIMED_OUT, UNREACHABLE, ApplyOutcome, AuditRow, HostResult, RowDecision
 from virtxml_cpu.render import prometheus
 
 from .conftest import FIXTURES, ROOT
@@ -113,7 +113,7 @@ def test_audit_stream_hands_out_fast_hosts_first_and_times_out_a_stalled_one(mon
     import threading
     import time
 
-    from virtxml_cpu import audit
+    from virtxml_cpu.live import audit
 
     release = threading.Event()
 
@@ -135,7 +135,7 @@ def test_audit_stream_hands_out_fast_hosts_first_and_times_out_a_stalled_one(mon
 def test_apply_names_what_a_wedged_host_did_and_did_not_handle(monkeypatch):
     import threading
 
-    from virtxml_cpu import live
+    from virtxml_cpu.live import apply as live
 
     release = threading.Event()
 

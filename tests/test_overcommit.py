@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 from lxml import etree
 
-from virtxml_cpu import domain, engine, policy
-from virtxml_cpu.hostfacts import HostFacts
+from virtxml_cpu.core import domain, resolve as engine, decide as policy
+from virtxml_cpu.core.hostfacts import HostFacts
 
 QEMU_7_2, QEMU_10_0 = (7, 2, 22), (10, 0, 2)
 

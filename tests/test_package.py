@@ -43,7 +43,7 @@ def venv(dist, tmp_path_factory) -> Path:
 def test_wheel_carries_the_hook_script(dist):
     (wheel,) = dist.glob("virtxml_cpu-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
-    assert "virtxml_cpu/data/qemu-hook" in names and "virtxml_cpu/flavours/ubuntu.py" in names
+    assert "virtxml_cpu/hook/qemu-hook" in names and "virtxml_cpu/tables/builds/ubuntu.py" in names
     assert "virtxml_cpu/render/prometheus.py" in names
 
 
@@ -54,7 +54,7 @@ def test_sdist_carries_the_hook_script(tmp_path):
         pytest.fail(f"sdist build failed: {r.stderr.strip().splitlines()[-1:]}")
     (sdist,) = tmp_path.glob("virtxml*cpu-*.tar.gz")
     names = tarfile.open(sdist).getnames()
-    assert any(n.endswith("virtxml_cpu/data/qemu-hook") for n in names), names
+    assert any(n.endswith("virtxml_cpu/hook/qemu-hook") for n in names), names
 
 
 def test_installed_package_installs_a_hook_that_libvirt_can_run(venv, tmp_path):

@@ -16,7 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from virtxml_cpu import __version__, config, hookinstall
+from virtxml_cpu import __version__
+from virtxml_cpu.core import config
+from virtxml_cpu.hook import install as hookinstall
 from virtxml_cpu.cli import build_parser
 
 from .conftest import ROOT

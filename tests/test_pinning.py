@@ -14,13 +14,14 @@ import time
 import pytest
 from lxml import etree
 
-from virtxml_cpu import cpuset, hook, pinning, policy
+from virtxml_cpu.core import cpuset, placement as pinning, decide as policy
+from virtxml_cpu.hook import evaluate as hook
 from virtxml_cpu import cli
-from virtxml_cpu.config import Config
-from virtxml_cpu.domain import extract
-from virtxml_cpu.hostfacts import HostFacts
-from virtxml_cpu.libvirt_xml import HINT_DEDICATED
-from virtxml_cpu.pipeline import process
+from virtxml_cpu.core.config import Config
+from virtxml_cpu.core.domain import extract
+from virtxml_cpu.core.hostfacts import HostFacts
+from virtxml_cpu.tables.libvirt_xml import HINT_DEDICATED
+from virtxml_cpu.core.pipeline import process
 
 from .conftest import FIXTURES, Capture
 
@@ -131,7 +132,7 @@ def test_a_bare_vcpu_places_nothing_and_says_nothing():
 
 
 def decide(f, pol="compat"):
-    from virtxml_cpu.engine import resolve
+    from virtxml_cpu.core.resolve import resolve
 
     return policy.decide(resolve(f, HostFacts(qemu_version=(7, 2, 0), qemu_flavour="upstream")), pol)
 
@@ -218,7 +219,7 @@ def test_audit_shows_the_rule(capsys):
 def test_a_decision_reads_the_placement_once(monkeypatch):
     """A placement too long to keep between calls (a 4 MiB cpuset) is parsed once per decision, not once for
     the rule and again for the notes."""
-    from virtxml_cpu import engine
+    from virtxml_cpu.core import resolve as engine
 
     pins = "".join(f"<vcpupin vcpu='{i}' cpuset='{i + 2}'/>" for i in range(4))
     long = ",".join(["2"] * (pinning.KEPT_TEXT // 2 + 1))

@@ -8,13 +8,13 @@ import types
 
 import pytest
 
-from virtxml_cpu import domain, engine, pipeline, policy
+from virtxml_cpu.core import domain, resolve as engine, pipeline, decide as policy
 from virtxml_cpu.render import explain as report
-from virtxml_cpu.config import Config
-from virtxml_cpu.hostfacts import HostFacts, combine
-from virtxml_cpu.memo import FrozenDict, Memo
-from virtxml_cpu.pipeline import process
-from virtxml_cpu.xmlio import parse_domain_lean
+from virtxml_cpu.core.config import Config
+from virtxml_cpu.core.hostfacts import HostFacts, combine
+from virtxml_cpu.core.memo import FrozenDict, Memo
+from virtxml_cpu.core.pipeline import process
+from virtxml_cpu.xml.text import parse_domain_lean
 
 from .conftest import FIXTURES, ROOT, recorded_host
 

@@ -28,7 +28,7 @@ def sources() -> list[Path]:
 
 
 def test_requires_python_and_the_package_dependency_say_3_9():
-    from virtxml_cpu import config
+    from virtxml_cpu.core import config
 
     project = config.toml_reader().loads((ROOT / "pyproject.toml").read_text())["project"]
     assert project["requires-python"] == ">=%d.%d" % OLDEST

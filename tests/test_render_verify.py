@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import json
 
-from virtxml_cpu import rules, verify
-from virtxml_cpu.hostsrc import assemble
+from virtxml_cpu.tables import qemu as rules
+from virtxml_cpu.verify import run as verify
+from virtxml_cpu.host.sources import assemble
 from virtxml_cpu.render import verify as render
 from virtxml_cpu.verify import runner as qemu_runner
 

@@ -14,11 +14,15 @@ from collections import Counter
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from virtxml_cpu import audit, cli, libvirt_conn, spool
+from virtxml_cpu.live import audit
+from virtxml_cpu import cli
+from virtxml_cpu.host import connection as libvirt_conn
+from virtxml_cpu.hook import spool
 from virtxml_cpu.errors import EXIT_BAD_INPUT, EXIT_ENVIRONMENT, EXIT_OK, EXIT_WORK_FOUND
-from virtxml_cpu.records import (SCHEMA_VERSION, TIMED_OUT, UNREACHABLE, ApplyOutcome, AuditRow, HostResult,
-                                 RowDecision, summarize)
-from virtxml_cpu.render import RENDERERS, applylines, emit, jsonlines
+from virtxml_cpu.render.records import (
+    SCHEMA_VERSION, TIMED_OUT, UNREACHABLE, ApplyOutcome, AuditRow, HostResult, RowDecision, summarize)
+from virtxml_cpu.render.formats import RENDERERS, emit
+from virtxml_cpu.render import applylines, jsonlines
 from virtxml_cpu.render.table import summary_line
 
 from .conftest import ROOT
@@ -309,10 +313,10 @@ def test_watch_logs_the_lines_apply_prints(test_driver, capsys):
     `apply` prints for the same outcome (problems would be warnings)."""
     import threading
 
-    from virtxml_cpu.config import Config
-    from virtxml_cpu.hostsrc import HostSources, Off
-    from virtxml_cpu.live import ApplyOptions
-    from virtxml_cpu.watch import watch
+    from virtxml_cpu.core.config import Config
+    from virtxml_cpu.host.sources import HostSources, Off
+    from virtxml_cpu.live.apply import ApplyOptions
+    from virtxml_cpu.live.watch import watch
 
     logged, stop = [], threading.Event()
     cfg = Config(qemu_flavour="upstream")
@@ -349,10 +353,10 @@ def test_watch_refuses_to_apply_without_its_host_facts(test_driver, monkeypatch,
 
     import libvirt
 
-    from virtxml_cpu.config import Config
-    from virtxml_cpu.hostsrc import HostSources, Off
-    from virtxml_cpu.live import ApplyOptions
-    from virtxml_cpu.watch import watch
+    from virtxml_cpu.core.config import Config
+    from virtxml_cpu.host.sources import HostSources, Off
+    from virtxml_cpu.live.apply import ApplyOptions
+    from virtxml_cpu.live.watch import watch
 
     real = libvirt.virConnect.getCapabilities
 

@@ -19,10 +19,10 @@ from pathlib import Path
 
 import pytest
 
-from virtxml_cpu import hook, spool
-from virtxml_cpu.domain import canonical_uuid
-from virtxml_cpu.records import ApplyOutcome
-from virtxml_cpu.safefs import remove_stale_temps
+from virtxml_cpu.hook import evaluate as hook, spool
+from virtxml_cpu.core.domain import canonical_uuid
+from virtxml_cpu.render.records import ApplyOutcome
+from virtxml_cpu.fs.trusted import remove_stale_temps
 
 from .conftest import FIXTURES, ROOT, Capture
 
@@ -71,7 +71,7 @@ def test_an_emulator_named_in_metadata_or_devices_is_never_executed(shared, tmp_
 
 @ROOT_ONLY
 def test_only_a_root_owned_capabilities_cache_nobody_else_can_write_is_believed(tmp_path):
-    from virtxml_cpu import qemucaps
+    from virtxml_cpu.host import caps_cache as qemucaps
 
     from .test_flavours import caps_cache
 
@@ -191,7 +191,7 @@ def test_a_fifo_or_device_config_is_one_line_exit_2_and_the_hook_fails_open(tmp_
         err = r.stderr.decode()
         assert r.returncode == 2 and err.count("\n") == 1 and "not a regular file" in err, err
         assert time.monotonic() - t < 15
-    r = in_subprocess(f"import io; from virtxml_cpu import hook; lines = []\n"
+    r = in_subprocess(f"import io; from virtxml_cpu.hook import evaluate as hook; lines = []\n"
                       f"rc = hook.run(['vm', 'prepare', 'begin', '-'], config_path={str(fifo)!r}, "
                       f"stdin=io.BytesIO(b'<domain/>'), log=lambda m, **k: lines.append(m))\n"
                       f"print(rc, len(lines), lines[0])")
@@ -211,7 +211,7 @@ def test_a_fifo_in_the_spool_is_skipped_and_the_other_entries_read(tmp_path):
     spool.write(str(d), UUID, {"name": "good"})
     os.mkfifo(d / "00000000-0000-0000-0000-000000000000.json")
     (d / "11111111-1111-1111-1111-111111111111.json").symlink_to(d / f"{UUID}.json")
-    r = in_subprocess("from virtxml_cpu import spool; w = []\n"
+    r = in_subprocess("from virtxml_cpu.hook import spool; w = []\n"
                       f"e = spool.entries({str(d)!r}, warn=w.append)\n"
                       "print([x.domain for x in e]); print('\\n'.join(w))")
     out = r.stdout.splitlines()
@@ -265,14 +265,14 @@ def test_a_syslog_that_stopped_reading_does_not_hold_the_guest_start(tmp_path):
                 pass
         cfg = config(tmp_path, "audit", tmp_path / "spool", f'syslog_socket = "{sock_path}"\n')
         t = time.monotonic()
-        r = in_subprocess(f"import io; from virtxml_cpu import hook\n"
+        r = in_subprocess(f"import io; from virtxml_cpu.hook import evaluate as hook\n"
                           f"print(hook.run(['vm', 'prepare', 'begin', '-'], config_path={cfg!r}, "
                           f"stdin=io.BytesIO({NEEDS_FIX!r})))")
     assert r.stdout.strip() == "0" and "decision=inject" in r.stderr and time.monotonic() - t < 15
 
 
 def test_log_fields_are_plain_tokens_or_quoted():
-    from virtxml_cpu.logline import kv
+    from virtxml_cpu.hook.logline import kv
 
     assert kv(a="vm-1", b="two words", c="", d='x"=y', e=3) == 'a=vm-1 b="two words" c="" d="x\\"=y" e=3'
 
@@ -388,7 +388,7 @@ def test_sigkill_at_random_points_leaves_the_file_whole_and_the_next_run_complet
 
 
 def test_a_kill_between_backup_and_rename_does_not_make_a_second_backup(tmp_path):
-    from virtxml_cpu.files import locate, write_backup
+    from virtxml_cpu.fs.files import locate, write_backup
 
     vm = tmp_path / "vm.xml"
     vm.write_bytes(NEEDS_FIX)
@@ -540,7 +540,7 @@ def test_a_next_try_too_big_for_a_float_is_reported_and_skipped(tmp_path, number
 def test_hook_install_refuses_code_another_user_can_change(shared):
     """The installed hook runs as root at every guest start, importing virtxml_cpu from where `hook install`
     ran. Installed from a tree another user owns (a checkout or venv in their home), that user can edit
-    virtxml_cpu/hook.py and run anything as root at the next guest start: install must refuse it."""
+    virtxml_cpu/hook/evaluate.py and run anything as root at the next guest start: install must refuse it."""
     tree = shared / "checkout"
     shutil.copytree(ROOT / "virtxml_cpu", tree / "virtxml_cpu", ignore=shutil.ignore_patterns("__pycache__"))
     for p in [tree, *tree.rglob("*")]:

@@ -14,13 +14,14 @@ import re
 import pytest
 from lxml import etree
 
-from virtxml_cpu import domain, engine, lifecycle, policy, verify
+from virtxml_cpu.core import domain, resolve as engine, lifecycle, decide as policy
+from virtxml_cpu.verify import run as verify
 from virtxml_cpu.render import explain as report
-from virtxml_cpu.config import Config
-from virtxml_cpu.flavours import UBUNTU, UPSTREAM
-from virtxml_cpu.hostfacts import HostFacts
-from virtxml_cpu.pipeline import process
-from virtxml_cpu.records import AuditRow, HostResult, RowDecision, summarize
+from virtxml_cpu.core.config import Config
+from virtxml_cpu.tables.builds.known import UBUNTU, UPSTREAM
+from virtxml_cpu.core.hostfacts import HostFacts
+from virtxml_cpu.core.pipeline import process
+from virtxml_cpu.render.records import AuditRow, HostResult, RowDecision, summarize
 from virtxml_cpu.render import jsonlines, prometheus
 from virtxml_cpu.render import table as table_render
 
@@ -260,7 +261,7 @@ def test_tdx_guests_lose_what_tdx_does_not_support():
 
 
 def test_a_model_own_property_the_model_table_lacks_is_unknown(monkeypatch):
-    """Adding a model-own property row before cpu_models.py is regenerated: unknown, never a KeyError."""
+    """Adding a model-own property row before tables/cpu_models.py is regenerated: unknown, never a KeyError."""
     monkeypatch.setitem(engine.MODEL_BITS, "qemu64", {"x2apic": False})  # as if svm were a new row
     r = resolve(dom("pc-q35-7.2"), **up((7, 2, 22)))
     assert r.features["svm"].state == "off"  # svm=off in kvm_default_props still applies on top

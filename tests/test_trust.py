@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from virtxml_cpu import hook, hookinstall, qemucaps
+from virtxml_cpu.hook import evaluate as hook, install as hookinstall
+from virtxml_cpu.host import caps_cache as qemucaps
 
 from .conftest import FIXTURES, ROOT, Capture
 from .test_verify import fake  # noqa: F401 - a stand-in QEMU serving QMP (fixture)
@@ -162,10 +163,10 @@ def test_hook_status_rechecks_what_is_installed_and_says_what_fails(shared):
     assert r.returncode == 0 and str(package) in (hooks / "qemu").read_text(), r.stderr
     status = cli("hook", "status", "--hooks-dir", str(hooks), cwd=package, pythonpath=f"{package}:{LXML_DIR}")
     assert status.returncode == 0 and "trusted" in status.stdout and "UNTRUSTED" not in status.stdout, status
-    theirs(package / "virtxml_cpu" / "hook.py")  # they may now edit what root runs at every guest start
+    theirs(package / "virtxml_cpu" / "hook" / "evaluate.py")  # they may now edit what root runs at every guest start
     status = cli("hook", "status", "--hooks-dir", str(hooks), pythonpath=f"{ROOT}:{LXML_DIR}")
     assert status.returncode == 1, (status.stdout, status.stderr)
-    want = f"UNTRUSTED: virtxml_cpu: {package}/virtxml_cpu/hook.py is owned by uid 65534"
+    want = f"UNTRUSTED: virtxml_cpu: {package}/virtxml_cpu/hook/evaluate.py is owned by uid 65534"
     assert want in status.stdout, status.stdout
 
 
@@ -419,9 +420,9 @@ def test_postrm_honours_dpkg_root_on_every_path(tmp_path, action):
 
 @ROOT_ONLY
 def test_verify_record_goes_through_no_link_of_theirs(their_dir, fake):
-    from virtxml_cpu import verify
+    from virtxml_cpu.verify import run as verify
     from virtxml_cpu.verify import record as verified, runner as qemu_runner
-    from virtxml_cpu.hostsrc import assemble
+    from virtxml_cpu.host.sources import assemble
 
     home, protected = their_dir
     as_nobody("ln", "-s", str(protected), str(home / "lib"))
@@ -446,7 +447,7 @@ def test_hook_install_renders_the_directories_it_checked(shared, monkeypatch):
     """`hook install` asked where lxml is twice, once for the check and once for the script: when the answer
     changed in between (another lxml found, another copy in sys.modules), the script imported from a
     directory nobody had checked, such as another user's. It asks once and renders what it checked."""
-    from virtxml_cpu import hookinstall
+    from virtxml_cpu.hook import install as hookinstall
 
     theirs_dir = shared / "their-lib"
     (theirs_dir / "lxml").mkdir(parents=True)

@@ -13,11 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from virtxml_cpu.hostsrc import assemble
-from virtxml_cpu import rules, verify
+from virtxml_cpu.host.sources import assemble
+from virtxml_cpu.tables import qemu as rules
+from virtxml_cpu.verify import run as verify
 from virtxml_cpu.verify import record as verified, runner as qemu_runner
-from virtxml_cpu.hostfacts import HostFacts
-from virtxml_cpu.qmp import QMP, QMPClosed, QMPError
+from virtxml_cpu.core.hostfacts import HostFacts
+from virtxml_cpu.host.qmp import QMP, QMPClosed, QMPError
 
 GREETING = {"QMP": {"version": {"qemu": {"major": 7, "minor": 2, "micro": 22}, "package": ""}, "capabilities": []}}
 

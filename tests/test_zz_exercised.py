@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from virtxml_cpu.flavours import FLAVOURS
-from virtxml_cpu.libvirt_xml import PLACEMENT, SETTINGS
-from virtxml_cpu.policy import DECISION_RULES
-from virtxml_cpu.pipeline import process
-from virtxml_cpu.config import Config
-from virtxml_cpu.hostfacts import HostFacts
+from virtxml_cpu.tables.builds.known import FLAVOURS
+from virtxml_cpu.tables.libvirt_xml import PLACEMENT, SETTINGS
+from virtxml_cpu.core.decide import DECISION_RULES
+from virtxml_cpu.core.pipeline import process
+from virtxml_cpu.core.config import Config
+from virtxml_cpu.core.hostfacts import HostFacts
 
 from .conftest import EXERCISED
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""Regenerate virtxml_cpu/cpu_models.py from a QEMU binary.
+"""Regenerate virtxml_cpu/tables/cpu_models.py from a QEMU binary.
 
-Usage: tools/gen_cpu_models.py [QEMU COMMAND ...] > virtxml_cpu/cpu_models.py
+Usage: tools/gen_cpu_models.py [QEMU COMMAND ...] > virtxml_cpu/tables/cpu_models.py
 (default `qemu-system-x86_64`; e.g. `chroot DIR /usr/bin/qemu-system-x86_64` for a QEMU in a chroot).
 
 Asks QEMU under TCG (no KVM defaults; full expansion of an unrealized CPU, so no filtering) for the static
@@ -16,7 +16,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from virtxml_cpu.properties import TABLE  # noqa: E402
+from virtxml_cpu.tables.properties import TABLE  # noqa: E402
 
 QEMU = sys.argv[1:] or ["qemu-system-x86_64"]
 BITS = tuple(p.name for p in TABLE if p.named_default is None)  # the bits each model defines itself

@@ -20,9 +20,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from virtxml_cpu import __version__, config  # noqa: E402
+from virtxml_cpu import __version__
+from virtxml_cpu.core import config  # noqa: E402
 from virtxml_cpu.cli import build_parser  # noqa: E402
-from virtxml_cpu.hookinstall import DEFAULT_DIGEST_DIR, render, template  # noqa: E402
+from virtxml_cpu.hook.install import DEFAULT_DIGEST_DIR, render, template  # noqa: E402
 
 SYSTEM_PYTHON = "/usr/bin/python3"
 SYSTEM_PACKAGE_DIR = "/usr/lib/python3/dist-packages"
@@ -30,7 +31,7 @@ HOOK_MODE = "audit"
 SPOOL_DIR = os.path.dirname(config.DEFAULT_SPOOL)
 TEXTFILE_DIR = "/var/lib/prometheus/node-exporter"
 
-# One row per config key: (key as written in the file, what it does). Every key config.py accepts must
+# One row per config key: (key as written in the file, what it does). Every key core/config.py accepts must
 # have a row (tests/test_package_files.py checks it), so the man page lists them all.
 CONFIG_KEYS = (
     ("policy", "when to add kvm-pv-unhalt: compat, numa, always or never (default compat)"),

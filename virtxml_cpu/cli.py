@@ -7,19 +7,20 @@ import json
 import os
 import sys
 
-from . import __version__, config as configmod
-from .config import HOOK_MODES
-from .flavours import NAMES as FLAVOUR_NAMES
+from . import __version__
+from .core import config as configmod
+from .core.config import HOOK_MODES
+from .tables.builds.known import NAMES as FLAVOUR_NAMES
 from .errors import (EXIT_BAD_INPUT, EXIT_ENVIRONMENT, EXIT_OK, EXIT_WORK_FOUND, BadInput, EnvironmentProblem,
                      VirtxmlCpuError)
-from .hookinstall import DEFAULT_DIGEST_DIR, DEFAULT_HOOKS_DIR
-from .libvirt_conn import DEFAULT_URI
+from .hook.install import DEFAULT_DIGEST_DIR, DEFAULT_HOOKS_DIR
+from .host.connection import DEFAULT_URI
 from .errors import shown, shown_lines
-from .files import read_input, update_in_place, write_output
-from .hostsrc import LOCAL, HostSources, Off, assemble
-from .pipeline import process
+from .fs.files import read_input, update_in_place, write_output
+from .host.sources import LOCAL, HostSources, Off, assemble
+from .core.pipeline import process
 from .render import explain
-from .policy import POLICIES, STYLES
+from .core.decide import POLICIES, STYLES
 
 EPILOG = """exit status: 0 done; 1 --check found work (rewrite) or a domain needs work (audit);
 2 bad input or usage; 3 environment error (libvirt unreachable, permission denied)."""
@@ -225,7 +226,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command in ("apply", "hook", "audit", "watch", "verify"):
         try:
             if args.command not in ("hook", "verify"):  # no binding: one line for the run, not one per host
-                from .libvirt_conn import libvirt_module
+                from .host.connection import libvirt_module
 
                 libvirt_module()
             return {"apply": _apply, "hook": _hook, "audit": _audit, "watch": _watch,
@@ -267,8 +268,8 @@ def main(argv: list[str] | None = None) -> int:
 def _explain_domains(args) -> int:
     """explain for libvirt domains: each persistent definition (read INACTIVE) with the host facts audit
     uses for that connection, so both say the same; an unknown name is one line and exit 2."""
-    from .hostsrc import connection_facts
-    from .libvirt_conn import deadlines, libvirt_module, open_for_reading
+    from .host.sources import connection_facts
+    from .host.connection import deadlines, libvirt_module, open_for_reading
 
     libvirt = libvirt_module()
     cfg = configmod.load(args.config)
@@ -353,9 +354,9 @@ def _ask(prompt: str) -> bool:
 
 
 def _apply(args) -> int:
-    from .libvirt_conn import deadlines
-    from .live import ApplyOptions, ApplyResult, Selection, apply_with_deadline
-    from .records import FAILED, UNKNOWN, WOULD_CHANGE
+    from .host.connection import deadlines
+    from .live.apply import ApplyOptions, ApplyResult, Selection, apply_with_deadline
+    from .render.records import FAILED, UNKNOWN, WOULD_CHANGE
     from .render.applylines import summary
     from .render.commands import apply_fix
 
@@ -395,10 +396,10 @@ def _audit(args) -> int:
     or the -o file, written atomically at the end."""
     import time
 
-    from . import audit
-    from .records import summarize
-    from .render import RENDERERS, emit
-    from .libvirt_conn import deadlines
+    from .live import audit
+    from .render.records import summarize
+    from .render.formats import RENDERERS, emit
+    from .host.connection import deadlines
     from .render.table import fix_lines, summary_line
 
     cfg = configmod.load(args.config)
@@ -445,9 +446,9 @@ def _reporting_errors(hosts):
 
 
 def _watch(args) -> int:
-    from .libvirt_conn import deadlines
-    from .live import ApplyOptions
-    from .watch import watch
+    from .host.connection import deadlines
+    from .live.apply import ApplyOptions
+    from .live.watch import watch
 
     cfg = configmod.load(args.config)
     return watch(args.connect, ApplyOptions(cfg, args.policy, args.style, sources=live_sources(args, cfg),
@@ -455,7 +456,7 @@ def _watch(args) -> int:
 
 
 def _hook(args) -> int:
-    from . import hookinstall
+    from .hook import install as hookinstall
 
     if args.action == "install":
         lines = hookinstall.install(args.hooks_dir, args.mode, args.config, args.legacy, args.digest_dir)
@@ -482,7 +483,7 @@ def _hook(args) -> int:
 
 def _unverified_note(uris) -> None:
     """`apply` and `hook install` on a host whose QEMU build was never verified: one line pointing at verify."""
-    from .libvirt_conn import is_local
+    from .host.connection import is_local
     from .verify.record import unverified_note
 
     note = unverified_note() if any(is_local(u) for u in uris) else None
@@ -491,7 +492,7 @@ def _unverified_note(uris) -> None:
 
 
 def _verify(args) -> int:
-    from . import verify
+    from .verify import run as verify
     from .render import verify as render_verify
     from .verify import record as verified
 

@@ -7,9 +7,10 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 
 from tests.lab import harness
-from virtxml_cpu import engine, rules
-from virtxml_cpu.domain import extract
-from virtxml_cpu.xmlio import parse_domain
+from virtxml_cpu.core import resolve as engine
+from virtxml_cpu.tables import qemu as rules
+from virtxml_cpu.core.domain import extract
+from virtxml_cpu.xml.text import parse_domain
 
 QNS = "xmlns:qemu='http://libvirt.org/schemas/domain/qemu/1.0'"
 CPU_MODES = {

@@ -7,10 +7,11 @@ from __future__ import annotations
 import difflib
 import json
 
-from .. import guest_os, pipeline, qemu_build
+from ..tables import guest_os
+from ..core import pipeline, build as qemu_build
 from ..errors import shown
-from ..pipeline import Outcome
-from ..rules import PROPERTIES
+from ..core.pipeline import Outcome
+from ..tables.qemu import PROPERTIES
 
 
 def _features(features) -> dict:

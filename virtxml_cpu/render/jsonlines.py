@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
-from ..records import AuditRow, HostResult, summarize
+from .records import AuditRow, HostResult, summarize
 
 
 def domain_record(r: AuditRow) -> dict:

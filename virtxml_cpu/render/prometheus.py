@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..errors import shown
-from ..records import HostResult
+from .records import HostResult
 
 PREFIX = "virtxml_cpu"
 STATE = {"on": 1, "off": 0}

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..errors import shown
-from ..records import HostResult, summarize
+from .records import HostResult, summarize
 from .commands import apply_fix
 
 HEADER = (f"{'HOST':<28} {'DOMAIN':<24} {'STATE':<9} {'PV-UNHALT':<9} {'LIVE':<5} {'QEMU':<5} "

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import json
 
-from .. import __version__, qemu_build, rules
+from .. import __version__
+from ..core import build as qemu_build
+from ..tables import qemu as rules
 from ..verify.types import Outcome
 
 QUIET = ("DISAGREE", "not started", "verify:")  # the lines --quiet keeps

@@ -8,11 +8,12 @@ import fnmatch
 import re
 from xml.sax.saxutils import quoteattr
 
-from .. import domain, engine, lifecycle, rules
-from ..flavours import FLAVOURS
-from ..hostfacts import HostFacts, flavour_from_machines, qemu_answer
-from ..hostsrc import HostSources
-from ..xmlio import parse_domain
+from ..core import domain, resolve as engine, lifecycle
+from ..tables import qemu as rules
+from ..tables.builds.known import FLAVOURS
+from ..core.hostfacts import HostFacts, flavour_from_machines, qemu_answer
+from ..host.sources import HostSources
+from ..xml.text import parse_domain
 from .types import Build, CpuMode, Disagreement, Run, VerifyOptions
 
 # A named Intel and AMD model, the first this QEMU has (query-cpu-definitions).

@@ -11,12 +11,12 @@ import os
 import time
 
 from .. import __version__
-from .. import localqemu
+from ..host import local_qemu as localqemu
 from ..errors import VirtxmlCpuError
-from ..files import write_output
-from ..hostfacts import parse_version_line as _parse_line
-from ..machines import format_version
-from ..safefs import check_trusted, read_regular, resolve_trusted
+from ..fs.files import write_output
+from ..core.hostfacts import parse_version_line as _parse_line
+from ..core.machines import format_version
+from ..fs.trusted import check_trusted, read_regular, resolve_trusted
 from .types import DEFAULT_RECORD, Outcome, record_key
 
 MAX_RECORD_BYTES = 64 * 1024

@@ -17,11 +17,12 @@ import threading
 import time
 from typing import Callable
 
-from .. import localqemu, rules
+from ..host import local_qemu as localqemu
+from ..tables import qemu as rules
 from ..errors import BadInput, EnvironmentProblem, shown
-from ..hostfacts import decode_libvirt_version
-from ..machines import format_version
-from ..qmp import QMP, QMPClosed, QMPError
+from ..core.hostfacts import decode_libvirt_version
+from ..core.machines import format_version
+from ..host.qmp import QMP, QMPClosed, QMPError
 from .types import Build, CpuMode, Identity, Run, VerifyOptions
 
 GIVE_UP_AFTER = 3  # QEMUs killed by the timeout before verify stops starting more
@@ -55,8 +56,8 @@ def find_emulator(opts: VerifyOptions) -> tuple[str, str | None]:
 def libvirt_emulator(uri: str) -> tuple[str, str]:
     """The emulator libvirt uses for x86_64 KVM domains (domain capabilities <path>) and the QEMU version
     libvirt reports for it."""
-    from ..libvirt_conn import is_local, libvirt_module, open_for_reading
-    from ..xmlio import parse_xml
+    from ..host.connection import is_local, libvirt_module, open_for_reading
+    from ..xml.text import parse_xml
 
     if not is_local(uri):
         raise BadInput(f"{uri}: verify starts QEMU on this host; give a local URI or run it on that host")

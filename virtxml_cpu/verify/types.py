@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from typing import Callable, NamedTuple
 
-from .. import rules
-from ..config import Config
+from ..tables import qemu as rules
+from ..core.config import Config
 from ..errors import EXIT_OK, EXIT_WORK_FOUND
-from ..hostfacts import HostFacts
+from ..core.hostfacts import HostFacts
 
 DEFAULT_TIMEOUT = 20.0  # seconds one QEMU may take from exec to its last answer (~0.1 s here)
 DEFAULT_RECORD = "/var/lib/virtxml-cpu/verified.json"

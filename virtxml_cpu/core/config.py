@@ -1,0 +1,288 @@
+"""Host-wide settings from a TOML file (default /etc/virtxml-cpu/config.toml).
+
+    policy = "compat"        # compat | never | always | numa
+    style = "pvspinlock"     # pvspinlock | cpu-feature
+    qemu_flavour = "ubuntu"  # upstream | ubuntu | rhel (default: detected)
+    qemu_version = "8.2.2"   # the QEMU release (default: detected)
+    [hook]
+    mode = "audit"           # audit | enforce | queue
+    spool = "/var/lib/virtxml-cpu/pending"
+    syslog_socket = "/dev/log"
+"""
+
+from __future__ import annotations
+
+import os
+
+from ..errors import BadInput, EnvironmentProblem, shown
+from ..fs.trusted import Untrusted, check_trusted, read_regular, resolve_trusted
+
+DEFAULT_PATH = "/etc/virtxml-cpu/config.toml"
+HOOK_MODES = ("audit", "enforce", "queue")
+DEFAULT_SPOOL = "/var/lib/virtxml-cpu/pending"
+
+
+class Config:
+    """The settings (a plain class, not a typing.NamedTuple: the hook's repeat starts import this module
+    and pay for no typing machinery). Fields as named in __slots__; `_replace` as a named tuple's."""
+
+    __slots__ = ("policy", "style", "hook_mode", "spool", "syslog_socket", "path", "qemu_flavour", "timeout",
+                 "host_timeout", "qemu_version")
+
+    def __init__(self, policy: str | None = None, style: str = "pvspinlock",
+                 hook_mode: str | None = None,  # None: the mode `hook install` baked in, else audit
+                 spool: str = DEFAULT_SPOOL, syslog_socket: str | None = None, path: str | None = None,
+                 qemu_flavour: str | None = None,
+                 timeout: float | None = None,  # seconds a libvirt host may stay silent (connecting, any call)
+                 host_timeout: float | None = None,  # seconds for a whole host (default: 10 x timeout)
+                 qemu_version: str | None = None):  # the QEMU release the guests run on, X.Y[.Z] (default: detected)
+        self.policy, self.style, self.hook_mode, self.spool = policy, style, hook_mode, spool
+        self.syslog_socket, self.path, self.qemu_flavour, self.timeout = syslog_socket, path, qemu_flavour, timeout
+        self.host_timeout, self.qemu_version = host_timeout, qemu_version
+
+    def _values(self) -> tuple:
+        return tuple(getattr(self, f) for f in self.__slots__)
+
+    def _replace(self, **changes) -> "Config":
+        return Config(**dict(zip(self.__slots__, self._values()), **changes))
+
+    def __eq__(self, other) -> bool:
+        return type(other) is Config and self._values() == other._values()
+
+    def __hash__(self) -> int:
+        return hash(self._values())
+
+    def __repr__(self) -> str:
+        return "Config(" + ", ".join(f"{f}={getattr(self, f)!r}" for f in self.__slots__) + ")"
+
+
+MAX_CONFIG_BYTES = 64 * 1024  # a config is a few lines; /dev/zero or a log file by mistake is not
+KEYS = {"policy": str, "style": str, "qemu_flavour": str, "hook": dict, "timeout": (int, float),
+        "host_timeout": (int, float), "qemu_version": str}
+HOOK_KEYS = {"mode": str, "spool": str, "syslog_socket": str}
+
+
+def parse(text: str, path: str = "<config>") -> Config:
+    if all(not line.strip() or line.lstrip().startswith("#") for line in text.splitlines()):
+        return Config(path=path)  # comments only (the packaged config): nothing to parse
+    data = plain_toml(text)
+    if data is None:
+        data = _toml(text, path)
+    hook = data.get("hook", {})
+    for table, keys, prefix in ((data, KEYS, ""), (hook if isinstance(hook, dict) else {}, HOOK_KEYS, "hook.")):
+        unknown = sorted(set(table) - set(keys))
+        if unknown:
+            raise BadInput(f"config {path}: unknown setting(s) {', '.join(prefix + k for k in unknown)}")
+        for key, want in keys.items():
+            if key in table and (not isinstance(table[key], want) or isinstance(table[key], bool)):
+                kind = {dict: "a table", str: "a string"}.get(want, "a number of seconds")
+                raise BadInput(f"config {path}: {prefix}{key} must be {kind}, not {type(table[key]).__name__}")
+    for key in ("spool", "syslog_socket"):
+        if key in hook and (not hook[key] or "\0" in hook[key]):
+            raise BadInput(f"config {path}: hook.{key} must be a path")
+    for key in ("timeout", "host_timeout"):
+        if key in data and not 0 < data[key] <= 86400:
+            raise BadInput(f"config {path}: {key} must be above 0 and at most 86400 seconds")
+    from ..tables.builds.known import NAMES as FLAVOURS  # here: the hook's repeat starts read the file, never parse it
+    from .decide import POLICIES, STYLES
+
+    cfg = Config(data.get("policy"), data.get("style", "pvspinlock"), hook.get("mode"),
+                 hook.get("spool", DEFAULT_SPOOL), hook.get("syslog_socket"), path, data.get("qemu_flavour"),
+                 data.get("timeout"), data.get("host_timeout"), data.get("qemu_version"))
+    if cfg.qemu_version is not None and not is_release(cfg.qemu_version):
+        raise BadInput(f"config {path}: qemu_version = {cfg.qemu_version!r} is not a QEMU release X.Y[.Z]")
+    for key, value, allowed in (("policy", cfg.policy, POLICIES + (None,)), ("style", cfg.style, STYLES),
+                                ("qemu_flavour", cfg.qemu_flavour, FLAVOURS + (None,)),
+                                ("hook.mode", cfg.hook_mode, HOOK_MODES + (None,))):
+        if value not in allowed:
+            raise BadInput(f"config {path}: {key} = {value!r} is not one of {', '.join(a for a in allowed if a)}")
+    return cfg
+
+
+def is_release(text: str) -> bool:
+    """X.Y or X.Y.Z, ASCII digits."""
+    parts = text.split(".")
+    return 2 <= len(parts) <= 3 and all(p.isascii() and p.isdigit() for p in parts)
+
+
+def trust_problem(path: str) -> str | None:
+    """Why a config at `path` could be changed by someone but root (and this user): the file, a link to
+    it, or a directory it is looked up in owned by another user or writable by group or others (a
+    root-owned sticky directory excepted). A missing file is judged by the directories it would be in:
+    nobody else may create it there either. None when only root (and this user) can change it."""
+    owners = tuple(sorted({0, os.geteuid()}))
+    real, why = resolve_trusted(path, owners, missing_ok=True)
+    if why:
+        return why
+    try:
+        st = os.stat(real)
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        return e.strerror or str(e)
+    why = check_trusted(st, owners)
+    return f"{why} (only root's config steers root)" if why else None
+
+
+def read_trusted(path: str) -> bytes:
+    """The bytes of a config only root (and this user) can change: checked by trust_problem, then read
+    from the path it resolved to, without following links (nothing on the way can change)."""
+    owners = tuple(sorted({0, os.geteuid()}))
+    real, why = resolve_trusted(path, owners, missing_ok=True)
+    if why:
+        raise Untrusted(f"could be changed by another user: {why} (only root's config steers root)")
+    raw, st = read_regular(real, MAX_CONFIG_BYTES)
+    why = check_trusted(st, owners)
+    if why:
+        raise Untrusted(f"{why} (only root's config steers root)")
+    return raw
+
+
+def load(path: str | None, environ=os.environ) -> Config:
+    """Read the config; an explicitly named file must exist, the default one may be absent.
+
+    Errors map as for input files: missing or not a regular file (a directory, FIFO or device: opened
+    without blocking, never waited on) is bad usage (2), unreadable is the environment (3). `environ`
+    names the file through VIRTXML_CPU_CONFIG; the hook passes {}: nothing in its environment steers it."""
+    return from_raw(read_raw(path, environ), path, environ)
+
+
+def from_raw(raw: bytes | None, path: str | None, environ=os.environ) -> Config:
+    """The config `raw` (read_raw's bytes, None: no file) holds: the hook decides with the very bytes its
+    decision digest is keyed on."""
+    if raw is None:
+        return Config()
+    path = path or environ.get("VIRTXML_CPU_CONFIG", DEFAULT_PATH)
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise BadInput(f"config {shown(path)} is not UTF-8 (byte {e.start})") from None
+    return parse(text, shown(path))
+
+
+def read_raw(path: str | None, environ=os.environ) -> bytes | None:
+    """The config file's bytes as `load` reads them (the same checks), None when the default file is
+    absent; the hook keys its decision digest on them."""
+    explicit = path is not None or "VIRTXML_CPU_CONFIG" in environ
+    path = path or environ.get("VIRTXML_CPU_CONFIG", DEFAULT_PATH)
+    try:
+        return read_trusted(path)
+    except FileNotFoundError:
+        if explicit:
+            raise BadInput(f"config {shown(path)} does not exist") from None
+        return None
+    except Untrusted as e:  # another user's, a directory, FIFO, device (never waited on), an oversized file
+        what = f"is larger than {MAX_CONFIG_BYTES // 1024} KiB" if "larger" in str(e) else str(e)
+        raise BadInput(f"config {shown(path)} {what}") from None
+    except OSError as e:
+        reason = "permission denied" if isinstance(e, PermissionError) else e.strerror
+        raise EnvironmentProblem(f"config {shown(path)}: {reason}") from None
+
+
+def _toml(text: str, path: str) -> dict:
+    reader = toml_reader()
+    if reader is None:
+        raise EnvironmentProblem(f"config {path} is not written the plain way (docs/install.md) and this Python "
+                                 "has no TOML reader: install python3-tomli or python3-toml, or pip install tomli")
+    if reader.__name__ == "toml" and ('"""' in text or "'''" in text):  # it drops `k = """a\nb""" # c`
+        raise BadInput(f"config {path}: a multi-line string, which toml 0.10 (this Python's TOML reader) "
+                       "misreads: write each value on one line")
+    try:
+        return reader.loads(text)
+    except ValueError as e:  # tomllib's and tomli's TOMLDecodeError, toml's TomlDecodeError: each a ValueError
+        raise BadInput(f"config {path}: {str(e).splitlines()[0]}") from None
+    except RecursionError:
+        raise BadInput(f"config {path}: nested too deeply") from None
+    except (AttributeError, LookupError, TypeError) as e:  # toml 0.10 on some invalid files (`[[hook]]` after `[hook]`)
+        raise BadInput(f"config {path}: not valid TOML ({reader.__name__}: {type(e).__name__})") from None
+
+
+def toml_reader():
+    """The first TOML reader this Python has (a module with `loads`), or None: tomllib (3.11+), tomli
+    (tomllib as a package: pip's dependency below 3.11, Ubuntu 22.04's python3-tomli), toml 0.10 (Debian
+    11's python3-toml, its only one; why in docs/install.md). Imported here, not at the top: tomllib and
+    the typing it imports cost the hook ~3 ms."""
+    try:
+        import tomllib  # novermin - 3.11+, the readers below otherwise
+
+        return tomllib
+    except ImportError:
+        pass
+    try:
+        import tomli
+
+        return tomli
+    except ImportError:
+        pass
+    try:
+        import toml
+
+        return toml
+    except ImportError:
+        return None
+
+
+_BARE_KEY = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")
+_DIGITS = frozenset("0123456789")
+
+
+def plain_toml(text: str) -> dict | None:
+    """What tomllib.loads makes of a config written the plain way (comments, `[hook]` once, `key = "text"`,
+    `key = 12`, `key = 1.5`, `key = true`), or None for anything else, which tomllib then reads (and
+    refuses, with its message). Same result as tomllib wherever it answers (tests/test_config_plain.py)."""
+    data: dict = {}
+    table = data
+    lines = text.split("\n")
+    for n, line in enumerate(lines):
+        line = line[:-1] if line.endswith("\r") and n < len(lines) - 1 else line  # CRLF, never a bare CR
+        if any(c < " " and c != "\t" or c == "\x7f" for c in line):
+            return None  # control characters: tomllib's to judge
+        line = line.strip(" \t")
+        if not line or line.startswith("#"):
+            continue
+        if line.startswith("["):
+            head, _, rest = line.partition("]")
+            if head != "[hook" or "hook" in data or not _comment(rest):
+                return None
+            table = data["hook"] = {}
+            continue
+        key, eq, rest = line.partition("=")
+        key, rest = key.strip(" \t"), rest.strip(" \t")
+        if not eq or not key or not set(key) <= _BARE_KEY or key in table or (table is data and key == "hook"):
+            return None
+        value, rest = _plain_value(rest)
+        if value is None or not _comment(rest):
+            return None
+        table[key] = value
+    return data
+
+
+def _comment(rest: str) -> bool:
+    rest = rest.strip(" \t")
+    return not rest or rest.startswith("#")
+
+
+def _plain_value(text: str):
+    """A basic string without escapes, a decimal integer or float, or a boolean; (None, "") else."""
+    if text.startswith('"'):
+        end = text.find('"', 1)
+        body = text[1:end]
+        if end < 0 or "\\" in body:
+            return None, ""
+        return body, text[end + 1:]
+    token, _, rest = text.replace("\t", " ").partition(" ")
+    if token.startswith("#"):
+        return None, ""
+    if "#" in token:
+        token, rest = token[:token.index("#")], token[token.index("#"):] + " " + rest
+    if token in ("true", "false"):
+        return token == "true", rest
+    sign, digits = (token[0], token[1:]) if token[:1] in ("-", "+") else ("", token)
+    whole, dot, frac = digits.partition(".")
+    if not whole or not set(whole) <= _DIGITS or (len(whole) > 1 and whole[0] == "0"):
+        return None, ""
+    if dot:
+        if not frac or not set(frac) <= _DIGITS:
+            return None, ""
+        return float(sign + digits), rest
+    return int(sign + digits), rest

@@ -1,0 +1,300 @@
+"""Domain XML -> DomainFacts: every input the rules look at, read once from the parsed tree."""
+
+from __future__ import annotations
+
+import re
+from collections import namedtuple
+
+from lxml import etree
+
+from ..tables import lazyre, qemu as rules  # module-level patterns compiled where first used (the hook's cold start)
+from ..tables.libvirt_xml import PLACEMENT, SETTINGS, Placement, Setting
+from ..tables.orchestrators import ORCHESTRATORS
+
+QEMU_NS = "http://libvirt.org/schemas/domain/qemu/1.0"
+OWN_NS = "urn:virtxml-cpu:domain:1"  # the tool's own per-domain metadata (<vxc:cpu policy=.../>)
+LIBOSINFO_NS = "http://libosinfo.org/xmlns/libvirt/domain/1.0"
+
+
+# QEMU options that take no argument (qemu-options.hx: DEF(name, 0, ...)), current and historical. Every
+# other option consumes the next argv element, as QEMU's own lookup_opt() does.
+NO_ARG_OPTIONS = frozenset({
+    "h", "help", "version", "S", "s", "snapshot", "nographic", "no-quit", "full-screen", "alt-grab",
+    "ctrl-grab", "no-frame", "noframe", "sdl", "curses", "portrait", "win2k-hack", "no-fd-bootchk", "no-acpi",
+    "no-hpet", "no-reboot", "no-shutdown", "enable-kvm", "no-kvm", "no-kvm-irqchip", "no-kvm-pit",
+    "no-kvm-pit-reinjection", "enable-nesting", "nodefaults", "nodefconfig", "no-user-config", "daemonize",
+    "usb", "old-param", "semihosting", "rtc-td-hack", "show-cursor", "singlestep", "preconfig",
+    "only-migratable", "enable-fips", "xen-attach", "xen-domid-restrict", "enable-sync-profile", "localtime",
+    "mem-prealloc", "no-kqemu", "kernel-kqemu", "enable-kqemu", "tdf", "audio-help", "std-vga",
+})
+
+
+class QemuArgs(namedtuple("QemuArgs", "cpu globals overcommit accel_irqchip",
+                          defaults=(None, (), (), None,))):
+    """What `<qemu:commandline>` does to the CPU."""
+
+    __slots__ = ()  # a plain named tuple: its fields, annotated below for readers
+
+    cpu: str | None  # last -cpu value (QEMU uses the last one)
+    globals: tuple[tuple[str, str, str], ...]  # (driver, property, value) from -global
+    overcommit: tuple[str, ...]  # each -overcommit's value, in order (overcommit.read says what QEMU makes of them)
+    accel_irqchip: str | None  # kernel_irqchip / kernel-irqchip from -machine/-accel
+
+
+class Placed(namedtuple("Placed", "key cpus attrs")):
+    """One element of a libvirt_xml.PLACEMENT row as written: its attributes' text, None when absent."""
+
+    __slots__ = ()  # a plain named tuple: its fields, annotated below for readers
+
+    key: str  # the row's key
+    cpus: str | None  # the set attribute (cpuset / vcpus)
+    attrs: tuple[str | None, ...]  # the row's other attributes, in its order
+
+
+class DomainFacts(namedtuple("DomainFacts", "name uuid virt_type arch machine cpu_mode cpu_model cpu_features "
+                             "settings hyperv hyperv_spinlocks vcpus numa_cells qemu override_policy os_id "
+                             "emulator orchestrator placement launch_security",
+                             defaults=(None, (), None,))):
+    """Every input the rules read (a tuple: built once per document, cheap to build and to hash). name and
+    uuid come first: they are the only facts that differ between clones of one template."""
+
+    __slots__ = ()  # a plain named tuple: its fields, annotated below for readers
+
+    name: str | None
+    uuid: str | None
+    virt_type: str | None  # kvm, qemu, ...
+    arch: str | None
+    machine: str | None
+    cpu_mode: str  # none, custom, host-model, host-passthrough, maximum
+    cpu_model: str | None
+    cpu_features: tuple[tuple[str, str], ...]  # (name, policy)
+    settings: tuple[tuple[str, str], ...]  # (libvirt_xml.Setting key, XML value), in libvirt_xml.SETTINGS order
+    hyperv: bool
+    hyperv_spinlocks: bool
+    vcpus: int
+    numa_cells: int
+    qemu: QemuArgs
+    override_policy: str | None  # from <metadata><virtxml-cpu:cpu policy=...>
+    os_id: str | None  # libosinfo id, e.g. http://microsoft.com/win/10
+    emulator: str | None
+    orchestrator: str | None  # who generates this definition (orchestrators.ORCHESTRATORS)
+    placement: tuple[Placed, ...]  # <vcpu cpuset>, <cputune> pins and schedulers, in PLACEMENT order
+    launch_security: str | None  # <launchSecurity type='tdx'|'sev'|...>
+
+    @property
+    def looks_windows(self) -> bool:
+        return bool(self.hyperv or (self.os_id and "microsoft.com/win" in self.os_id))
+
+    def setting(self, key: str) -> str | None:
+        """The XML value of one libvirt_xml row, None when the domain does not write it."""
+        return next((v for k, v in self.settings if k == key), None)
+
+    @property
+    def pvspinlock(self) -> str | None:
+        return self.setting("pvspinlock")
+
+
+UUID = lazyre.compile(r"[0-9a-fA-F]{32}|[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
+
+
+def canonical_uuid(text: str | None) -> str | None:
+    """A uuid by libvirt's grammar (32 hex digits, or dashed 8-4-4-4-12) in lowercase dashed form; None
+    for anything else, so that no definition can name a path (`/`, `../x`) where a uuid is expected."""
+    if not isinstance(text, str) or not UUID.fullmatch(text.strip()):
+        return None
+    h = text.strip().replace("-", "").lower()
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+
+def _setting(top: dict, row: Setting) -> str | None:
+    """Read one libvirt_xml row from the domain's top-level children."""
+    el = top.get(row.path[0])
+    for tag in row.path[1:-1]:
+        el = _children(el).get(tag)
+    if el is None:
+        return None
+    last = row.path[-1]
+    if row.select:
+        attr, want = row.select
+        found = [c for c in el.iterchildren(last) if c.get(attr) == want]
+        child = found[-1] if found else None
+    else:
+        child = _children(el).get(last)
+    if child is None:
+        return None
+    value = child.get(row.attr)
+    return row.bare if value is None else value
+
+
+def _by_parent(rows) -> dict[str, tuple[bool, dict[str | None, Placement]]]:
+    """PLACEMENT rows by the top-level element holding them: tag -> (first only, {child tag: row}); a row
+    whose path is one element long is that element itself (child tag None)."""
+    out: dict[str, tuple[bool, dict[str | None, Placement]]] = {}
+    for row in rows:
+        out.setdefault(row.path[0], (row.first, {}))[1][row.path[1] if len(row.path) > 1 else None] = row
+    return out
+
+
+_PLACEMENT_PARENTS = _by_parent(PLACEMENT)
+
+
+def _placement(root, top: dict) -> tuple[Placed, ...]:
+    """The libvirt_xml.PLACEMENT rows, read as libvirt's XPath does (every element at a row's path, or the
+    first), in one pass over each parent. An element without any of its row's attributes is left out when
+    libvirt takes that as nothing. Sorted in PLACEMENT order, as libvirt parses them."""
+    out: list[Placed] = []
+    for tag, (first, rows) in _PLACEMENT_PARENTS.items():
+        if tag not in top:
+            continue
+        parents = [top[tag]] if first else root.iterchildren(tag)
+        for parent in parents:
+            row = rows.get(None)
+            if row is not None:
+                _place(out, row, parent)
+            if len(rows) > (row is not None):
+                for el in parent:
+                    child = rows.get(el.tag)
+                    if child is not None:
+                        _place(out, child, el)
+    out.sort(key=lambda p: _PLACEMENT_ORDER[p.key])
+    return tuple(out)
+
+
+_PLACEMENT_ORDER = {row.key: i for i, row in enumerate(PLACEMENT)}
+
+
+def _place(out: list, row: Placement, el) -> None:
+    cpus, attrs = el.get(row.cpus), tuple(map(el.get, row.attrs))
+    if cpus is not None or row.missing is not None or attrs != (None,) * len(attrs):
+        out.append(Placed(row.key, cpus, attrs))
+
+
+def _int(text, default):
+    try:
+        return int(text)
+    except (TypeError, ValueError):
+        return default
+
+
+def parse_qemu_args(values: list[str]) -> QemuArgs:
+    cpu = None
+    globals_: list[tuple[str, str, str]] = []
+    overcommit: list[str] = []
+    irqchip = None
+    i = 0
+    while i < len(values):
+        opt = _option_name(values[i])
+        if opt is None or opt in NO_ARG_OPTIONS:
+            i += 1
+            continue
+        arg = values[i + 1] if i + 1 < len(values) else ""
+        if opt == "cpu":
+            cpu = arg
+        elif opt == "global":
+            g = _parse_global(arg)
+            if g:
+                globals_.append(g)
+        elif opt == rules.OVERCOMMIT_OPTION:
+            overcommit.append(arg)
+        elif opt in ("machine", "M", "accel"):
+            m = re.search(r"kernel[-_]irqchip=(on|off|split)", arg)
+            if m:
+                irqchip = m.group(1)
+        i += 2
+    return QemuArgs(cpu, tuple(globals_), tuple(overcommit), irqchip)
+
+
+def _option_name(value: str) -> str | None:
+    """`-cpu` and `--cpu` are the same option to QEMU; anything else is a stray argument."""
+    if not value.startswith("-") or value == "-":
+        return None
+    return value[2:] if value.startswith("--") else value[1:]
+
+
+_GLOBAL = lazyre.compile(r"^([^.=]+)\.([^=]+)=(.*)$")  # compiled once: a definition may hold 70,000 -global
+
+
+def _parse_global(arg: str) -> tuple[str, str, str] | None:
+    if arg.startswith("driver="):
+        kv = dict(p.split("=", 1) for p in arg.split(",") if "=" in p)
+        if {"driver", "property", "value"} <= kv.keys():
+            return kv["driver"], kv["property"], kv["value"]
+        return None
+    m = _GLOBAL.match(arg)
+    return (m.group(1), m.group(2), m.group(3)) if m else None
+
+
+def _children(el) -> dict:
+    """First child element of each tag, in one pass (the tags libvirt writes once)."""
+    out: dict = {}
+    if el is not None:
+        for c in el:
+            if isinstance(c.tag, str) and c.tag not in out:
+                out[c.tag] = c
+    return out
+
+
+def _text(el) -> str | None:
+    return (el.text or "").strip() if el is not None else None
+
+
+def extract(root: etree._Element) -> DomainFacts:
+    """Read the facts from a parsed <domain> element (pure). One pass over the top level, then only the
+    few subtrees the rules read."""
+    top = _children(root)
+    os_type = _children(top.get("os")).get("type")
+    cpu = top.get("cpu")
+    hyperv = _children(top.get("features")).get("hyperv")
+
+    cells = 0
+    if cpu is None:
+        mode, model, cpu_features = "none", None, ()
+    else:
+        parts = _children(cpu)
+        model = _text(parts.get("model")) or None
+        mode = cpu.get("mode") or "custom"
+        cpu_features = tuple((f.get("name") or "", f.get("policy") or "require") for f in cpu.iterchildren("feature"))
+        if "numa" in parts:
+            cells = sum(1 for _ in parts["numa"].iterchildren("cell"))
+    settings = tuple((row.key, v) for row in SETTINGS if (v := _setting(top, row)) is not None)
+    args = [a.get("value", "") for c in root.iterchildren(f"{{{QEMU_NS}}}commandline")
+            for a in c.iterchildren(f"{{{QEMU_NS}}}arg")]
+    meta = _children(top.get("metadata"))
+    own = meta.get(f"{{{OWN_NS}}}cpu")
+    osinfo = _children(meta.get(f"{{{LIBOSINFO_NS}}}libosinfo")).get(f"{{{LIBOSINFO_NS}}}os")
+    hv_spin = _children(hyperv).get("spinlocks")
+    return DomainFacts(
+        name=_text(top.get("name")),
+        uuid=_text(top.get("uuid")),
+        virt_type=root.get("type"),
+        arch=os_type.get("arch") if os_type is not None else None,
+        machine=os_type.get("machine") if os_type is not None else None,
+        cpu_mode=mode,
+        cpu_model=model,
+        cpu_features=cpu_features,
+        settings=settings,
+        hyperv=hyperv is not None,
+        hyperv_spinlocks=hv_spin is not None and hv_spin.get("state") == "on",
+        vcpus=_int(_text(top.get("vcpu")), 1),
+        numa_cells=cells,
+        qemu=parse_qemu_args(args),
+        override_policy=own.get("policy") if own is not None else None,
+        os_id=osinfo.get("id") if osinfo is not None else None,
+        emulator=_text(top["devices"].find("emulator") if "devices" in top else None),
+        orchestrator=_orchestrator(top.get("metadata")),
+        placement=_placement(root, top),
+        launch_security=top["launchSecurity"].get("type") if "launchSecurity" in top else None,
+    )
+
+
+def _orchestrator(metadata) -> str | None:
+    if metadata is None:
+        return None
+    for child in metadata:
+        if not isinstance(child.tag, str):
+            continue
+        q = etree.QName(child)
+        for o in ORCHESTRATORS:
+            if (q.namespace or "").startswith(o.namespace) and q.localname == o.element:
+                return o.name
+    return None

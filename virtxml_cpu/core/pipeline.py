@@ -1,0 +1,110 @@
+"""One domain document in, one outcome out: parse -> facts -> resolution -> decision -> rewritten bytes.
+
+The one memo (MEMO) lives here, keyed by value: a resolution by the domain's facts but its name and uuid
+(the only facts that differ between clones of one template) and the host's facts; a decision by those and
+the policy and style; the JSON parts clones share (render/explain.py) by what they encode. engine and
+policy stay pure.
+"""
+
+from __future__ import annotations
+
+from collections import namedtuple
+from operator import itemgetter
+
+from lxml import etree
+
+from . import domain, resolve as engine, decide as policy
+from .config import Config
+from .hostfacts import HostFacts
+from .memo import Memo, frozen
+from ..xml.text import parse_domain, parse_domain_lean
+
+MEMO = Memo()
+
+
+class Document(namedtuple("Document", "label source facts tree")):
+    """A domain document read: its bytes, its facts, and its tree when it is to be rewritten."""
+
+    __slots__ = ()  # a plain named tuple: its fields, annotated below for readers
+
+    label: str
+    source: bytes
+    facts: domain.DomainFacts
+    tree: etree._ElementTree | None  # None: read only for deciding (a lean parse)
+
+
+class Outcome(namedtuple("Outcome", "label resolution decision policy_source style source output key",
+                         defaults=((),))):
+
+    __slots__ = ()  # a plain named tuple: its fields, annotated below for readers
+    label: str
+    resolution: engine.Resolution
+    decision: policy.Decision
+    policy_source: str
+    style: str
+    source: bytes
+    output: bytes | None  # None when not rendered (explain, --check, audit, the hook)
+    key: tuple  # what decides the resolution (resolution_key), the memo's key for what it shares
+
+    @property
+    def changed(self) -> bool:
+        """Whether the rewrite changes the document (decided without rendering when it was not rendered)."""
+        return self.decision.action == "inject" if self.output is None else self.output != self.source
+
+
+def host_key(host: HostFacts) -> tuple:
+    """The host's facts as a hashable value: themselves when assembled (hostfacts.combine freezes their
+    mappings), else with their mappings frozen."""
+    if dict not in (type(host.cpuid), type(host.aliases), type(host.descriptions)):
+        return host
+    return tuple(map(frozen, host))  # built by hand with plain dicts
+
+
+IDENTITY = ("name", "uuid")  # the only facts that differ between clones of one template; decide nothing
+_DECIDING = itemgetter(*(i for i, f in enumerate(domain.DomainFacts._fields) if f not in IDENTITY))
+
+
+def resolution_key(facts: domain.DomainFacts, host: HostFacts) -> tuple:
+    """Everything engine.resolve reads: the domain's facts but its name and uuid (by field name), and the
+    host's facts."""
+    return _DECIDING(facts), host_key(host)
+
+
+def read(data: bytes, label: str, render: bool = True) -> Document:
+    """`render=False` reads for deciding only (explain, --check, audit, the hook): a lean parse that drops
+    what no decision reads, and no tree to rewrite."""
+    tree = parse_domain(data, label) if render else None
+    facts = domain.extract(tree.getroot() if tree is not None else parse_domain_lean(data, label))
+    return Document(label, data, facts, tree)
+
+
+def decide(doc: Document, host: HostFacts, config: Config, cli_policy: str | None = None,
+           cli_style: str | None = None) -> Outcome:
+    """The outcome for a document read, under `host`; rewritten bytes when it was read with its tree."""
+    facts = doc.facts
+    key = resolution_key(facts, host)
+    cost = len(doc.source)  # what the facts in the key, and the answers, may hold of it
+    resolution = MEMO.get(("resolution", key), lambda: engine.resolve(facts, host), cost)
+    if resolution.facts is not facts:  # a clone's: the same but for name and uuid
+        resolution = resolution._replace(facts=facts)
+    chosen, source = policy.effective_policy(cli_policy, config.policy, facts.override_policy)
+    style = cli_style or config.style
+    if facts.override_policy is not None and facts.override_policy not in policy.POLICIES:
+        decision = policy.invalid_exemption(facts.override_policy)
+        source = "domain <metadata>"
+    else:
+        decision = MEMO.get(("decision", key, chosen, style), lambda: policy.decide(resolution, chosen, style), cost)
+    if doc.tree is None:
+        return Outcome(doc.label, resolution, decision, source, style, doc.source, None, key)
+    from ..xml import insert as rewrite  # here: deciding alone (the hook, audit, explain) never renders
+
+    insertions = rewrite.plan(doc.tree.getroot(), style) if decision.action == "inject" else []
+    return Outcome(doc.label, resolution, decision, source, style, doc.source,
+                   rewrite.render(doc.source, doc.tree, insertions), key)
+
+
+def process(data: bytes, label: str, host: HostFacts, config: Config, cli_policy: str | None = None,
+            cli_style: str | None = None, render: bool = True) -> Outcome:
+    """read() then decide(): `render=False` decides without producing the rewritten bytes."""
+    return decide(read(data, label, render), host, config, cli_policy, cli_style)
+

@@ -1,0 +1,82 @@
+"""What the hook does with a verdict, from a full evaluation (virtxml_cpu.hook.evaluate) or the decision digest
+(virtxml_cpu.hook.entry): one log line, and a refusal (enforce) or a queued fix (queue mode) at a cold
+start. `restore begin` and `migrate begin` only leave a mark (virtxml_cpu.hook.incoming) for the `prepare` that
+follows them, which then neither refuses nor queues: the guest ABI is fixed there."""
+
+from __future__ import annotations
+
+import sys
+
+from . import incoming
+from .logline import field, kv
+
+COLD_BOOT = " needs a cold boot to gain kvm-pv-unhalt (guest ABI is fixed here)"
+OWN_NS = "urn:virtxml-cpu:domain:1"  # domain.OWN_NS (a test keeps them equal)
+DEFAULT_SPOOL = "/var/lib/virtxml-cpu/pending"  # config.DEFAULT_SPOOL (a test keeps them equal)
+
+
+def act(verdict: dict, op: str, log, cached: bool = False) -> int:
+    """Log the verdict (one line), and refuse (enforce) or queue (queue mode) a cold start that lacks the
+    fix. `migrate`/`restore` print nothing and mark the domain (logging only when that fails); the
+    `prepare` that takes the mark logs that the guest needs a cold boot, and starts it."""
+    fields = list(verdict["fields"])
+    fields.insert(2, ("op", op))
+    fields.append(("reason", verdict["reason"]))
+    tail = {"cached": "yes"} if cached else {}
+    inject, mode = verdict["action"] == "inject", verdict["mode"]
+    marks = incoming.beside(verdict.get("spool") or DEFAULT_SPOOL)
+    if op in incoming.OPS:
+        why = incoming.leave(marks, verdict["uuid"], op)
+        if why:  # its prepare will be taken for a cold start: say so
+            log(kv(**dict(fields), result="not marked", error=why, **tail), warning=True)
+        return 0
+    after = incoming.take(marks, verdict["uuid"]) if op == "prepare" else None
+    if after:
+        fields.insert(3, ("after", after))
+        if inject:
+            fields = [("decision", "cold-boot") if k == "decision" else (k, v) for k, v in fields]
+        log(kv(**dict(fields), **tail) + (COLD_BOOT if inject else ""))
+        return 0
+    if inject and mode == "enforce":
+        log(kv(**dict(fields), result="refused", **tail), warning=True, fallback=False)
+        sys.stderr.write(enforce_message(verdict["name"], verdict["why"]) + "\n")
+        return 1
+    if inject and mode == "queue":
+        import time
+
+        from . import spool  # queue mode only: the other paths do not pay for it
+
+        where = verdict.get("spool", "")
+        try:
+            if not verdict["uuid"]:
+                raise spool.Refused(f"the domain's uuid {field(verdict.get('raw_uuid', ''))} is not a uuid")
+            spool.write(where, verdict["uuid"], {"domain": verdict.get("domain") or None, "rule": verdict["rule"],
+                                                 "reason": verdict["reason"],
+                                                 "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
+            fields.insert(len(fields) - 1, ("queued", where))
+        except (OSError, spool.Refused) as e:
+            log(kv(domain=verdict["fields"][0][1], spool=where, result="fix not queued", error=str(e)), warning=True)
+    log(kv(**dict(fields), **tail))
+    return 0
+
+
+def enforce_message(name: str, why: str) -> str:
+    """The one line `virsh start` shows: what is missing, the fix (a command that runs as shown), the
+    exemption."""
+    from ..errors import shown
+
+    return (f"virtxml-cpu: refusing to start '{shown(name)}': it lacks kvm-pv-unhalt (paravirtual spinlocks; "
+            f"{why}). Fix: virtxml-cpu apply --yes -- {shell_word(name)}, then start it. "
+            f"Exempt: add <vxc:cpu xmlns:vxc='{OWN_NS}' policy='never'/> to its <metadata>.")
+
+
+def shell_word(text: str) -> str:
+    """`text` as one POSIX shell word that shows no control or bidi character: shell-quoted as it is when
+    printable, else `"$(printf 'FORMAT')"` with each byte of a non-printable character as an octal escape."""
+    import shlex
+
+    if text.isprintable():
+        return shlex.quote(text)
+    fmt = "".join(c.replace("\\", "\\\\").replace("%", "%%") if c.isprintable()
+                  else "".join(f"\\{b:03o}" for b in c.encode("utf-8", "surrogateescape")) for c in text)
+    return f'"$(printf {shlex.quote(fmt)})"'

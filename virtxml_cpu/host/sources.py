@@ -1,0 +1,205 @@
+"""Host sources, assembled once: every shell (explain/rewrite, audit/apply/watch, the hook, verify) names
+its sources in one HostSources, and assemble() alone asks them and puts their answers in order.
+
+The order, for the QEMU build and the QEMU release separately (first to last; qemu_build.settle):
+  1. the command line: --qemu-flavour, --qemu-version
+  2. the QEMU named on the command line: explain's --emulator PATH (--version, -machine help), verify's
+     --emulator (the QEMU it starts, asked over QMP)
+  3. the config: qemu_flavour, qemu_version
+  4. libvirt: the connection (--connect; audit, apply and watch always) or its files (--capabilities,
+     --domcapabilities): a downstream machine name or emulator path, the QEMU version; then libvirt's
+     capabilities cache for the emulator (the hook: the domain's <emulator>; explain: the local QEMU's):
+     package string and version; verify --connect: the emulator libvirt names, asked over QMP
+  5. the local QEMU (the first of qemu-system-x86_64 on PATH, /usr/libexec/qemu-kvm): --version and
+     -machine help; not with --connect, nor when libvirt's capabilities cache answered for it
+  6. libvirt's machine list when it shows upstream names only
+  7. the machine name alone (engine.resolve)
+Machine names, aliases, the default machine and QEMU's descriptions of its machines come from the first
+source in the same order that has them (so told only a binary, `q35` is what its -machine help says);
+KVM's CPUID from /dev/kvm only, the host-model CPU from libvirt only.
+
+A source a shell does not have is None (nothing is said about it); one it chose not to ask is Off(why);
+either way, or when asking failed, the facts' `unused` says so ("local QEMU: not asked (...)"), and
+explain and the hook show it.
+"""
+
+from __future__ import annotations
+
+from collections import namedtuple
+
+from ..core import build as qemu_build
+from . import caps_cache as qemucaps
+from ..core.config import Config
+from ..errors import BadInput, shown
+from ..core.hostfacts import HostFacts, combine, probe_kvm
+
+LOCAL = "<local QEMU>"  # caps_cache: the capabilities cache of the local QEMU (rank 5's binary)
+
+
+class Off(namedtuple("Off", "why")):
+    """A source deliberately not asked, and why (said as explain shows it)."""
+
+    __slots__ = ()  # a plain named tuple: its fields, annotated below for readers
+
+    why: str
+
+
+class HostSources(namedtuple("HostSources", "flavour release emulator config connect capabilities "
+                             "domcapabilities libvirt_qemu caps_cache caps_dir digest_dir local_qemu kvm",
+                             defaults=(None, None, None, Config()) + (None,) * 7 + (False, False))):
+    """Every source of host facts, as the shells name them (see the module docstring for the order)."""
+
+    __slots__ = ()  # a plain named tuple: its fields, annotated below for readers
+
+    flavour: str | None  # --qemu-flavour
+    release: str | None  # --qemu-version
+    emulator: str | HostFacts | None  # --emulator PATH, or what that QEMU answered (verify)
+    config: Config  # qemu_flavour, qemu_version
+    connect: str | tuple | None  # a libvirt URI to open, or (an open connection, its URI)
+    capabilities: str | None  # a `virsh capabilities` file (- for stdin)
+    domcapabilities: str | None  # a `virsh domcapabilities` file
+    libvirt_qemu: HostFacts | None  # verify --connect: what libvirt's emulator answered
+    caps_cache: str | Off | None  # the emulator whose libvirt capabilities cache to read, or LOCAL
+    caps_dir: str | None  # None: libvirt's (qemucaps.CACHE_DIR)
+    digest_dir: str | None  # where parsed caches are kept (the hook's, beside its spool)
+    local_qemu: bool | Off | HostFacts  # ask the local QEMU, or what it answered (verify)
+    kvm: bool | Off  # KVM_GET_SUPPORTED_CPUID on /dev/kvm
+
+
+def on_connection(src: HostSources, conn, uri: str) -> HostSources:
+    """The sources of one host of audit, apply or watch: the open connection; /dev/kvm only when the URI
+    is this host."""
+    from .connection import is_local
+
+    kvm = src.kvm if src.kvm is not True or is_local(uri) else Off(f"{uri} is another host")
+    return src._replace(connect=(conn, uri), kvm=kvm)
+
+
+def connection_facts(src: HostSources | None, cfg: Config, conn, uri: str) -> HostFacts:
+    """One host's facts for audit, apply and watch (`src` None: the config's sources and /dev/kvm)."""
+    return assemble(on_connection(src or HostSources(config=cfg, kvm=True), conn, uri))
+
+
+class Said(namedtuple("Said", "src named libvirt qemus local")):
+    """What each source answered, before they are put in order."""
+
+    __slots__ = ()  # a plain named tuple: its fields, annotated below for readers
+
+    src: HostSources
+    named: HostFacts  # rank 2
+    libvirt: HostFacts  # rank 4 (and 6)
+    qemus: tuple[HostFacts, ...]  # rank 4: libvirt's emulator asked (verify --connect), libvirt's cache
+    local: HostFacts  # rank 5
+
+
+def _has(f: HostFacts) -> list:
+    return [qemu_build.from_facts(f)] if f.qemu_version else []
+
+
+# The order (the module docstring and docs/qemu-build.md list these titles, in this order): each row
+# gives its claims on the build and release; qemu_build.settle takes the first naming each.
+ORDER = (
+    ("the command line", lambda s: qemu_build.from_command_line(s.src.flavour, s.src.release)),
+    ("the QEMU named on the command line", lambda s: _has(s.named)),
+    ("the config", lambda s: qemu_build.from_config(s.src.config)),
+    ("libvirt", lambda s: qemu_build.libvirt_claims(s.libvirt) + [c for f in s.qemus for c in _has(f)]),
+    ("the local QEMU", lambda s: _has(s.local)),
+    ("libvirt's machine list when it shows upstream names only", lambda s: qemu_build.weak_libvirt_claims(s.libvirt)),
+    ("the machine name alone", lambda s: []),  # engine.resolve, when no claim names the build
+)
+
+
+def assemble(src: HostSources) -> HostFacts:
+    """The host facts the sources give, in the one order (ORDER); BadInput when --emulator names no QEMU."""
+    unused: list[str] = []
+    kvm = _kvm(src.kvm, unused)
+    named = _named(src.emulator)
+    libvirt = _libvirt(src)
+    cache, cached_path = _cache(src, unused)
+    local = _local(src.local_qemu, cache, cached_path, unused)
+    said = Said(src, named, libvirt, tuple(f for f in (src.libvirt_qemu, cache) if f is not None and f.qemu_version),
+                local)
+    claims = [c for _title, row in ORDER for c in row(said)]
+    facts = combine([kvm, named, libvirt, *said.qemus, local])  # the other facts: the same order
+    return qemu_build.settle(facts, claims)._replace(unused=facts.unused + tuple(unused))
+
+
+def _kvm(kvm, unused: list[str]) -> HostFacts:
+    if isinstance(kvm, Off):
+        unused.append(f"/dev/kvm: not read ({kvm.why})")
+    return probe_kvm() if kvm is True else HostFacts()
+
+
+def _named(emulator) -> HostFacts:
+    if emulator is None or isinstance(emulator, HostFacts):
+        return emulator or HostFacts()
+    from . import local_qemu as localqemu
+
+    path = localqemu.find(emulator)
+    facts, why = localqemu.ask(path) if path else (HostFacts(), "not an executable file")
+    if facts.qemu_version is None:
+        raise BadInput(f"--emulator {shown(emulator)}: not a QEMU that answers --version ({why}; only a binary "
+                       "root owns that nobody else may write, in such a directory, is run)")
+    return facts
+
+
+def _libvirt(src: HostSources) -> HostFacts:
+    """The connection's facts, then the files' (one of them is given, in practice)."""
+    parts = []
+    if src.connect:
+        from . import connection as libvirt_conn
+
+        if isinstance(src.connect, tuple):
+            parts.append(libvirt_conn.host_facts_from(*src.connect))
+        else:
+            parts.append(libvirt_conn.host_facts(src.connect))
+    if src.capabilities or src.domcapabilities:
+        from ..fs.files import read_input
+        from ..core.hostfacts import parse_capabilities, parse_domcapabilities
+
+        if src.capabilities:
+            parts.append(parse_capabilities(read_input(src.capabilities)))
+        if src.domcapabilities:
+            parts.append(parse_domcapabilities(read_input(src.domcapabilities)))
+    return combine(parts)
+
+
+def _cache(src: HostSources, unused: list[str]) -> tuple[HostFacts | None, str | None]:
+    """libvirt's capabilities cache for the emulator named (LOCAL: the local QEMU's), and that path."""
+    target = src.caps_cache
+    if target is None:
+        return None, None
+    if isinstance(target, Off):
+        unused.append(f"libvirt's capabilities cache: not read ({target.why})")
+        return None, None
+    if target == LOCAL:
+        from . import local_qemu as localqemu
+
+        target = localqemu.find()
+        if target is None:
+            return None, None  # the local QEMU's line says so
+    facts, why = qemucaps.lookup(target, src.caps_dir or qemucaps.CACHE_DIR, src.digest_dir)
+    if why:
+        unused.append(f"libvirt's capabilities cache: {why}")
+    return facts, target
+
+
+def _local(local, cache: HostFacts | None, cached_path: str | None, unused: list[str]) -> HostFacts:
+    if isinstance(local, HostFacts):
+        return local
+    if isinstance(local, Off):
+        unused.append(f"local QEMU: not asked ({local.why})")
+    if local is not True:
+        return HostFacts()
+    from . import local_qemu as localqemu
+
+    path = localqemu.find()
+    if path is None:
+        unused.append(f"local QEMU: none found ({' on PATH, '.join(localqemu.CANDIDATES)})")
+        return HostFacts()
+    if cache is not None and cache.qemu_version and cached_path == path:
+        return HostFacts()  # libvirt's cache answered for this very binary: nothing to run
+    facts, why = localqemu.ask(path)
+    if why:
+        unused.append(f"local QEMU: {why}")
+    return facts

@@ -1,0 +1,183 @@
+"""`virtxml-cpu audit`: what every domain on one or more libvirt hosts has, and what it needs.
+
+Read-only. Hosts are audited concurrently, each in a thread of its own with a deadline: a host that
+refuses, or accepts and stays silent, is reported as such and never holds the others' results back; each
+host's results are handed out as soon as that host is done.
+"""
+
+from __future__ import annotations
+
+import queue
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+from ..tables import guest_os
+from ..core.config import Config
+from ..errors import HostTimeout, VirtxmlCpuError, failure
+from ..host.connection import DEFAULT_TIMEOUT, HOST_TIMEOUT_FACTOR, libvirt_module, open_for_reading
+from ..host.sources import HostSources, connection_facts
+from ..core.pipeline import process
+from ..render.records import OK, TIMED_OUT, UNREACHABLE, AuditRow, HostResult, RowDecision
+
+STATES = {0: "no state", 1: "running", 2: "blocked", 3: "paused", 4: "shutdown", 5: "shut off", 6: "crashed",
+          7: "suspended"}
+
+
+def observe_pv_unhalt(dom) -> str:
+    """QMP qom-get on vCPU 0 of a running guest (libvirt marks the domain tainted: custom-monitor)."""
+    import json
+
+    import libvirt_qemu
+
+    def qmp(cmd):
+        return json.loads(libvirt_qemu.qemuMonitorCommand(dom, json.dumps(cmd), 0))["return"]
+
+    path = qmp({"execute": "query-cpus-fast"})[0]["qom-path"]
+    return "on" if qmp({"execute": "qom-get", "arguments": {"path": path, "property": "kvm-pv-unhalt"}}) else "off"
+
+
+@dataclass(frozen=True)
+class AuditOptions:
+    """What an audit reads and how: one object from the shell to every host and domain."""
+
+    cfg: Config
+    policy: str | None = None
+    style: str | None = None
+    names: tuple[str, ...] = ()  # empty: every domain
+    observe: bool = False  # also ask the running QEMU (QMP qom-get)
+    sources: HostSources | None = None  # the flags' and config's; None: the config's, /dev/kvm for local URIs
+    progress: Callable[[str, int, int], None] | None = None
+    timeout: float = DEFAULT_TIMEOUT  # connecting, and any one libvirt call (keepalive)
+    host_timeout: float = HOST_TIMEOUT_FACTOR * DEFAULT_TIMEOUT  # the whole host
+
+
+def audit_host(uri: str, opts: AuditOptions) -> HostResult:
+    started = time.monotonic()
+    try:
+        libvirt = libvirt_module()
+        conn = open_for_reading(uri, opts.timeout)  # --observe and domain capabilities need read-write
+    except VirtxmlCpuError as e:
+        return HostResult(uri, error=str(e), condition=TIMED_OUT if isinstance(e, HostTimeout) else UNREACHABLE,
+                          seconds=time.monotonic() - started)
+    rows: list[AuditRow] = []
+    error = None
+    try:
+        host = connection_facts(opts.sources, opts.cfg, conn, uri)
+        doms = []
+        for n in opts.names:  # an unknown name is that name's row, not the host's failure
+            try:
+                doms.append(conn.lookupByName(n))
+            except libvirt.libvirtError as e:
+                rows.append(AuditRow(uri, n, error=e.get_error_message()))
+        doms = doms if opts.names else conn.listAllDomains()
+        # Two list calls instead of two round trips per domain.
+        persistent = {d.UUIDString() for d in conn.listAllDomains(libvirt.VIR_CONNECT_LIST_DOMAINS_PERSISTENT)}
+        active = {d.UUIDString() for d in conn.listAllDomains(libvirt.VIR_CONNECT_LIST_DOMAINS_ACTIVE)}
+        for i, dom in enumerate(doms, 1):
+            uuid = dom.UUIDString()
+            try:
+                rows.append(_audit_domain(uri, dom, host, opts, uuid in active, uuid in persistent))
+            except libvirt.libvirtError as e:  # vanished between the listing and the read
+                rows.append(AuditRow(uri, dom.name(), uuid, error=f"vanished while auditing: {e.get_error_message()}"))
+            except Exception as e:  # noqa: BLE001 - one bad definition is that domain's row, never the host's
+                rows.append(AuditRow(uri, dom.name(), uuid, error=f"cannot be audited: {failure(e)}"))
+            if opts.progress:
+                opts.progress(uri, i, len(doms))
+    except libvirt.libvirtError as e:
+        error = e.get_error_message()
+    except VirtxmlCpuError as e:
+        error = str(e)
+    finally:
+        conn.close()
+    return HostResult(uri, tuple(rows), error, UNREACHABLE if error else OK, time.monotonic() - started)
+
+
+def _audit_domain(uri: str, dom, host, opts: AuditOptions, active: bool, persistent: bool) -> AuditRow:
+    libvirt = libvirt_module()
+    name = dom.name()
+    flags = libvirt.VIR_DOMAIN_XML_INACTIVE if persistent else 0
+    o = process(dom.XMLDesc(flags).encode(), name, host, opts.cfg, opts.policy, opts.style, render=False)
+    d = o.decision
+    reason = d.reason if persistent else "transient domain: nothing persistent to fix; " + d.reason
+    live_pv_unhalt = observed = None
+    if active:
+        live = process(dom.XMLDesc(0).encode(), name, host, opts.cfg, opts.policy, opts.style, render=False)
+        live_pv_unhalt = live.resolution.features["kvm-pv-unhalt"].qemu_property
+        if opts.observe:
+            try:
+                observed = observe_pv_unhalt(dom)
+            except Exception as e:  # noqa: BLE001 - report, keep auditing
+                observed = f"error: {e}"
+    return AuditRow(
+        uri, name, dom.UUIDString(), STATES.get(dom.state()[0], "?") if active else "shut off", persistent,
+        pv_unhalt=o.resolution.features["kvm-pv-unhalt"].state, live_pv_unhalt=live_pv_unhalt,
+        observed_pv_unhalt=observed, managed_by=o.resolution.facts.orchestrator,
+        guest_os=guest_os.record(o.resolution.facts.os_id) if o.resolution.facts.os_id else None,
+        decision=RowDecision(d.action, d.rule, reason, tuple(d.notes)),
+        needs_fix=d.action == "inject" and persistent, machine_status=o.resolution.machine_status)
+
+
+def audit(uris: list[str], opts: AuditOptions) -> list[HostResult]:
+    return list(audit_stream(uris, opts))
+
+
+def audit_stream(uris: list[str], opts: AuditOptions, workers: int = 16) -> Iterator[HostResult]:
+    """Each host's audit as soon as it is done, in completion order. A host still working when its
+    `host_timeout` runs out is reported timed out and its thread abandoned (a daemon: it cannot keep the
+    process alive), so a wedged host costs the run its deadline, never more."""
+    done: queue.Queue[HostResult] = queue.Queue()
+    pending = list(reversed(uris))
+    running: dict[str, float] = {}  # uri -> deadline
+    reported: set[str] = set()
+    lock = threading.Lock()
+
+    def start(uri: str) -> None:
+        running[uri] = time.monotonic() + opts.host_timeout
+
+        def work():
+            try:
+                result = audit_host(uri, opts)
+            except Exception as e:  # noqa: BLE001 - a host's audit that dies is that host's error, one line
+                result = HostResult(uri, error=f"audit stopped: {failure(e)}", condition=UNREACHABLE)
+            with lock:
+                if uri not in reported:
+                    done.put(result)
+
+        threading.Thread(target=work, name=f"audit {uri}", daemon=True).start()
+
+    while pending or running:
+        while pending and len(running) < workers:
+            start(pending.pop())
+        wait = max(0.0, min(running.values()) - time.monotonic())
+        try:
+            result = done.get(timeout=wait)
+        except queue.Empty:
+            now = time.monotonic()
+            late = [u for u, deadline in running.items() if deadline <= now]
+            with lock:
+                for uri in late:
+                    reported.add(uri)
+                    del running[uri]
+            for uri in late:
+                yield HostResult(uri, error=f"{uri}: not done within {opts.host_timeout:g}s (timed out)",
+                                 condition=TIMED_OUT, seconds=opts.host_timeout)
+            continue
+        with lock:
+            reported.add(result.uri)
+        running.pop(result.uri, None)
+        yield result
+
+
+def stderr_progress():
+    last = [0.0]
+
+    def report(uri: str, i: int, n: int) -> None:
+        now = time.monotonic()
+        if n >= 50 and (now - last[0] > 1 or i == n):
+            last[0] = now
+            end = "\n" if i == n or not sys.stderr.isatty() else "\r"
+            print(f"audit {uri}: {i}/{n} domains", end=end, file=sys.stderr, flush=True)
+    return report

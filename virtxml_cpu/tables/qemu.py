@@ -1,0 +1,113 @@
+"""Facts about QEMU's x86 CPUs and libvirt's translation to them that are the same in every build: default
+models, -global drivers, QOM names and parents, accelerators, CPU modes, and QEMU's grammar for -cpu values.
+The properties themselves are rows of tables/properties.py (PROPERTIES and KVM_LEAF_EAX_BIT are views of it);
+per-build rules (kvm_default_props, machine compat rows, machine names) are in tables/builds/.
+"""
+
+from __future__ import annotations
+
+from collections import namedtuple
+
+from .properties import PROPERTIES as _PROPERTIES, TABLE
+
+PROPERTIES: tuple[str, ...] = _PROPERTIES  # one row each in tables/properties.py
+# Properties living in CPUID leaf 0x40000001 EAX (FEAT_KVM): cleared as a whole by `kvm=off` and TCG.
+KVM_LEAF_EAX_BIT: dict[str, int] = {p.name: p.cpuid[2] for p in TABLE if p.kvm_leaf}
+
+# Default CPU model QEMU uses when libvirt passes no -cpu (no <cpu> element): libvirt writes it in as
+# mode='custom'. pc/q35/microvm default to qemu64 on x86_64; isapc to 486.
+DEFAULT_MODEL = {"x86_64": "qemu64", "i686": "qemu32"}
+ISAPC_DEFAULT_MODEL = "486"
+
+# -global drivers that reach every x86 vCPU (TYPE_X86_CPU of the 64- and 32-bit binaries).
+X86_CPU_DRIVERS = ("x86_64-cpu", "i386-cpu")
+# QOM parents: `host` is a subclass of `max` (target/i386: host_x86_cpu_type_info.parent = max), so a
+# -global on max-x86_64-cpu reaches -cpu host too.
+CPU_TYPE_PARENTS = {"host": ("max",)}
+
+# libvirt's domain type -> QEMU accelerator (qemuBuildAccelCommandLine: type='kvm' -> accel=kvm, 'qemu' -> tcg);
+# any other type is passed on as its name.
+ACCELERATORS = {"kvm": "kvm", "qemu": "tcg"}
+# libvirt's CPU mode -> the -cpu it writes (qemuBuildCpuModelArgStr): host-passthrough -> host, maximum -> max;
+# custom and host-model name a model. The -cpu models with max_features (host, max) enable what the accelerator
+# supports; every other -cpu is a named model.
+CPU_MODE_KINDS = {"host-passthrough": "host", "maximum": "max"}
+MAX_FEATURE_MODELS = {"host": "host", "max": "max"}
+# QOM type names of a CPU model (x86_cpu_type_name): "<model>-x86_64-cpu" (and -i386-cpu in qemu-system-i386).
+CPU_TYPE_SUFFIXES = ("-x86_64-cpu", "-i386-cpu")
+
+
+def cpu_type_names(model: str) -> tuple[str, ...]:
+    return tuple(model + suffix for suffix in CPU_TYPE_SUFFIXES)
+
+
+class BoolGrammar(namedtuple("BoolGrammar", "since true false refused source")):
+    """How QEMU reads a boolean CPU property in -cpu and -global (qapi_bool_parse through the string input
+    visitor; x86_cpu_parse_featurestr for +f/-f and a bare name). Case matters: ON and On are refused."""
+
+    __slots__ = ()  # a plain named tuple: its fields, annotated below for readers
+
+    since: tuple[int, ...] | None  # the first QEMU release with this vocabulary (None: as far as read)
+    true: frozenset[str]
+    false: frozenset[str]
+    refused: str  # QEMU's error for any other value; {type}, {prop}, {value}
+    source: str
+
+
+GRAMMAR: tuple[BoolGrammar, ...] = (
+    BoolGrammar(None, frozenset({"on", "yes", "true", "y"}), frozenset({"off", "no", "false", "n"}),
+                "can't apply global {type}.{prop}={value}: Parameter '{prop}' expects 'on' or 'off'",
+                "qapi/qapi-util.c qapi_bool_parse; QEMU 5.2.0, 7.2.22 and 11.1.2 run here alike: =1, =0, =ON, =On, "
+                "=YES and = refused, +f, -f, f and f_g taken"),
+)
+FLAG_PREFIXES = {"+": True, "-": False}  # -cpu model,+feat,-feat (x86_cpu_parse_featurestr)
+BARE_FLAG = True  # -cpu model,feat means feat=on
+UNDERSCORE_ALIASES_SINCE = (2, 8)  # kvm_pv_unhalt = kvm-pv-unhalt (54b8dc7c19, fc7dfd205f)
+
+
+def grammar(release: tuple[int, ...] | None) -> BoolGrammar:
+    """The vocabulary of QEMU `release` (an unknown release reads as current)."""
+    rows = [g for g in GRAMMAR if g.since is None or release is None or release >= g.since]
+    return rows[-1] if rows else GRAMMAR[0]
+
+
+# -overcommit (qemu_overcommit_opts in vl.c): a QemuOpts list without an implied first name. QemuOpts' own
+# grammar (util/qemu-option.c get_opt_name_value, get_opt_value): parameters separated by ',', ',,' a comma
+# inside a value, a parameter without '=' a flag (`cpu-pm` is cpu-pm=on, `nocpu-pm` cpu-pm=off), the last
+# of one name wins (qemu_opt_find), any other name refused. cpu-pm reads its value with GRAMMAR.
+OVERCOMMIT_OPTION = "overcommit"
+OVERCOMMIT_CPU_PM = "cpu-pm"
+OPTS_FLAG_OFF_PREFIX = "no"
+OPTS_HELP = frozenset({"help", "?"})  # QEMU prints the option's help and exits (is_help_option)
+
+
+class OvercommitRule(namedtuple("OvercommitRule", "since keeps names refused unknown source")):
+    """How QEMU `since` on combines several -overcommit options, and what it refuses in one."""
+
+    __slots__ = ()  # a plain named tuple: its fields, annotated below for readers
+
+    since: tuple[int, ...] | None  # the first QEMU release that reads it this way (None: as far as read)
+    keeps: bool  # an -overcommit without cpu-pm keeps the earlier one's value (else: cpu-pm off)
+    names: frozenset[str]  # the parameters qemu_overcommit_opts has
+    refused: str  # QEMU's error for a cpu-pm value it does not take; {arg}, {value}
+    unknown: str  # QEMU's error for a parameter it does not know; {arg}, {name}
+    source: str
+
+
+_OVERCOMMIT_REFUSED = "-overcommit {arg}: Parameter 'cpu-pm' expects 'on' or 'off'"
+_OVERCOMMIT_UNKNOWN = "-overcommit {arg}: Invalid parameter '{name}'"
+OVERCOMMIT: tuple[OvercommitRule, ...] = (
+    OvercommitRule(None, False, frozenset({"mem-lock", "cpu-pm"}), _OVERCOMMIT_REFUSED, _OVERCOMMIT_UNKNOWN,
+                   "softmmu/vl.c QEMU_OPTION_overcommit: enable_cpu_pm = qemu_opt_get_bool(opts, \"cpu-pm\", false), "
+                   "so the last -overcommit decides; QEMU 7.2.22 run here: `-overcommit cpu-pm=on -overcommit "
+                   "mem-lock=off` leaves PV_UNHALT in the guest's CPUID"),
+    OvercommitRule((9, 1), True, frozenset({"mem-lock", "cpu-pm"}), _OVERCOMMIT_REFUSED, _OVERCOMMIT_UNKNOWN,
+                   "system/vl.c overcommit_parse: qemu_opt_get_bool(opts, \"cpu-pm\", enable_cpu_pm) (3fd73736c6, "
+                   "9.1), so the last cpu-pm of any -overcommit decides; QEMU 10.0.2 run here: `-overcommit cpu-pm=on "
+                   "-overcommit mem-lock=off` strips PV_UNHALT"),
+)
+
+
+def overcommit_rule(release: tuple[int, ...] | None) -> OvercommitRule:
+    """How QEMU `release` reads -overcommit (an unknown release reads as current)."""
+    return [r for r in OVERCOMMIT if r.since is None or release is None or release >= r.since][-1]

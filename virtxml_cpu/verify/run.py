@@ -1,0 +1,79 @@
+"""`virtxml-cpu verify`: the rules against the QEMU this host runs.
+
+The tool can only be as right as its tables, and most users run QEMU builds nobody here has run. So: start
+the host's own QEMU paused, without disks or devices, for every x86 machine type it lists x a few CPU models,
+read what vCPU 0 really has (QMP qom-get), and compare with what the tool computes for a libvirt domain
+with the same machine and CPU under the build it detected. Where the QEMU reports its machines' compat
+properties (query-machines compat-props, QEMU 10), those are checked against the tool too.
+
+The package: types.py (the records), compare.py (what to run and how to judge it, pure), runner.py (the
+only part that starts processes), record.py (the record of passes); here, the verb: run(). Its output
+is render/verify.py's.
+"""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+from ..tables import qemu as rules
+from ..errors import BadInput, EnvironmentProblem
+from ..host.sources import assemble
+from ..host.qmp import QMPClosed
+from . import runner as qr
+from .compare import (MODE_KEYS, compat_cases, compat_disagreements, cpu_modes, disagreements, domain_xml,
+                      lifecycle_disagreements, machine_facts, qemu_facts, sources, tool_answer, x86_machines)
+from .types import DEFAULT_RECORD, DEFAULT_TIMEOUT, Build, CpuMode, Disagreement, Identity, Outcome, Run, VerifyOptions
+
+__all__ = ["DEFAULT_RECORD", "DEFAULT_TIMEOUT", "MODE_KEYS", "Build", "CpuMode", "Disagreement", "Identity",
+           "Outcome", "Run", "VerifyOptions", "compat_cases", "compat_disagreements", "cpu_modes", "disagreements",
+           "domain_xml", "lifecycle_disagreements", "machine_facts", "qemu_facts", "run", "sources", "tool_answer",
+           "x86_machines"]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The one shell step: start the QEMUs, then compare.
+
+def run(opts: VerifyOptions) -> Outcome:
+    start = time.monotonic()
+    emulator, libvirt_version = qr.find_emulator(opts)
+    qr.check_kvm()
+    identity = qr.qemu_identity()
+    runner = qr.Runner(emulator, identity, opts.timeout)
+    try:
+        build = qr.probe(runner)
+    except QMPClosed as e:
+        raise EnvironmentProblem(f"QEMU or KVM is not usable: {emulator} (as {identity.name}): {e}") from None
+    if libvirt_version and libvirt_version != build.version:  # a libvirtd in a chroot or container
+        raise EnvironmentProblem(f"{opts.connect} runs QEMU {libvirt_version}, but {emulator} here is "
+                                 f"{build.version}: libvirt's emulator lives in another filesystem; "
+                                 "name it with --emulator")
+    host = assemble(sources(opts, build))
+    machines = x86_machines(build.machines, opts.machines)
+    modes = cpu_modes(build.models, opts.modes)
+    if not machines:
+        raise BadInput(f"{emulator} lists no x86 PC machine type"
+                       + (" matching --machine" if opts.machines else ""))
+    if opts.progress:
+        opts.progress(f"{len(machines)} machine types x {len(modes)} CPU models on {emulator}, "
+                      f"{opts.workers} at a time")
+    jobs = [(m, mode) for m in machines for mode in modes]
+    with ThreadPoolExecutor(max_workers=max(1, opts.workers)) as pool:
+        runs = list(pool.map(lambda job: qr.read_vcpu(runner, *job), jobs))
+    tool = {(r.machine, r.mode.key): tool_answer(r.machine, r.mode, host) for r in runs if r.qemu is not None}
+    found = [d for r in runs if r.qemu is not None for d in disagreements(r, tool[r.machine, r.mode.key])]
+    compat_checked = None
+    if build.compat_props:
+        cases = compat_cases(build.machines, opts.machines)
+        compat_checked = len(cases) * len(modes) * 2 * len(rules.PROPERTIES)
+        found += [d for case in cases for mode in modes for d in compat_disagreements(case, mode, host)]
+    lifecycle_checked, lifecycle_found = lifecycle_disagreements(build.machines, host)
+    found += lifecycle_found
+    if all(r.qemu is None for r in runs):
+        raise EnvironmentProblem(f"QEMU started no machine type: {runs[0].error}")
+    if runner.killed >= qr.GIVE_UP_AFTER:
+        raise EnvironmentProblem(f"{emulator} stopped answering: {runner.killed} QEMUs killed after "
+                                 f"{opts.timeout:g} s each; nothing verified")
+    return Outcome(build, host, identity, machines, modes, runs, found, compat_checked, time.monotonic() - start,
+                   {k: {p: v.qemu_property for p, v in res.features.items() if p in rules.PROPERTIES}
+                    for k, res in tool.items()}, lifecycle_checked)

@@ -1,0 +1,386 @@
+"""Safe parsing of domain XML and byte-preserving edits.
+
+The tree is parsed with a hardened lxml parser. Edits are made on the parsed tree *and* rendered as
+insertions into the original text, so quoting, attribute order, comments, namespaces and indentation
+survive exactly: the output differs from the input only where an element was added. The rendering is
+checked by reparsing it and comparing with the edited tree.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+from _thread import _local  # threading.local itself, without importing threading (the hook's cold start)
+from collections import namedtuple
+
+from lxml import etree
+
+from ..tables import lazyre  # module-level patterns compiled where first used (the hook's cold start)
+from ..errors import BadInput, shown
+
+MAX_INPUT_BYTES = 10 * 1024 * 1024  # libvirt itself refuses domain XML over 10 MiB
+
+
+# What a parser may be given: every option that could make libxml2 read beyond the bytes is off, the
+# encoding is fixed (a declaration cannot switch it), and a resolver refuses whatever libxml2 still asks for
+# (with collect_ids=False it asks for a DOCTYPE's external subset, even with load_dtd=False).
+PARSER_OPTIONS = dict(resolve_entities=False, no_network=True, load_dtd=False, dtd_validation=False,
+                      huge_tree=False, remove_blank_text=False, strip_cdata=True, collect_ids=False,
+                      encoding="utf-8")
+ENCODINGS = frozenset({"utf-8", "utf8", "us-ascii", "ascii"})  # what a declaration may name (ASCII is UTF-8)
+
+
+class _RefuseAll(etree.Resolver):
+    """Every external resource (DTD, entity, XInclude) is refused: a document never makes us open a path."""
+
+    def resolve(self, url, pubid, context):
+        raise BadInput(f"names an external resource ({shown(str(url or pubid))}), which is never loaded")
+
+
+def safe_parser(cls=etree.XMLParser, **options) -> etree.XMLParser:
+    parser = cls(**PARSER_OPTIONS, **options)
+    parser.resolvers.add(_RefuseAll())
+    return parser
+
+
+_PARSERS = _local()  # an lxml parser serves one thread at a time; building one per document is slow
+
+
+def _parser() -> etree.XMLParser:
+    parser = getattr(_PARSERS, "parser", None)
+    if parser is None:
+        parser = _PARSERS.parser = safe_parser(remove_comments=False, remove_pis=False)
+    return parser
+
+
+def parse_xml(data: bytes, what: str = "XML") -> etree._ElementTree:
+    """Parse untrusted XML: no DTD, no entities, nothing external, UTF-8 only, bounded size; one-line errors."""
+    _check_raw(data, what)
+    try:
+        tree = etree.ElementTree(etree.fromstring(data, _parser()))
+    except etree.XMLSyntaxError as e:
+        msg = str(e).splitlines()[0] if str(e) else "syntax error"
+        raise BadInput(f"{what} is not well-formed XML: {msg}") from None
+    except BadInput as e:  # the resolver's refusal
+        raise BadInput(f"{what} {e}") from None
+    except ValueError as e:  # e.g. unicode strings with an encoding declaration
+        raise BadInput(f"{what} cannot be parsed: {e}") from None
+    if tree.docinfo.doctype or tree.docinfo.internalDTD is not None:
+        raise BadInput(f"{what} has a DOCTYPE, which domain XML never has")
+    return tree
+
+
+def _check_raw(data: bytes, what: str) -> None:
+    """Size, emptiness, encoding and DTDs, before any parser sees the bytes; each check linear in the size."""
+    if len(data) > MAX_INPUT_BYTES:
+        raise BadInput(f"{what} is larger than {MAX_INPUT_BYTES // (1024 * 1024)} MiB")
+    if not data.strip():
+        raise BadInput(f"{what} is empty")
+    for bom, name in _BOMS:
+        if data.startswith(bom):
+            raise BadInput(f"{what} is {name} (byte-order mark); only UTF-8 is read")
+    nul = data.find(b"\0")
+    if nul >= 0:
+        raise BadInput(f"{what} has a NUL byte (offset {nul}): UTF-16/UTF-32 or not text; only UTF-8 is read")
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise BadInput(f"{what} is not UTF-8 (byte {e.start})") from None
+    declared = declared_encoding(data)
+    if declared is not None and declared.lower() not in ENCODINGS:
+        raise BadInput(f"{what} declares encoding {shown(declared)!r}; only UTF-8 is read")
+    if prolog_declares(data):
+        raise BadInput(f"{what} has a DOCTYPE or entity declarations, which domain XML never has")
+
+
+_BOMS = ((b"\x00\x00\xfe\xff", "UTF-32"), (b"\xff\xfe\x00\x00", "UTF-32"), (b"\xfe\xff", "UTF-16"),
+         (b"\xff\xfe", "UTF-16"))
+_UTF8_BOM = b"\xef\xbb\xbf"
+_SPACE = lazyre.compile(rb"[ \t\r\n]*")  # XML's S
+_ENCODING = lazyre.compile(rb"[ \t\r\n]encoding[ \t\r\n]*=[ \t\r\n]*(?:'([^']*)'|\"([^\"]*)\")")
+
+
+def declared_encoding(data: bytes) -> str | None:
+    """The encoding an XML declaration names (it can only stand at the very start), else None."""
+    start = len(_UTF8_BOM) if data.startswith(_UTF8_BOM) else 0
+    if not (data.startswith(b"<?xml", start) and data[start + 5:start + 6] in (b" ", b"\t", b"\r", b"\n")):
+        return None
+    end = data.find(b"?>", start)
+    m = _ENCODING.search(data, start, end if end >= 0 else len(data))
+    return None if m is None else (m.group(1) or m.group(2) or b"").decode("utf-8", "replace")
+
+
+def prolog_declares(data: bytes) -> bool:
+    """Whether `<!` markup other than a comment stands before the root element: the prolog is the only place
+    XML allows a DOCTYPE, and entity declarations only live inside one. Whitespace, comments and PIs are
+    skipped with one search each and the scan stops at the first element, so the time is linear in the input
+    and a CDATA section or comment in <metadata> that mentions <!DOCTYPE is no declaration."""
+    i = len(_UTF8_BOM) if data.startswith(_UTF8_BOM) else 0
+    while True:
+        i = _SPACE.match(data, i).end()
+        if data.startswith(b"<!--", i):
+            close, skip = b"-->", 4
+        elif data.startswith(b"<?", i):
+            close, skip = b"?>", 2
+        else:
+            return data.startswith(b"<!", i)
+        end = data.find(close, i + skip)
+        if end < 0:
+            return False  # an unterminated comment or PI: the parser says so
+        i = end + len(close)
+
+
+def parse_domain(data: bytes, what: str = "input") -> etree._ElementTree:
+    tree = parse_xml(data, what)
+    _require_domain(tree.getroot(), what)
+    return tree
+
+
+def _require_domain(root: etree._Element, what: str) -> None:
+    if root.tag != "domain":
+        raise BadInput(f"{what} is not a libvirt domain (root element <{etree.QName(root).localname}>)")
+
+
+# What the decisions read under <devices>; everything else there is dropped by parse_domain_lean.
+KEPT_DEVICES = frozenset({"emulator"})
+LEAN_FROM_BYTES = 256 * 1024  # below this a plain parse is faster and small anyway
+LEAN_CHUNK = 64 * 1024  # fed to the parser at a time; what was parsed is trimmed between chunks
+
+
+def parse_domain_lean(data: bytes, what: str = "input") -> etree._Element:
+    """The same checks as parse_domain, but the children of <devices> other than <emulator> are dropped as
+    they are parsed: a decision never reads them, and a large domain (thousands of disks, controllers,
+    interfaces) then costs little more memory than its bytes. Only for deciding, never for rewriting."""
+    if len(data) < LEAN_FROM_BYTES:
+        root = parse_xml(data, what).getroot()
+        _require_domain(root, what)
+        return root
+    _check_raw(data, what)
+    parser = safe_parser(etree.XMLPullParser, events=("start", "end"), remove_comments=True, remove_pis=True)
+    depth = 0
+    devices = None
+    try:
+        for at in range(0, len(data), LEAN_CHUNK):
+            parser.feed(data[at:at + LEAN_CHUNK])
+            for event, el in parser.read_events():
+                if event == "start":
+                    depth += 1
+                    if depth == 2 and el.tag == "devices":
+                        devices = el
+                    continue
+                if depth == 3 and devices is not None and el.getparent() is devices and el.tag not in KEPT_DEVICES:
+                    el.clear(keep_tail=False)
+                    devices.remove(el)
+                depth -= 1
+        root = parser.close()
+    except etree.XMLSyntaxError as e:
+        msg = str(e).splitlines()[0] if str(e) else "syntax error"
+        raise BadInput(f"{what} is not well-formed XML: {msg}") from None
+    except BadInput as e:  # the resolver's refusal
+        raise BadInput(f"{what} {e}") from None
+    except ValueError as e:
+        raise BadInput(f"{what} cannot be parsed: {e}") from None
+    if root is None:
+        raise BadInput(f"{what} is not well-formed XML: no root element")
+    docinfo = root.getroottree().docinfo
+    if docinfo.doctype or docinfo.internalDTD is not None:
+        raise BadInput(f"{what} has a DOCTYPE, which domain XML never has")
+    _require_domain(root, what)
+    return root
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Source positions of every node, so that edits become text insertions.
+
+_NAME = r"[^\s/>=]+"
+_ATTRS = r"(?:\s+[^\s=/>]+\s*=\s*(?:\"[^\"]*\"|'[^']*'))*"
+_TOKEN = lazyre.compile(
+    r"<!--.*?-->|<\?.*?\?>|<!\[CDATA\[.*?\]\]>|<!DOCTYPE[^>]*>"
+    rf"|<({_NAME}){_ATTRS}\s*(/?)>|</({_NAME})\s*>",
+    lazyre.DOTALL,
+)
+
+
+class Span:
+    """Where a node sits in the source text (its end tag is filled in when the scan reaches it)."""
+
+    __slots__ = ("start", "start_end", "empty", "end_start", "end_end")
+
+    def __init__(self, start: int, start_end: int, empty: bool):
+        self.start = start  # offset of '<' of the start tag (or comment / PI)
+        self.start_end = start_end  # offset just after the start tag
+        self.empty = empty  # <x/>
+        self.end_start = -1  # offset of '</x>'
+        self.end_end = -1
+
+
+def node_spans(text: str) -> list[Span]:
+    """Spans of elements, comments and PIs in document order (what lxml's iter() yields)."""
+    spans: list[Span] = []
+    stack: list[Span] = []
+    for m in _TOKEN.finditer(text):
+        tok = m.group(0)
+        if tok.startswith("<!DOCTYPE") or tok.startswith("<![CDATA["):
+            continue
+        if tok.startswith("<!--") or tok.startswith("<?"):
+            if stack:  # only nodes inside the root element belong to the tree walk we map onto
+                spans.append(Span(m.start(), m.end(), True))
+            continue
+        if m.group(3):  # end tag
+            span = stack.pop()
+            span.end_start, span.end_end = m.start(), m.end()
+            continue
+        span = Span(m.start(), m.end(), bool(m.group(2)))
+        spans.append(span)
+        if not span.empty:
+            stack.append(span)
+    return spans
+
+
+class Style(namedtuple("Style", "quote unit newline")):
+
+    __slots__ = ()  # a plain named tuple: its fields, annotated below for readers
+    quote: str
+    unit: str
+    newline: str
+
+
+def detect_style(text: str) -> Style:
+    m = re.search(r"<[^\s!?/<>]+\s+[^\s=/<>]+\s*=\s*(['\"])", text)  # no "<" in a name: linear
+    quote = m.group(1) if m else "'"
+    indents = re.findall(r"\n([ \t]+)<", text)
+    unit = min(indents, key=len) if indents else "  "
+    return Style(quote, unit, _newline_after(text, 0))
+
+
+def _newline_after(text: str, pos: int) -> str:
+    """The line ending of the line at `pos` (CRLF, CR-only or LF files, and files that mix them)."""
+    m = re.compile(r"\r\n|\r|\n").search(text, pos)
+    if m is None:
+        m = re.compile(r"\r\n|\r|\n").search(text)
+    return m.group(0) if m else "\n"
+
+
+def render_element(el: etree._Element, indent: str, style: Style) -> str:
+    """Serialize a new element the way libvirt formats XML, nested children indented."""
+    q = style.quote
+    attrs = "".join(f" {k}={q}{_escape_attr(v, q)}{q}" for k, v in el.attrib.items())
+    children = [c for c in el if isinstance(c.tag, str)]
+    if not children:
+        return f"<{el.tag}{attrs}/>"
+    inner = "".join(style.newline + indent + style.unit + render_element(c, indent + style.unit, style)
+                    for c in children)
+    return f"<{el.tag}{attrs}>{inner}{style.newline}{indent}</{el.tag}>"
+
+
+def _escape_attr(v: str, q: str) -> str:
+    v = v.replace("&", "&amp;").replace("<", "&lt;")
+    return v.replace("'", "&apos;") if q == "'" else v.replace('"', "&quot;")
+
+
+def _ws_before(text: str, pos: int) -> str:
+    i = pos
+    while i > 0 and text[i - 1] in " \t\r\n":
+        i -= 1
+    return text[i:pos]
+
+
+def _line_indent(text: str, pos: int) -> str:
+    line_start = max(text.rfind("\n", 0, pos), text.rfind("\r", 0, pos)) + 1
+    m = re.match(r"[ \t]*", text[line_start:pos])
+    return m.group(0) if m else ""
+
+
+class Insertion(namedtuple("Insertion", "parent new index",
+                           defaults=(None,))):
+    """Add `new` as a child of `parent` before the node at `index` (None = append)."""
+
+    __slots__ = ()  # a plain named tuple: its fields, annotated below for readers
+
+    parent: etree._Element
+    new: etree._Element
+    index: int | None
+
+
+def apply_insertions(text: str, root: etree._Element, insertions: list[Insertion]) -> str:
+    """Render insertions into `text` (the source of `root`); return the new text.
+
+    `root` must still be the unedited tree of `text`; the caller edits its own copy.
+    """
+    nodes = list(root.iter())
+    spans = node_spans(text)
+    if len(nodes) != len(spans):
+        raise BadInput("cannot map the XML source onto its tree (unusual markup); nothing was changed")
+    where = {id(n): s for n, s in zip(nodes, spans)}
+    base = detect_style(text)
+    patches: list[tuple[int, int, str]] = []  # (start, end, replacement)
+    for ins in insertions:
+        ps = where[id(ins.parent)]
+        style = Style(base.quote, base.unit, _newline_after(text, ps.start))
+        parent_indent = _line_indent(text, ps.start)
+        kids = list(ins.parent)
+        if ins.index is not None and ins.index < len(kids):
+            ks = where[id(kids[ins.index])]
+            ws = _ws_before(text, ks.start)
+            lead = ws if _has_newline(ws) else style.newline + parent_indent + style.unit
+            indent = _last_line(lead)
+            patches.append((ks.start, ks.start, render_element(ins.new, indent, style) + lead))
+        elif kids:
+            last = where[id(kids[-1])]
+            ws = _ws_before(text, last.start)
+            lead = ws if _has_newline(ws) else style.newline + parent_indent + style.unit
+            indent = _last_line(lead)
+            end = last.end_end if last.end_end >= 0 else last.start_end
+            patches.append((end, end, lead + render_element(ins.new, indent, style)))
+        elif ps.empty:
+            indent = parent_indent + style.unit
+            tag = text[ps.start:ps.start_end]
+            opened = tag[:-2] + ">"  # only the '/' of '/>' goes; every other character stays
+            body = style.newline + indent + render_element(ins.new, indent, style) + style.newline + parent_indent
+            patches.append((ps.start, ps.start_end, f"{opened}{body}</{ins.parent.tag}>"))
+        else:
+            indent = parent_indent + style.unit
+            ws = _ws_before(text, ps.end_start)
+            at = ps.end_start - len(ws)
+            closing = ws if _has_newline(ws) else style.newline + parent_indent
+            patches.append((at, ps.end_start,
+                            style.newline + indent + render_element(ins.new, indent, style) + closing))
+    out = text
+    for start, end, repl in sorted(patches, key=lambda p: p[0], reverse=True):
+        out = out[:start] + repl + out[end:]
+    return out
+
+
+def _has_newline(ws: str) -> bool:
+    return "\n" in ws or "\r" in ws
+
+
+def _last_line(ws: str) -> str:
+    return re.split(r"\r\n|\r|\n", ws)[-1]
+
+
+def same_tree(a: etree._Element, b: etree._Element) -> bool:
+    """Same elements, attributes and order, and the same character data in each element (whitespace
+    ignored, and where between the children it sits: libvirt ignores text among <features>, so text after
+    the last child may end up after the inserted one). The check on every rendering."""
+    return _same_shape(a, b) and _attributes(a) == _attributes(b)
+
+
+def _same_shape(a: etree._Element, b: etree._Element) -> bool:
+    if a.tag != b.tag:
+        return False
+    ka, kb = list(a), list(b)
+    if len(ka) != len(kb) or _chars(a) != _chars(b):
+        return False
+    return all(_same_shape(x, y) for x, y in zip(ka, kb))
+
+
+def _attributes(root: etree._Element) -> list[tuple[int, str, str]]:
+    """Every attribute as (its element's position, name, value), in one XPath pass: lxml's attrib and
+    items() look each value up by name, quadratic in an element's attributes (a crafted <metadata>)."""
+    index = {el: i for i, el in enumerate(root.iter())}
+    return sorted((index[r.getparent()], r.attrname, str(r)) for r in root.xpath("descendant-or-self::*/@*"))
+
+
+def _chars(el: etree._Element) -> str:
+    return "".join("".join(t.split()) for t in [el.text or ""] + [c.tail or "" for c in el])
