@@ -6,6 +6,10 @@ fast path (an ignored op, `started begin`: the shell front alone)   vs  /bin/sh 
 cold prepare (`prepare begin`, a full evaluation, digest empty)      vs  python3 -c 'import lxml.etree'
 cached prepare (`prepare begin` answered from the decision digest)   vs  python3 -I -S -c pass
 
+With --against DIR (another checkout of virtxml-cpu, e.g. the commit before a change), the same hook
+installed from DIR by its own `virtxml-cpu hook install` runs interleaved with this tree's, and the cold and
+cached prepare paths are also reported as this tree / DIR.
+
 The hook is rendered exactly as `virtxml-cpu hook install` renders it (for the venv: installed by it) and
 executed as libvirt runs it, with libvirt's environment. The QEMU build is read from libvirt's capabilities
 cache when the host has one for /usr/bin/qemu-system-x86_64. Runs are interleaved; medians are reported.
@@ -58,9 +62,21 @@ def interpreters() -> list[tuple[str, tuple[str, ...]]]:
     return out
 
 
+def install_from(checkout: str, python: str, where: Path, config: Path) -> Path:
+    """The hook as `virtxml-cpu hook install` of another checkout renders it for `python`."""
+    r = subprocess.run([python, "-m", "virtxml_cpu", "hook", "install", "--hooks-dir", str(where), "--qemu-d",
+                        "--mode", "audit", "--config", str(config), "--digest-dir", f"{where}.d"],
+                       cwd=checkout, env={**ENV, "PYTHONPATH": checkout}, capture_output=True, text=True)
+    hook = where / "qemu.d" / "virtxml-cpu"
+    if r.returncode or f"PACKAGE_DIR='{os.path.realpath(checkout)}'" not in hook.read_text():
+        sys.exit(f"hook install from {checkout} failed: {r.stderr.strip()}")
+    return hook
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("-n", "--runs", type=int, default=40)
+    ap.add_argument("--against", metavar="DIR", help="another checkout: its hook runs interleaved with this one's")
     args = ap.parse_args()
     ok = True
     with tempfile.TemporaryDirectory() as tmp:
@@ -90,6 +106,17 @@ def main() -> int:
                 drain()
                 shutil.rmtree(cold_dir, ignore_errors=True)
 
+            against = {}
+            if args.against:
+                for kind in ("cold", "cached"):
+                    against[kind] = install_from(args.against, python, Path(tmp) / f"against-{kind}-{abs(hash(python))}",
+                                                 cfg)
+                against_cold_dir = f"{against['cold'].parent.parent}.d"
+
+                def empty_against_digest():
+                    drain()
+                    shutil.rmtree(against_cold_dir, ignore_errors=True)
+
             cases = {
                 "floor: /bin/sh -c exit": (["/bin/sh", "-c", "exit"], None),
                 "fast path (started begin)": ([str(hooks["cold"]), "vm", "started", "begin", "-"], None),
@@ -98,6 +125,10 @@ def main() -> int:
                 "floor: python3 -I -S -c pass": ([python, "-I", "-S", "-c", "pass"], None),
                 "cached prepare (digest hit)": ([str(hooks["cached"]), "vm", "prepare", "begin", "-"], drain),
             }
+            if against:
+                cases["cold prepare, --against"] = ([str(against["cold"]), "vm", "prepare", "begin", "-"],
+                                                    empty_against_digest)
+                cases["cached prepare, --against"] = ([str(against["cached"]), "vm", "prepare", "begin", "-"], drain)
             for cmd, before in cases.values():  # warm the page cache and the digest
                 timed(cmd, XML, before)
             samples: dict[str, list[float]] = {k: [] for k in cases}
@@ -115,6 +146,11 @@ def main() -> int:
                 verdict = ("no target of its own: a guest start's +5% is bench/hook_start.py's" if target is None
                            else f"target <= {target}x{'' if ratio <= target else ': MISSED'}")
                 print(f"  {kind + ' / floor':<22} = {ratio:.2f}x ({verdict})")
+            if against:
+                for kind in ("cold", "cached"):
+                    mine = med[names[3] if kind == "cold" else names[5]]
+                    print(f"  {kind + ' / --against':<22} = {mine / med[f'{kind} prepare, --against']:.3f}x "
+                          f"({mine:.1f} ms here, {med[f'{kind} prepare, --against']:.1f} ms in {args.against})")
         sock.close()
     print("all targets met" if ok else "some target MISSED")
     return 0
