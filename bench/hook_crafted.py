@@ -142,6 +142,13 @@ DIGEST = ("CDATA of <seclabel> openers, type='dynamic'", "CDATA of <seclabel> op
 NO_DEFINITION = "reads nothing of the definition"
 SCANNERS: dict[str, tuple[str, ...] | str] = {
     "virtxml_cpu": NO_DEFINITION + " (the version)",
+    "virtxml_cpu.core": NO_DEFINITION + " (an empty package: a layer's folder)",
+    "virtxml_cpu.fs": NO_DEFINITION + " (an empty package: a layer's folder)",
+    "virtxml_cpu.hook": NO_DEFINITION + " (an empty package: a layer's folder)",
+    "virtxml_cpu.host": NO_DEFINITION + " (an empty package: a layer's folder)",
+    "virtxml_cpu.tables": NO_DEFINITION + " (an empty package: a layer's folder)",
+    "virtxml_cpu.tables.builds": NO_DEFINITION + " (an empty package: a layer's folder)",
+    "virtxml_cpu.xml": NO_DEFINITION + " (an empty package: a layer's folder)",
     "virtxml_cpu.hook.entry": "reads the definition's bytes (bounded) and hands them on",
     "virtxml_cpu.hook.digest": DIGEST,
     "virtxml_cpu.xml.text": XMLIO,
