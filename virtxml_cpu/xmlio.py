@@ -183,23 +183,24 @@ def parse_domain_lean(data: bytes, what: str = "input") -> etree._Element:
         _require_domain(root, what)
         return root
     _check_raw(data, what)
-    parser = safe_parser(etree.XMLPullParser, events=("start", "end"), remove_comments=True, remove_pis=True)
-    depth = 0
-    devices = None
+    # Only <devices> is reported (matched in C), not each element: 700,000 children in <metadata> then cost
+    # what libxml2's parse costs, with no Python step per element.
+    parser = safe_parser(etree.XMLPullParser, events=("start",), tag="devices", remove_comments=True, remove_pis=True)
+    devices = kept = None
     try:
         for at in range(0, len(data), LEAN_CHUNK):
             parser.feed(data[at:at + LEAN_CHUNK])
-            for event, el in parser.read_events():
-                if event == "start":
-                    depth += 1
-                    if depth == 2 and el.tag == "devices":
-                        devices = el
-                    continue
-                if depth == 3 and devices is not None and el.getparent() is devices and el.tag not in KEPT_DEVICES:
-                    el.clear(keep_tail=False)
-                    devices.remove(el)
-                depth -= 1
+            for _event, el in parser.read_events():
+                parent = el.getparent()
+                if parent is not None and parent.getparent() is None:  # the domain's own <devices>
+                    if devices is not None:
+                        _drop_devices(devices, kept, keep_last=False)
+                    devices, kept = el, None
+            if devices is not None:
+                kept = _drop_devices(devices, kept, keep_last=True)  # the last child may still be parsed
         root = parser.close()
+        if devices is not None:
+            _drop_devices(devices, kept, keep_last=False)
     except etree.XMLSyntaxError as e:
         msg = str(e).splitlines()[0] if str(e) else "syntax error"
         raise BadInput(f"{what} is not well-formed XML: {msg}") from None
@@ -214,6 +215,23 @@ def parse_domain_lean(data: bytes, what: str = "input") -> etree._Element:
         raise BadInput(f"{what} has a DOCTYPE, which domain XML never has")
     _require_domain(root, what)
     return root
+
+
+def _drop_devices(devices: etree._Element, kept: etree._Element | None, keep_last: bool) -> etree._Element | None:
+    """Drop the children of `devices` after `kept` (the last one kept so far) but KEPT_DEVICES, each once, and
+    the last one only with keep_last False; the new last one kept."""
+    el = kept.getnext() if kept is not None else (devices[0] if len(devices) else None)
+    while el is not None:
+        following = el.getnext()
+        if following is None and keep_last:
+            break
+        if el.tag in KEPT_DEVICES:
+            kept = el
+        else:
+            el.clear(keep_tail=False)
+            devices.remove(el)
+        el = following
+    return kept
 
 
 # ---------------------------------------------------------------------------------------------------------
