@@ -166,6 +166,7 @@ SCANNERS: dict[str, tuple[str, ...] | str] = {
     "virtxml_cpu.hostsrc": ("emulator path of the whole size",),
     "virtxml_cpu.hook": ("emulator path of the whole size",),  # dependencies(): the emulator's cache file
     "virtxml_cpu.hookact": ("CDATA sections in <name>", "uuid of the whole size"),  # the log line, the spool
+    "virtxml_cpu.incoming": ("uuid of the whole size",),  # a restore's mark, named by the canonical uuid
     "virtxml_cpu.logline": ("CDATA sections in <name>",),
     "virtxml_cpu.memo": ("cpu features", "qemu:commandline args"),  # keys made of the facts
     "virtxml_cpu.properties": NO_DEFINITION + " (the property table)",
