@@ -31,8 +31,8 @@ def _record_exercise() -> None:
     rule_applies, decide, invalid = engine.rule_applies, policy.decide, policy.invalid_exemption
     read_setting, read_placement = domain._setting, domain._placement
 
-    def recording_setting(top, row):
-        value = read_setting(top, row)
+    def recording_setting(top, row, *rest):
+        value = read_setting(top, row, *rest)
         if value is not None:
             EXERCISED["settings"].add(row.key)
         return value

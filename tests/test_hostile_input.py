@@ -24,6 +24,7 @@ from virtxml_cpu.xml import text as xmlio
 from virtxml_cpu.errors import EXIT_BAD_INPUT, EXIT_ENVIRONMENT, BadInput
 
 from .conftest import FIXTURES, ROOT, Capture
+from .lab.harness import BULLSEYE_LAB
 
 NEEDS_FIX = (FIXTURES / "handwritten-no-cpu.xml").read_bytes()
 NO_COMMENTS = re.sub(rb"<!--.*?-->", b"", NEEDS_FIX)  # no "-->" after the metadata to end a comment opener
@@ -103,16 +104,33 @@ def test_the_installed_hook_decides_every_crafted_4_mib_definition_in_bounded_ti
     begin -`, the XML on stdin, libvirt's environment, no timeout of its own): each crafted 4 MiB shape is
     decided in at most 1 s, or at most 5 times a plain 4 MiB definition in the same run (the best of two
     first starts each: the digest emptied, so the key, the whole decision and the entry's write), and its
-    repeat start likewise. A CDATA of <seclabel> openers took 374 s through the digest's key."""
+    repeat start likewise. A CDATA of <seclabel> openers took 374 s through the digest's key.
+
+    Times are the best of interleaved runs: two rounds over every shape, then up to three more of any shape
+    over the bound, each next to a run of the plain definition, so a busy moment of the machine does not
+    count against one shape (the bound itself is the same)."""
     bench = _crafted_bench()
     hook, digests = bench.install(str(tmp_path))
     docs = bench.shapes(4 * MiB)
-    took = {name: [bench.starts(hook, digests, doc, name) for _ in range(2)] for name, doc in docs.items()}
-    best = {name: (min(f for f, _ in runs), min(a for _, a in runs)) for name, runs in took.items()}
-    plain_first, plain_again = best.pop("plain (disks)")
-    slow = {name: (first, again) for name, (first, again) in best.items()
-            if first > max(1.0, 5 * plain_first) or again > max(1.0, 5 * plain_first)}
-    assert not slow, (slow, plain_first, plain_again)
+    plain = "plain (disks)"
+    took: dict = {name: [] for name in docs}
+
+    def run(name):
+        took[name].append(bench.starts(hook, digests, docs[name], name))
+
+    def over():
+        plain_first = min(f for f, _ in took[plain])
+        return {name: (min(f for f, _ in runs), min(a for _, a in runs), plain_first) for name, runs in took.items()
+                if name != plain and max(min(f for f, _ in runs), min(a for _, a in runs)) > max(1.0, 5 * plain_first)}
+
+    for _ in range(2):
+        for name in docs:
+            run(name)
+    for _ in range(3):
+        for name in over():
+            run(plain)
+            run(name)
+    assert not over(), over()
 
 
 def _seconds(doc: bytes, render: bool) -> float:
@@ -135,8 +153,9 @@ def _disks(size: int) -> bytes:
     (False, 8 * MiB, lambda size: NO_COMMENTS.replace(b"<name>scratch</name>", b"<name>" + b"<![CDATA[a]]>" * (size // 13)
                                                       + b"</name>")),
     # the rendering check read attributes through a dict, one lookup by name each (512 KiB: ~10 s)
-    (True, MiB // 2, lambda size: with_metadata(NO_COMMENTS, b"<m:y " + b" ".join(b"a%07d='1'" % i for i in range(size // 12))
-                                                + b"/>")),
+    # (elements of as many attributes as one may have: one element of more is refused before parsing)
+    (True, MiB // 2, lambda size: with_metadata(NO_COMMENTS, (b"<m:y " + b" ".join(b"a%07d='1'" % i for i in
+                                                range(xmlio.MAX_ATTRIBUTES - 1)) + b"/>") * (size // 12 // 255))),
 ], ids=["cdata-text-decide", "attributes-rewrite"])
 def test_crafted_text_and_attributes_cost_about_what_plain_xml_of_that_size_costs(render, size, doc):
     plain, crafted_doc = _disks(size), doc(size)
@@ -479,3 +498,72 @@ def test_apply_asks_about_a_name_shown_escaped(odd_names, monkeypatch, capsys):
     cli.main(["apply", *LIVE, "vxc-rlo\u202ex"])
     (prompt,) = asked
     assert "Define 'vxc-rlo\\u202ex' with this change?" in prompt, prompt
+
+
+def _one_element(attributes: int) -> bytes:
+    return with_metadata(NO_COMMENTS, b"<m:y " + b" ".join(b"a%07d='1'" % i for i in range(attributes)) + b"/>")
+
+
+def test_an_element_of_too_many_attributes_is_refused_before_parsing_and_the_hook_fails_open(tmp_path):
+    """libxml2 before 2.12 checks each attribute against all before it on the element: 43,000 on one element
+    took about 10 s to parse on Debian 11. One element with MAX_ATTRIBUTES is refused in one line (the hook
+    starts the guest unchecked), one fewer is read; `>` in the values changes nothing, and `=` in text or in
+    values is no attribute."""
+    assert _seconds(_one_element(xmlio.MAX_ATTRIBUTES - 1), render=True) < 5
+    crowded = _one_element(xmlio.MAX_ATTRIBUTES)
+    with pytest.raises(BadInput, match=r"^x has an element with 256 or more attributes"):
+        _seconds(crowded, render=False)
+    assert xmlio.has_crowded_element(crowded.replace(b"='1'", b"='>'"))
+    text = b"<!-- " + b" ".join(b"a=b" for _ in range(4000)) + b" --><m:z v='" + b"k=v," * 4000 + b"'/>"
+    assert not xmlio.has_crowded_element(with_metadata(NO_COMMENTS, text))  # `=` in text and in values
+    bench = _crafted_bench()
+    hook, _digests = bench.install(str(tmp_path))
+    r = subprocess.run(hook, input=crowded, capture_output=True, env=bench.ENV, timeout=60, check=False)
+    assert r.returncode == 0 and r.stderr.count(b"\n") == 1 and b'result="guest not checked"' in r.stderr
+    assert b"256 or more attributes" in r.stderr, r.stderr
+
+
+BULLSEYE = str(BULLSEYE_LAB.root)  # a Debian 11 tree: python3.9, python3-lxml 4.6.3, libxml2 2.9.10
+ON_BULLSEYE = """
+import sys, time
+sys.path.insert(0, sys.argv[1])
+from virtxml_cpu.core.config import Config
+from virtxml_cpu.errors import BadInput
+from virtxml_cpu.core.hostfacts import HostFacts
+from virtxml_cpu.core.pipeline import process
+sys.path.insert(0, sys.argv[1] + "/bench")
+import hook_crafted
+docs = hook_crafted.shapes(4 * 1024 * 1024)
+for name in ("plain (disks)", "one element, many attributes") * 2:
+    t = time.perf_counter()
+    try:
+        process(docs[name], "big", HostFacts(), Config(qemu_flavour="upstream"), render=False)
+        said = "decided"
+    except BadInput as e:
+        said = str(e)
+    print(name, time.perf_counter() - t, said, sep="\t", flush=True)
+"""
+
+
+def test_debian_11s_libxml2_decides_the_crafted_attributes_in_bounded_time(tmp_path):
+    """Under Debian 11's Python, lxml 4.6.3 and libxml2 2.9.10 (a chroot of it, as the lab builds), the
+    4 MiB definition of one element with 43,000 attributes costs at most 5 times a plain 4 MiB one (best
+    of two each): it is refused before libxml2 sees it. It took about 10 s to parse there."""
+    import shutil
+    import tempfile
+
+    chroot = shutil.which("chroot", path="/usr/sbin:/usr/bin:/sbin:/bin")
+    if os.geteuid() != 0 or not chroot or not os.path.exists(f"{BULLSEYE}/usr/lib/python3/dist-packages/lxml/__init__.py"):
+        pytest.skip(f"SKIPPED LOUDLY: no Debian 11 tree with python3-lxml at {BULLSEYE} (or no chroot, or not root)")
+    with tempfile.TemporaryDirectory(dir=f"{BULLSEYE}/tmp") as inside:
+        for part in ("virtxml_cpu", "bench"):
+            shutil.copytree(ROOT / part, f"{inside}/{part}", ignore=shutil.ignore_patterns("__pycache__"))
+        where = inside[len(BULLSEYE):]
+        r = subprocess.run([chroot, BULLSEYE, "/usr/bin/python3", "-c", ON_BULLSEYE, where], capture_output=True,
+                           env=ENV, timeout=120, check=False, text=True)
+    assert r.returncode == 0, r.stderr[-2000:]
+    runs = [line.split("\t") for line in r.stdout.splitlines()]
+    best = {name: min(float(t) for n, t, _ in runs if n == name) for name, _, _ in runs}
+    said = {name: s for name, _, s in runs}
+    assert said["plain (disks)"] == "decided" and "256 or more attributes" in said["one element, many attributes"]
+    assert best["one element, many attributes"] <= max(1.0, 5 * best["plain (disks)"]), best

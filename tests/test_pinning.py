@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 import json
+import random
 
 import time
 
@@ -67,6 +68,37 @@ def test_a_4_mib_cpuset_costs_about_what_parsing_4_mib_of_xml_costs(text):
     getattr(cpuset.mask, "__wrapped__", cpuset.mask)(text)  # not a cached answer
     took = time.perf_counter() - t
     assert took < max(0.5, 15 * baseline), (took, baseline)  # 30-40 times before
+
+
+def _outcome(text):
+    try:
+        return getattr(cpuset.mask, "__wrapped__", cpuset.mask)(text)
+    except cpuset.CpusetError as e:
+        assert str(e) == f"Failed to parse bitmap '{text}'"
+        return "refused"
+
+
+def test_plain_fields_read_as_the_field_by_field_reader_reads_them():
+    """`N` and `N-M` fields alone are read in bulk; a blank after the last number (which libvirt skips) sends
+    the same text through the reader that follows virBitmapParseInternal field by field."""
+    rng = random.Random(0)
+    numbers = [lambda: str(rng.randrange(40)), lambda: str(rng.randrange(16370, 16400)),
+               lambda: "0" * rng.randrange(1, 12) + str(rng.randrange(20)), lambda: str(rng.choice(LONG)),
+               lambda: "".join(rng.choice("0123456789") for _ in range(rng.randrange(4)))]
+
+    def field():
+        odd = rng.random() < 0.1
+        if odd:
+            return rng.choice(["", "-", "1--2", "1-2-3", "-1", "1-", "3,"])
+        n = rng.choice(numbers)
+        return n() if rng.random() < 0.4 else f"{n()}-{rng.choice(numbers)()}"
+
+    for _ in range(20000):
+        text = ",".join(field() for _ in range(rng.randrange(1, 8))) + rng.choice(["", "", ","])
+        assert _outcome(text) == _outcome(text + " "), text
+
+
+LONG = [2**31 - 1, 2**31, 2**32, 9999999999, 999999999, 16383, 16384]
 
 
 def test_cpuset_format_is_virBitmapFormat():

@@ -140,3 +140,25 @@ def test_the_memo_is_bounded_and_never_wrong_when_it_starts_over():
     memo = Memo(limit=2)
     assert [memo.get(k, lambda k=k: k * 10) for k in (1, 2, 3, 1)] == [10, 20, 30, 10]
     assert len(memo) <= 2
+
+
+def test_the_lean_parse_keeps_all_but_the_devices_and_each_emulator_across_chunks():
+    """Children of the domain's <devices> are dropped while the document is parsed in chunks, the one
+    still being parsed kept until it is complete; emulators anywhere among them, a second <devices>, and
+    <devices> elements deeper in the tree (kept whole) are read as the full parse reads them."""
+    from lxml import etree
+
+    from virtxml_cpu.xml import text as xmlio
+
+    disk = b"<disk type='file'><source file='/d.img'/><target dev='vda'/></disk>"
+    devices = lambda n: (b"<devices>" + disk * n + b"<emulator>/usr/bin/a</emulator>" + disk * 3000
+                         + b"<emulator>/usr/bin/b</emulator>" + disk * 4000 + b"<emulator>/e</emulator></devices>")
+    doc = (b"<domain type='kvm'><name>d</name><metadata><m:x xmlns:m='urn:x'><devices>" + disk * 5000
+           + b"</devices></m:x></metadata>" + devices(2500) + b"<os><type>hvm</type></os>" + devices(7) + b"</domain>")
+    assert len(doc) > 3 * xmlio.LEAN_FROM_BYTES
+    lean, full = xmlio.parse_domain_lean(doc), etree.fromstring(doc)
+    for el in full.findall("devices"):
+        for child in el.findall("disk"):
+            el.remove(child)
+    assert etree.tostring(lean) == etree.tostring(full)
+    assert [e.text for e in lean.iter("emulator")] == ["/usr/bin/a", "/usr/bin/b", "/e"] * 2

@@ -16,11 +16,12 @@ from pathlib import Path
 import pytest
 
 from .conftest import ROOT
+from .lab.harness import BULLSEYE_LAB
 
 OLDEST = (3, 9)
 TREES = ("virtxml_cpu", "hooks", "tests", "bench", "tools")
 # Where an interpreter of the oldest releases may be: on PATH, or the Debian 11 lab's (tests/lab).
-OLD_PYTHONS = ("python3.9", "python3.10", "/var/lib/virtxml-cpu-lab/bullseye/usr/bin/python3.9")
+OLD_PYTHONS = ("python3.9", "python3.10", str(BULLSEYE_LAB.root / "usr/bin/python3.9"))
 
 
 def sources() -> list[Path]:

@@ -106,11 +106,12 @@ def canonical_uuid(text: str | None) -> str | None:
     return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
-def _setting(top: dict, row: Setting) -> str | None:
-    """Read one libvirt_xml row from the domain's top-level children."""
+def _setting(top: dict, row: Setting, children) -> str | None:
+    """Read one libvirt_xml row from the domain's top-level children (`children`: _children, or one that
+    remembers its answers)."""
     el = top.get(row.path[0])
     for tag in row.path[1:-1]:
-        el = _children(el).get(tag)
+        el = children(el).get(tag)
     if el is None:
         return None
     last = row.path[-1]
@@ -119,7 +120,7 @@ def _setting(top: dict, row: Setting) -> str | None:
         found = [c for c in el.iterchildren(last) if c.get(attr) == want]
         child = found[-1] if found else None
     else:
-        child = _children(el).get(last)
+        child = children(el).get(last)
     if child is None:
         return None
     value = child.get(row.attr)
@@ -234,6 +235,20 @@ def _children(el) -> dict:
     return out
 
 
+def _remembered(children):
+    """`children` answering each element once: the settings' rows read <features> once each, and a
+    <features> of 130,000 children was walked nine times."""
+    seen: dict = {}
+
+    def remembered(el) -> dict:
+        if el is None:
+            return {}
+        if el not in seen:
+            seen[el] = children(el)
+        return seen[el]
+    return remembered
+
+
 def _text(el) -> str | None:
     return (el.text or "").strip() if el is not None else None
 
@@ -241,28 +256,29 @@ def _text(el) -> str | None:
 def extract(root: etree._Element) -> DomainFacts:
     """Read the facts from a parsed <domain> element (pure). One pass over the top level, then only the
     few subtrees the rules read."""
-    top = _children(root)
-    os_type = _children(top.get("os")).get("type")
+    children = _remembered(_children)
+    top = children(root)
+    os_type = children(top.get("os")).get("type")
     cpu = top.get("cpu")
-    hyperv = _children(top.get("features")).get("hyperv")
+    hyperv = children(top.get("features")).get("hyperv")
 
     cells = 0
     if cpu is None:
         mode, model, cpu_features = "none", None, ()
     else:
-        parts = _children(cpu)
+        parts = children(cpu)
         model = _text(parts.get("model")) or None
         mode = cpu.get("mode") or "custom"
         cpu_features = tuple((f.get("name") or "", f.get("policy") or "require") for f in cpu.iterchildren("feature"))
         if "numa" in parts:
             cells = sum(1 for _ in parts["numa"].iterchildren("cell"))
-    settings = tuple((row.key, v) for row in SETTINGS if (v := _setting(top, row)) is not None)
+    settings = tuple((row.key, v) for row in SETTINGS if (v := _setting(top, row, children)) is not None)
     args = [a.get("value", "") for c in root.iterchildren(f"{{{QEMU_NS}}}commandline")
             for a in c.iterchildren(f"{{{QEMU_NS}}}arg")]
-    meta = _children(top.get("metadata"))
+    meta = children(top.get("metadata"))
     own = meta.get(f"{{{OWN_NS}}}cpu")
-    osinfo = _children(meta.get(f"{{{LIBOSINFO_NS}}}libosinfo")).get(f"{{{LIBOSINFO_NS}}}os")
-    hv_spin = _children(hyperv).get("spinlocks")
+    osinfo = children(meta.get(f"{{{LIBOSINFO_NS}}}libosinfo")).get(f"{{{LIBOSINFO_NS}}}os")
+    hv_spin = children(hyperv).get("spinlocks")
     return DomainFacts(
         name=_text(top.get("name")),
         uuid=_text(top.get("uuid")),

@@ -12,6 +12,8 @@ import io
 import re
 from _thread import _local  # threading.local itself, without importing threading (the hook's cold start)
 from collections import namedtuple
+from itertools import compress, repeat
+from operator import ge
 
 from lxml import etree
 
@@ -91,6 +93,31 @@ def _check_raw(data: bytes, what: str) -> None:
         raise BadInput(f"{what} declares encoding {shown(declared)!r}; only UTF-8 is read")
     if prolog_declares(data):
         raise BadInput(f"{what} has a DOCTYPE or entity declarations, which domain XML never has")
+    if has_crowded_element(data):
+        raise BadInput(f"{what} has an element with {MAX_ATTRIBUTES} or more attributes, which domain XML never has")
+
+
+# libvirt's domain schema (src/conf/schemas/domaincommon.rng) gives no element more than a few dozen
+# attributes (a disk's <driver>, among the busiest, about twenty), and what applications keep in <metadata>
+# (libosinfo, nova, virt-manager) has a handful per element; an element past the bound is refused like any
+# other bad input (the hook starts the guest unchecked, with its one line). libxml2 before 2.12 checks
+# each attribute of an element against all the ones before it: 43,000 attributes on one element cost about
+# 10 s to parse with Debian 11's libxml2 2.9.10, and even 4 MiB of elements at this bound stay well under one.
+MAX_ATTRIBUTES = 256
+_CROWDED = lazyre.compile(rb"[^\s/>!?]+(?:\s+[^\s=/>]+\s*=\s*(?:\"[^\"]*\"|'[^']*')){%d}" % MAX_ATTRIBUTES)
+
+
+def has_crowded_element(data: bytes) -> bool:
+    """Whether a start tag carries MAX_ATTRIBUTES attributes or more, in time linear in the input. An
+    attribute value cannot hold `<`, so each start tag with all its attributes lies within one piece of the
+    bytes split at `<`, and each attribute puts one `=` there: only pieces with that many `=` are matched
+    against the start tag's grammar: `=` in text or in values is no attribute, but a start tag written out
+    inside a comment or CDATA counts as one (no definition holds one of that size either)."""
+    if data.count(b"=") < MAX_ATTRIBUTES:
+        return False
+    pieces = data.split(b"<")
+    crowded = compress(pieces, map(ge, map(bytes.count, pieces, repeat(b"=")), repeat(MAX_ATTRIBUTES)))
+    return any(_CROWDED.match(piece) for piece in crowded)
 
 
 _BOMS = ((b"\x00\x00\xfe\xff", "UTF-32"), (b"\xff\xfe\x00\x00", "UTF-32"), (b"\xfe\xff", "UTF-16"),
@@ -156,23 +183,24 @@ def parse_domain_lean(data: bytes, what: str = "input") -> etree._Element:
         _require_domain(root, what)
         return root
     _check_raw(data, what)
-    parser = safe_parser(etree.XMLPullParser, events=("start", "end"), remove_comments=True, remove_pis=True)
-    depth = 0
-    devices = None
+    # Only <devices> is reported (matched in C), not each element: 700,000 children in <metadata> then cost
+    # what libxml2's parse costs, with no Python step per element.
+    parser = safe_parser(etree.XMLPullParser, events=("start",), tag="devices", remove_comments=True, remove_pis=True)
+    devices = kept = None
     try:
         for at in range(0, len(data), LEAN_CHUNK):
             parser.feed(data[at:at + LEAN_CHUNK])
-            for event, el in parser.read_events():
-                if event == "start":
-                    depth += 1
-                    if depth == 2 and el.tag == "devices":
-                        devices = el
-                    continue
-                if depth == 3 and devices is not None and el.getparent() is devices and el.tag not in KEPT_DEVICES:
-                    el.clear(keep_tail=False)
-                    devices.remove(el)
-                depth -= 1
+            for _event, el in parser.read_events():
+                parent = el.getparent()
+                if parent is not None and parent.getparent() is None:  # the domain's own <devices>
+                    if devices is not None:
+                        _drop_devices(devices, kept, keep_last=False)
+                    devices, kept = el, None
+            if devices is not None:
+                kept = _drop_devices(devices, kept, keep_last=True)  # the last child may still be parsed
         root = parser.close()
+        if devices is not None:
+            _drop_devices(devices, kept, keep_last=False)
     except etree.XMLSyntaxError as e:
         msg = str(e).splitlines()[0] if str(e) else "syntax error"
         raise BadInput(f"{what} is not well-formed XML: {msg}") from None
@@ -187,6 +215,23 @@ def parse_domain_lean(data: bytes, what: str = "input") -> etree._Element:
         raise BadInput(f"{what} has a DOCTYPE, which domain XML never has")
     _require_domain(root, what)
     return root
+
+
+def _drop_devices(devices: etree._Element, kept: etree._Element | None, keep_last: bool) -> etree._Element | None:
+    """Drop the children of `devices` after `kept` (the last one kept so far) but KEPT_DEVICES, each once, and
+    the last one only with keep_last False; the new last one kept."""
+    el = kept.getnext() if kept is not None else (devices[0] if len(devices) else None)
+    while el is not None:
+        following = el.getnext()
+        if following is None and keep_last:
+            break
+        if el.tag in KEPT_DEVICES:
+            kept = el
+        else:
+            el.clear(keep_tail=False)
+            devices.remove(el)
+        el = following
+    return kept
 
 
 # ---------------------------------------------------------------------------------------------------------
