@@ -21,8 +21,8 @@ import stat
 from typing import NamedTuple
 
 from ..errors import BadInput, EnvironmentProblem, VirtxmlCpuError, shown
+from .trusted import MAX_LINKS
 
-MAX_LINKS = 40  # as the kernel's own limit on links in one lookup
 NOT_REGULAR = "is not a regular file (a directory, device, FIFO or socket)"
 _DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
 
