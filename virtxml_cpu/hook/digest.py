@@ -52,9 +52,11 @@ MAX_ENTRIES = 512
 SUFFIX = ".decision"
 BOOT_ID = "/proc/sys/kernel/random/boot_id"
 KVM_DEVICE = "/dev/kvm"
-_WS = b" \t\r\n"
-KINDS = ("key", "name", "why", "uuid", "rule", "reason", "action", "mode", "spool", "syslog", "domain", "raw_uuid")
-_NAME = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_:.-")
+_XML_SPACE = b" \t\r\n"  # XML's white space (the S production)
+# An entry's lines that hold one string each, named by their first word: the key, then the verdict's strings.
+STRING_LINES = ("key", "name", "why", "uuid", "rule", "reason", "action", "mode", "spool", "syslog", "domain",
+                "raw_uuid")
+_ATTRIBUTE_NAME_BYTES = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_:.-")
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the package, above hook/
 
 
@@ -67,7 +69,7 @@ def canonical(data: bytes) -> bytes:
 def _without_root_id(data: bytes) -> bytes:
     """`<domain type='kvm' id='7'>` -> `<domain type='kvm'>`: the root start tag read attribute by attribute
     (quotes respected), the `id` dropped only when its value is all digits."""
-    i = len(data) - len(data.lstrip(_WS))
+    i = len(data) - len(data.lstrip(_XML_SPACE))
     if not data.startswith(b"<domain", i) or data[i + 7:i + 8] not in (b" ", b"\t", b"\r", b"\n"):
         return data
     j, cut = i + 7, None
@@ -80,7 +82,7 @@ def _without_root_id(data: bytes) -> bytes:
         if j == start:  # attributes not separated: not libvirt's
             return data
         k = j
-        while k < len(data) and data[k] in _NAME:
+        while k < len(data) and data[k] in _ATTRIBUTE_NAME_BYTES:
             k += 1
         name, k = data[j:k], k
         while data[k:k + 1] in (b" ", b"\t", b"\r", b"\n"):
@@ -265,7 +267,7 @@ def parse(raw: bytes) -> dict | None:
                 if not name or end != len(value):
                     return None
                 entry["fields"].append((name, text))
-            elif kind in KINDS:
+            elif kind in STRING_LINES:
                 text, end = _unquoted(rest, 1)
                 if end != len(rest):
                     return None
@@ -284,7 +286,7 @@ def render(k: str, verdict: dict, deps: list[tuple[str, str]]) -> bytes:
     lines += [f"dep {_quoted(path)} {was}" for path, was in deps]
     lines += [f"field {name} {_quoted(str(value))}" for name, value in verdict["fields"]]
     lines += [f"{kind} {_quoted(verdict[kind])}" for kind in
-              KINDS[1:] if kind in verdict]
+              STRING_LINES[1:] if kind in verdict]
     body = "\n".join(lines).encode("ascii") + b"\n"
     return body + b"sum " + sha256(body).hexdigest().encode() + b"\n"
 

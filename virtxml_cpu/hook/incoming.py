@@ -9,7 +9,7 @@ before it: `restore begin` or `migrate begin` for the same domain, milliseconds 
 removes it): the guest ABI is fixed there, so it is neither refused nor queued.
 
 Root reads and writes here, so nobody else may steer it: the directory is a 0700 one of the effective user
-(safefs.open_private_dir: no link followed on the way), a mark is named only by a canonical uuid, written
+(trusted.open_private_dir: no link followed on the way), a mark is named only by a canonical uuid, written
 whole (atomic.replace_at), read only as a small regular file without following a link, and honoured once,
 within TTL seconds of the monotonic clock of the same boot. Each write clears the marks past their time,
 so the directory stays small. Nothing here raises: a mark that cannot be left or read is a cold start.
