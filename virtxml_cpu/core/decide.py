@@ -6,7 +6,7 @@ from collections import namedtuple
 
 from ..tables import guest_os, libvirt_xml
 from . import lifecycle, placement as pinning
-from .resolve import OFF, ON, SRC_CPU_PM, SRC_HIDDEN, SRC_TCG, Resolution
+from .resolution import OFF, ON, SRC_CPU_PM, SRC_HIDDEN, SRC_TCG, Resolution
 from .machines import PC_FAMILIES, version_at_least
 from ..tables.orchestrators import DEDICATED_NOTES, NOTES as ORCHESTRATOR_NOTES
 
