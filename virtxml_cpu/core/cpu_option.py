@@ -19,7 +19,7 @@ def qemu_bool(text: str, release: tuple[int, ...] | None = None) -> bool | None:
 
 
 qemu_name = libvirt_xml.qemu_name
-BOOL_PROPS = frozenset(PROPERTIES) | {"kvm"}  # the boolean properties read here (kvm=off hides the KVM leaf)
+BOOL_PROPS = frozenset(PROPERTIES) | {rules.KVM_SWITCH}  # the boolean properties read here (kvm=off hides the KVM leaf)
 
 
 class CpuOption(namedtuple("CpuOption", "model props refused")):

@@ -86,7 +86,7 @@ def _model_bits(ctx: Context) -> tuple[dict[str, bool | None], str]:
     expands it)."""
     facts, host = ctx.facts, ctx.host
     unknown: dict[str, bool | None] = dict.fromkeys(MODEL_OWN)
-    if facts.cpu_mode == "host-model" and not facts.qemu.cpu:
+    if facts.cpu_mode == libvirt_xml.CPU_MODE_HOST_MODEL and not facts.qemu.cpu:
         if host.host_model:
             base, feats = host.host_model
             bits = {**unknown, **MODEL_BITS.get(base or "", {})}
@@ -145,7 +145,7 @@ def _default_source(rule: Rule) -> str:
 def step_kvm_defaults(ctx: Context, slots: dict[str, Slot]) -> dict[str, Slot]:
     """2. The build's kvm_default_props as machine compat changed them (named models under KVM only)."""
     out: dict[str, Slot] = {}
-    if ctx.kind != "named" or ctx.accel != "kvm":
+    if ctx.kind != "named" or ctx.accel != rules.KVM_ACCEL:
         return out
     base = {p: (s.value, s.detail) for p, s in slots.items()}
     for rule, applies in _applicable(ctx, "kvm-default"):
@@ -211,9 +211,9 @@ def step_host_max(ctx: Context, slots: dict[str, Slot]) -> dict[str, Slot]:
 def step_kvm_leaf(ctx: Context, slots: dict[str, Slot]) -> dict[str, Slot]:
     """7. The KVM leaf cleared as a whole: not KVM, or kvm=off."""
     out: dict[str, Slot] = {}
-    hidden = any(p == "kvm" and not v for p, v, *_ in ctx.cpu_props)
+    hidden = any(p == rules.KVM_SWITCH and not v for p, v, *_ in ctx.cpu_props)
     for p in (q.name for q in TABLE if q.kvm_leaf):  # recorded even where the bit was off already: the final cause
-        if ctx.accel != "kvm":
+        if ctx.accel != rules.KVM_ACCEL:
             out[p] = Slot(False, SRC_TCG, KVM_LEAF_WITHOUT_KVM)
         elif hidden:
             out[p] = Slot(False, SRC_HIDDEN, KVM_LEAF_HIDDEN)
@@ -255,6 +255,6 @@ def kvm_strips(ctx: Context, values: dict[str, Value]) -> dict[str, Value]:
     active = {rules.OVERCOMMIT_CPU_PM: overcommit.read(ctx.facts.qemu.overcommit, ctx.host.qemu_version)[0]}
     for strip in KVM_STRIPS:
         v = values[strip.prop]
-        if active[strip.when] and ctx.accel == "kvm" and v.source not in (SRC_HIDDEN, SRC_ABSENT):
+        if active[strip.when] and ctx.accel == rules.KVM_ACCEL and v.source not in (SRC_HIDDEN, SRC_ABSENT):
             out[strip.prop] = Value(OFF, SRC_CPU_PM, strip.why, qom=v.state)
     return out

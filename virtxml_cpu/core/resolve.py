@@ -60,10 +60,11 @@ def _resolve_one(facts: DomainFacts, host: HostFacts, flavour: Flavour, machine:
     else:
         cpu_props = libvirt_props
         kind = rules.CPU_MODE_KINDS.get(facts.cpu_mode, "named")
-        if facts.cpu_mode == "none" or (facts.cpu_mode == "custom" and not facts.cpu_model):
+        if facts.cpu_mode == libvirt_xml.CPU_MODE_NONE or (facts.cpu_mode == libvirt_xml.CPU_MODE_CUSTOM
+                                                           and not facts.cpu_model):
             model = rules.ISAPC_DEFAULT_MODEL if machine.family == "isapc" else \
-                rules.DEFAULT_MODEL.get(facts.arch or "x86_64", "qemu64")
-        elif facts.cpu_mode == "host-model":
+                rules.DEFAULT_MODEL.get(facts.arch or rules.DEFAULT_ARCH, rules.DEFAULT_MODEL[rules.DEFAULT_ARCH])
+        elif facts.cpu_mode == libvirt_xml.CPU_MODE_HOST_MODEL:
             model = host.host_model[0] if host.host_model else None
         else:
             model = facts.cpu_model
@@ -88,6 +89,6 @@ def _irqchip(facts: DomainFacts, machine: Machine) -> str:
         return facts.qemu.accel_irqchip
     for key, value in facts.settings:
         row = libvirt_xml.BY_KEY[key]
-        if row.option == "-machine" and row.prop == "kernel_irqchip" and value in row.values:
+        if row.option == rules.MACHINE_OPTION and row.prop == rules.IRQCHIP_PROPERTY and value in row.values:
             return row.values[value]
     return machine.irqchip

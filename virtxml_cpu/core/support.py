@@ -8,13 +8,14 @@ from __future__ import annotations
 from .domain import DomainFacts
 from .hostfacts import HostFacts
 from .machines import format_version
-from ..tables.properties import CONFIDENTIAL, TABLE, Property
+from ..tables.properties import BASELINE_SINCE, CONFIDENTIAL, TABLE, Property
+from ..tables.qemu import KVM_ACCEL
 
 
 def support(facts: DomainFacts, accel: str, irqchip: str, host: HostFacts) -> dict[str, tuple[bool | None, str]]:
     """What the accelerator keeps, per property (QEMU's filter), with the reason: the rows' conditions."""
     secure = CONFIDENTIAL.get(facts.launch_security or "")
-    if secure and accel == "kvm" and (host.qemu_version is None or host.qemu_version >= secure.since):
+    if secure and accel == KVM_ACCEL and (host.qemu_version is None or host.qemu_version >= secure.since):
         return {p.name: (False, f"<launchSecurity type='{secure.launch_security}'>: {secure.source} lacks it")
                 if p.kvm_leaf and p.name not in secure.keeps else supported(p, accel, irqchip, host)
                 for p in TABLE}
@@ -27,7 +28,7 @@ def supported(p: Property, accel: str, irqchip: str, host: HostFacts) -> tuple[b
         return False, absent(p, release)
     if p.host == "none":
         return True, p.host_why
-    if accel != "kvm":
+    if accel != KVM_ACCEL:
         if isinstance(p.tcg, bool):
             return p.tcg, p.tcg_why
         if release is None:
@@ -40,7 +41,7 @@ def supported(p: Property, accel: str, irqchip: str, host: HostFacts) -> tuple[b
     sup = host.supports(*p.cpuid)
     if sup is None:
         if p.baseline:
-            return True, "every KVM that QEMU >= 4.2 runs on supports it"
+            return True, f"every KVM that QEMU >= {format_version(BASELINE_SINCE)} runs on supports it"
         return None, "the host's KVM supports it (not known without /dev/kvm or host facts)"
     return sup, ("the host's KVM supports it" if sup else "the host's KVM does not support it") + " (/dev/kvm)"
 
