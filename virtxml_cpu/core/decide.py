@@ -6,13 +6,15 @@ from collections import namedtuple
 
 from ..tables import guest_os, libvirt_xml
 from . import lifecycle, placement as pinning
-from .resolve import OFF, ON, SRC_CPU_PM, SRC_HIDDEN, SRC_TCG, Resolution
-from .machines import PC_FAMILIES, version_at_least
+from .resolution import OFF, ON, SRC_CPU_PM, SRC_HIDDEN, SRC_TCG, Resolution
+from .machines import PC_FAMILIES, format_version, version_at_least
 from ..tables.orchestrators import DEDICATED_NOTES, NOTES as ORCHESTRATOR_NOTES
 
 POLICIES = ("compat", "never", "always", "numa")
 STYLES = tuple(libvirt_xml.STYLES)
 COMPAT_SINCE = (2, 11)  # the seed series: "enables kvm_pv_unhalt by default on pc-*-2.11 and newer"
+_COMPAT = format_version(COMPAT_SINCE)
+_HINT_SINCE = " and ".join(f"{who} {format_version(v)}" for who, v in libvirt_xml.HINT_DEDICATED_SINCE.items())
 X86 = ("x86_64", "i686")
 # Every rule a decision can name, in the order decide() tries them (docs/rules.md, "The decision"; the
 # suite checks that each one is reached).
@@ -102,11 +104,11 @@ def decide(res: Resolution, policy: str, style: str = "pvspinlock") -> Decision:
         newer = version_at_least(res.machine, COMPAT_SINCE)
         if newer is False:
             return keep("machine-too-old",
-                        f"machine {res.machine.label()} is older than 2.11: the compat rule leaves older machine "
+                        f"machine {res.machine.label()} is older than {_COMPAT}: the compat rule leaves older machine "
                         "types as they are (guest ABI unchanged); use --policy always to add it anyway")
         if newer is None:
             return keep("machine-version-unknown",
-                        f"cannot tell whether machine {res.machine.label()} is 2.11 or newer ({res.machine.how}); "
+                        f"cannot tell whether machine {res.machine.label()} is {_COMPAT} or newer ({res.machine.how}); "
                         "the decision assumes nothing and leaves it unchanged; give --connect, --emulator or "
                         "--capabilities, or use --policy always")
     if can_have is False:
@@ -119,8 +121,8 @@ def decide(res: Resolution, policy: str, style: str = "pvspinlock") -> Decision:
     if policy in ("compat", "numa") and guest is not None and guest.effect == guest_os.MISHANDLES:
         return keep("guest-kernel", f"the domain names its OS {guest.name} ({res.facts.os_id}), whose kernel is "
                                     "known to mishandle KVM PV spinlocks (see the note)")
-    why = {"compat": f"machine {res.machine.label()} is 2.11 or newer",
-           "numa": f"machine {res.machine.label()} is 2.11 or newer and the guest has {res.facts.numa_cells} NUMA cells",
+    why = {"compat": f"machine {res.machine.label()} is {_COMPAT} or newer",
+           "numa": f"machine {res.machine.label()} is {_COMPAT} or newer and the guest has {res.facts.numa_cells} NUMA cells",
            "always": "policy 'always'"}[policy]
     where = libvirt_xml.STYLES[style].text
     return Decision("inject", f"policy-{policy}",
@@ -139,8 +141,8 @@ DEDICATED_HINT = (f"on dedicated host CPUs use {libvirt_xml.HINT_DEDICATED} inst
                   "kvm-hint-dedicated=on and the guest reads KVM_HINTS_REALTIME (CPUID 0x40000001 EDX bit 0); Linux "
                   "then uses no PV spinlocks even where PV_UNHALT is present ('PV spinlocks disabled with "
                   "KVM_HINTS_REALTIME hints') and skips PV TLB flush and PV sched-yield (arch/x86/kernel/kvm.c "
-                  "kvm_spinlock_init, pv_tlb_flush_supported); it needs libvirt "
-                  "5.7.0 and QEMU 2.12 under KVM and no particular CPU mode: libvirt 9.0/QEMU 7.2 and 11.3/10.0 start "
+                  "kvm_spinlock_init, pv_tlb_flush_supported); it needs "
+                  f"{_HINT_SINCE} under KVM and no particular CPU mode: libvirt 9.0/QEMU 7.2 and 11.3/10.0 start "
                   "it with a named model, host-model and host-passthrough alike, and the guest reads EDX bit 0 set "
                   "(none under TCG or with <kvm><hidden state='on'/>)")
 

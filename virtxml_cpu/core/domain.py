@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import re
 from collections import namedtuple
 
 from lxml import etree
 
 from ..tables import lazyre, qemu as rules  # module-level patterns compiled where first used (the hook's cold start)
-from ..tables.libvirt_xml import PLACEMENT, SETTINGS, Placement, Setting
+from ..tables.libvirt_xml import CPU_MODE_CUSTOM, CPU_MODE_NONE, PLACEMENT, SETTINGS, Placement, Setting
 from ..tables.orchestrators import ORCHESTRATORS
 
 QEMU_NS = "http://libvirt.org/schemas/domain/qemu/1.0"
@@ -189,16 +188,16 @@ def parse_qemu_args(values: list[str]) -> QemuArgs:
             i += 1
             continue
         arg = values[i + 1] if i + 1 < len(values) else ""
-        if opt == "cpu":
+        if opt == rules.CMDLINE_CPU:
             cpu = arg
-        elif opt == "global":
+        elif opt == rules.CMDLINE_GLOBAL:
             g = _parse_global(arg)
             if g:
                 globals_.append(g)
         elif opt == rules.OVERCOMMIT_OPTION:
             overcommit.append(arg)
-        elif opt in ("machine", "M", "accel"):
-            m = re.search(r"kernel[-_]irqchip=(on|off|split)", arg)
+        elif opt in rules.IRQCHIP_OPTIONS:
+            m = _IRQCHIP.search(arg)
             if m:
                 irqchip = m.group(1)
         i += 2
@@ -207,9 +206,14 @@ def parse_qemu_args(values: list[str]) -> QemuArgs:
 
 def _option_name(value: str) -> str | None:
     """`-cpu` and `--cpu` are the same option to QEMU; anything else is a stray argument."""
-    if not value.startswith("-") or value == "-":
-        return None
-    return value[2:] if value.startswith("--") else value[1:]
+    for prefix in rules.OPTION_PREFIXES:
+        if value.startswith(prefix) and value != "-":
+            return value[len(prefix):]
+    return None
+
+
+# the irqchip as QEMU reads it in -machine/-accel (rules.IRQCHIP_*); the first in one argument (see docs/rules.md)
+_IRQCHIP = lazyre.compile(rf"{rules.IRQCHIP_PROPERTY.replace('_', '[-_]')}=({'|'.join(rules.IRQCHIP_VALUES)})")
 
 
 _GLOBAL = lazyre.compile(r"^([^.=]+)\.([^=]+)=(.*)$")  # compiled once: a definition may hold 70,000 -global
@@ -264,11 +268,11 @@ def extract(root: etree._Element) -> DomainFacts:
 
     cells = 0
     if cpu is None:
-        mode, model, cpu_features = "none", None, ()
+        mode, model, cpu_features = CPU_MODE_NONE, None, ()
     else:
         parts = children(cpu)
         model = _text(parts.get("model")) or None
-        mode = cpu.get("mode") or "custom"
+        mode = cpu.get("mode") or CPU_MODE_CUSTOM
         cpu_features = tuple((f.get("name") or "", f.get("policy") or "require") for f in cpu.iterchildren("feature"))
         if "numa" in parts:
             cells = sum(1 for _ in parts["numa"].iterchildren("cell"))

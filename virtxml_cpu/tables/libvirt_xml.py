@@ -129,6 +129,14 @@ NOT_IN_CPU_MAP_NOTE = ("libvirt 9.0-11.3 refuse to start a domain with <feature 
                        "takes")
 
 
+# <cpu mode> (formatdomain "CPU model and topology"): no <cpu> is mode none (libvirt passes no -cpu), a <cpu>
+# without mode is custom; host-model is a named model libvirt expands from the host (qemuBuildCpuModelArgStr).
+CPU_MODE_NONE, CPU_MODE_CUSTOM, CPU_MODE_HOST_MODEL = "none", "custom", "host-model"
+# <kvm><hint-dedicated>: libvirt 5.7.0 (formatdomain: "hint-dedicated ... Since 5.7.0") writes
+# kvm-hint-dedicated, which QEMU has since 2.12 (target/i386 FEAT_KVM_HINTS, be7773268d).
+HINT_DEDICATED_SINCE = {"libvirt": (5, 7, 0), "QEMU": (2, 12)}
+
+
 def qemu_name(name: str) -> str:
     """QEMU accepts both spellings of a feature (dash names since 2.8, underscores as aliases)."""
     return name.replace("_", "-")

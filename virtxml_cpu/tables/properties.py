@@ -22,6 +22,9 @@ _TCG_NO_PV = "TCG provides no KVM paravirt features"
 _NOT_FILTERED = "a property of QEMU's CPUID, not filtered"
 
 
+# The oldest QEMU whose KVM requirement (Linux >= 4.5) gives every `baseline` row's bit.
+BASELINE_SINCE = (4, 2)
+
 class Needs(namedtuple("Needs", "irqchips why")):
     """A condition QEMU's filter puts on a property under KVM: kept only with one of these irqchips."""
 
@@ -48,7 +51,7 @@ class Property(namedtuple("Property", "name cpuid since since_source named_defau
     kvm_needs: Needs | None  # what the irqchip must be for KVM to keep it
     host: str  # "kvm": KVM_GET_SUPPORTED_CPUID decides; "qemu": QEMU always offers it; "none": not filtered
     host_why: str
-    baseline: bool  # every KVM that QEMU >= 4.2 runs on has it (Linux >= 4.5)
+    baseline: bool  # every KVM that QEMU >= BASELINE_SINCE runs on has it (Linux >= 4.5)
     auto: bool  # -cpu host/max turn it on when the accelerator supports it
     auto_why: str  # why host/max leave it alone ("": they keep the QEMU default)
 

@@ -19,6 +19,27 @@ KVM_LEAF_EAX_BIT: dict[str, int] = {p.name: p.cpuid[2] for p in TABLE if p.kvm_l
 DEFAULT_MODEL = {"x86_64": "qemu64", "i686": "qemu32"}
 ISAPC_DEFAULT_MODEL = "486"
 
+DEFAULT_ARCH = "x86_64"  # a domain without <os><type arch> is read as x86_64 (DEFAULT_MODEL's qemu64)
+
+# The accelerator whose KVM leaf, defaults and host support the rules read (ACCELERATORS' value for type='kvm').
+KVM_ACCEL = "kvm"
+# -cpu ...,kvm=off hides the KVM leaf (target/i386/cpu.c: DEFINE_PROP_BOOL("kvm", X86CPU, expose_kvm, true)).
+KVM_SWITCH = "kvm"
+
+# <qemu:commandline>: libvirt appends each <qemu:arg value> to QEMU's command line as written
+# (qemuBuildCommandLine); QEMU's option parser (softmmu/vl.c lookup_opt) takes `-name` and `--name` alike, and an
+# option that takes an argument takes the next one. The options read here:
+OPTION_PREFIXES = ("--", "-")
+CMDLINE_CPU = "cpu"  # -cpu MODEL,...: the last one wins (vl.c QEMU_OPTION_cpu: cpu_option = optarg)
+CMDLINE_GLOBAL = "global"  # -global DRIVER.PROP=VALUE, each in order (qemu_global_option)
+# -machine (-M) and -accel carry the irqchip: kernel_irqchip=on|off|split (kernel-irqchip the same property, on
+# -machine or on -accel kvm). libvirt writes it on -machine
+# (qemuBuildMachineCommandLine, tables/libvirt_xml.py SETTINGS' -machine row).
+IRQCHIP_OPTIONS = frozenset({"machine", "M", "accel"})
+MACHINE_OPTION = "-machine"
+IRQCHIP_PROPERTY = "kernel_irqchip"
+IRQCHIP_VALUES = ("on", "off", "split")
+
 # -global drivers that reach every x86 vCPU (TYPE_X86_CPU of the 64- and 32-bit binaries).
 X86_CPU_DRIVERS = ("x86_64-cpu", "i386-cpu")
 # QOM parents: `host` is a subclass of `max` (target/i386: host_x86_cpu_type_info.parent = max), so a

@@ -1,0 +1,100 @@
+"""A -cpu option and the -global options of <qemu:commandline>, read as QEMU reads them (pure): the properties
+they set, the first spelling QEMU refuses, whether a -global reaches the vCPU, whether kvm-pv-unhalt is named.
+
+QEMU's grammar is rows of tables/qemu.py (GRAMMAR, FLAG_PREFIXES, BARE_FLAG, ...); this module interprets them.
+"""
+
+from __future__ import annotations
+
+from collections import namedtuple
+from functools import lru_cache
+
+from ..tables import lazyre, libvirt_xml, qemu as rules
+from ..tables.properties import PROPERTIES
+
+def qemu_bool(text: str, release: tuple[int, ...] | None = None) -> bool | None:
+    """A boolean as QEMU `release` reads it (rules.GRAMMAR); None: QEMU refuses the value."""
+    g = rules.grammar(release)
+    return True if text in g.true else False if text in g.false else None
+
+
+qemu_name = libvirt_xml.qemu_name
+BOOL_PROPS = frozenset(PROPERTIES) | {rules.KVM_SWITCH}  # the boolean properties read here (kvm=off hides the KVM leaf)
+
+
+class CpuOption(namedtuple("CpuOption", "model props refused")):
+
+    __slots__ = ()  # a plain named tuple: its fields, annotated below for readers
+    model: str
+    props: list[tuple[str, bool]]
+    refused: list[tuple[str, str]]  # (property as written, value) QEMU will not take
+
+
+def _spelled(names) -> str:
+    """A regular expression alternative of `names` in either spelling (`_` for any `-`)."""
+    return "|".join(sorted((n.replace("-", "[-_]") for n in names), key=len, reverse=True))
+
+
+# The -cpu parts that can matter, after the model: `+p`/`-p`, `p=value` or a bare `p`, for p in BOOL_PROPS (no
+# other property is read). One scan finds them, so a -cpu of a million other properties costs its length.
+_CPU_PROP = lazyre.compile(rf",(?:([+-])({_spelled(BOOL_PROPS)})|({_spelled(BOOL_PROPS)})(=?)([^,]*))(?=,|\Z)")
+_UNHALT = lazyre.compile(r",[+-]*kvm[-_]pv[-_]unhalt(?=[=,]|\Z)")  # a -cpu part naming kvm-pv-unhalt
+
+
+@lru_cache(maxsize=2)  # the engine asks twice for one definition's -cpu (its refusal, its properties)
+def parse_cpu_option(text: str, release: tuple[int, ...] | None = None) -> CpuOption:
+    """`-cpu model,+feat,-feat,feat=on,feat` -> the properties by QEMU's grammar (rules.GRAMMAR): a bare `feat`
+    means feat=on, `_` reads as `-`; a value QEMU refuses for one of the properties resolved is listed apart.
+    Only the properties resolved here (and `kvm`) are listed: no other is read. A part repeated counts at its
+    last occurrence (where it decides), a refused one at its first (the one QEMU names)."""
+    g = rules.grammar(release)
+    found = _CPU_PROP.findall(text)
+    read: dict = {}
+    for part in dict.fromkeys(found):  # each distinct part once, in order
+        sign, flag, k, eq, v = part
+        if flag:
+            read[part] = (flag.replace("_", "-"), rules.FLAG_PREFIXES[sign])
+        elif not eq:
+            if not v:  # `p` followed by more of a name is another property
+                read[part] = (k.replace("_", "-"), rules.BARE_FLAG)
+        elif v in g.true or v in g.false:
+            read[part] = (k.replace("_", "-"), v in g.true)
+        else:
+            read[part] = (k, v, None)
+    last = list(dict.fromkeys(reversed(found)))[::-1]  # the parts in the order of their last occurrences
+    props = [read[p] for p in last if len(read.get(p, ())) == 2]
+    refused = [read[p][:2] for p in read if len(read[p]) == 3]
+    return CpuOption(text.split(",", 1)[0], props, refused)
+
+
+def qemu_refusal(model: str | None, kind: str, text: str | None, globals_, release) -> str | None:
+    """QEMU's own error for the first spelling it refuses: the -cpu's (x86_cpu_parse_featurestr turns each
+    property into a -global of the model's type, its name in the dash spelling), then each -global that reaches
+    the vCPU (named as written)."""
+    g = rules.grammar(release)
+    if text:
+        opt = parse_cpu_option(text, release)
+        if opt.refused:
+            prop, value = opt.refused[0]
+            cpu_type = rules.cpu_type_names(rules.MAX_FEATURE_MODELS.get(kind, model or opt.model))[0]
+            return g.refused.format(type=cpu_type, prop=qemu_name(prop), value=value)
+    for driver, prop, value in globals_:
+        if (qemu_name(prop) in BOOL_PROPS and qemu_bool(value, release) is None
+                and global_matches(driver, kind, model)):
+            return g.refused.format(type=driver, prop=prop, value=value)
+    return None
+
+
+def global_matches(driver: str, kind: str, model: str | None) -> bool:
+    """Whether `-global driver.prop` reaches this vCPU: TYPE_X86_CPU, or the CPU's type or a QOM parent."""
+    if driver in rules.X86_CPU_DRIVERS:
+        return True
+    name = rules.MAX_FEATURE_MODELS.get(kind, model or "")
+    types = (name,) + rules.CPU_TYPE_PARENTS.get(name, ())
+    return any(driver in rules.cpu_type_names(t) for t in types)
+
+
+
+def names_unhalt(text: str) -> bool:
+    """Whether a -cpu option names kvm-pv-unhalt in any spelling or sign (an explicit choice)."""
+    return bool(_UNHALT.search(text))
