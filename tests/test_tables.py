@@ -156,6 +156,16 @@ def test_verify_compares_the_table_with_query_machines():
                                                             ("pc-q35-1.7", "offered", "not-offered")}
 
 
+
+def test_verify_takes_an_unknown_build_for_no_build():
+    """With the build unknown the engine resolves each name under every build that has it; verify takes no
+    build's table of names for it (not upstream's): only the names QEMU lists are compared."""
+    listed = [{"name": "pc-q35-9.2", "deprecated": False}]
+    n, found = verify.lifecycle_disagreements(listed, HostFacts(qemu_version=(9, 2, 0)))
+    assert (n, found) == (1, [])
+    n, _found = verify.lifecycle_disagreements(listed, HostFacts(**up((9, 2, 0))))
+    assert n > 1  # a known upstream build: its names up to 9.2 as well
+
 # ---------------------------------------------------------------------------------------------------------
 # Ubuntu 26.04's names, RHEL 9.8 / 10.2
 

@@ -322,3 +322,31 @@ def test_hook_install_mentions_verify_for_an_unverified_build(tmp_path, monkeypa
     assert out.out.startswith("installed ") and "run `virtxml-cpu verify`" not in out.out
     assert out.err == ("virtxml-cpu: note: the rules were never verified against /opt/qemu/bin/qemu-system-x86_64 "
                        "(QEMU 9.9.9, Test 1) on this host: run `virtxml-cpu verify` first\n")
+
+
+def test_this_hosts_qemu_is_libvirts_emulator_not_the_first_on_path(tmp_path, monkeypatch, capsys):
+    """`hook status`, the Cockpit page's "Last verify" and the unverified note name the QEMU libvirt runs
+    (its capabilities cache says which), not whichever QEMU comes first on PATH."""
+    from virtxml_cpu import cli
+    from virtxml_cpu.host import caps_cache, local_qemu
+
+    real = "/usr/bin/qemu-system-x86_64"
+    if not os.access(real, os.X_OK):
+        pytest.skip(f"SKIPPED LOUDLY: {real} is not installed; this test runs the real QEMU's --version")
+    other = tmp_path / "bin" / "qemu-system-x86_64"
+    other.parent.mkdir()
+    other.write_text('#!/bin/sh\necho "QEMU emulator version 1.2.3 (Other 1)"\n')
+    other.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{other.parent}{os.pathsep}{os.environ.get('PATH', '/usr/bin:/bin')}")
+    cache = tmp_path / "caps"
+    cache.mkdir()
+    monkeypatch.setattr(caps_cache, "CACHE_DIR", str(cache))
+    assert local_qemu.this_host() == str(other)  # libvirt named nothing: the first on PATH
+    for emulator, arch in ((real, "x86_64"), ("/usr/bin/qemu-system-i386", "i686")):
+        Path(caps_cache.cache_file(emulator, str(cache))).write_text(
+            f"<qemuCaps>\n  <emulator>{emulator}</emulator>\n  <arch>{arch}</arch>\n</qemuCaps>\n")
+    (cache / ("0" * 64 + ".xml")).write_text(f"<qemuCaps><emulator>{other}</emulator><arch>x86_64</arch></qemuCaps>")
+    build = verified.local_build()
+    assert build is not None and build[0] == real and build[1] != "1.2.3"
+    assert cli.main(["hook", "status", "--hooks-dir", str(tmp_path / "hooks"), "--format", "json"]) == 1
+    assert json.loads(capsys.readouterr().out)["qemu"]["emulator"] == real

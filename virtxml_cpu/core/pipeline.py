@@ -2,8 +2,8 @@
 
 The one memo (MEMO) lives here, keyed by value: a resolution by the domain's facts but its name and uuid
 (the only facts that differ between clones of one template) and the host's facts; a decision by those and
-the policy and style; the JSON parts clones share (render/explain.py) by what they encode. engine and
-policy stay pure.
+the policy and style; a renderer's parts that clones share (shared_part) by what they render. engine and
+policy stay pure, and renderers never touch the memo.
 """
 
 from __future__ import annotations
@@ -101,6 +101,19 @@ def decide(doc: Document, host: HostFacts, config: Config, cli_policy: str | Non
     insertions = rewrite.plan(doc.tree.getroot(), style) if decision.action == "inject" else []
     return Outcome(doc.label, resolution, decision, source, style, doc.source,
                    rewrite.render(doc.source, doc.tree, insertions), key)
+
+
+SHARED_PARTS = ("resolution", "decision")  # what of an outcome a renderer may have made once for its clones
+
+
+def shared_part(o: Outcome, part: str, kind: str, make):
+    """`make(o)`, kept once for every outcome that shares `part` of `o` (SHARED_PARTS): the resolution
+    by the outcome's key, the decision by the decision itself, its policy's source and the style. `kind`
+    names what the renderer makes of it. Outcomes not built by decide() share nothing: made afresh."""
+    if not o.key:
+        return make(o)
+    key = o.key if part == "resolution" else (o.decision, o.policy_source, o.style)
+    return MEMO.get((kind, part, key), lambda: make(o), len(o.source))
 
 
 def process(data: bytes, label: str, host: HostFacts, config: Config, cli_policy: str | None = None,

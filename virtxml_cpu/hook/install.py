@@ -15,7 +15,7 @@ from pathlib import Path
 
 from ..errors import BadInput, EnvironmentProblem, shown
 from ..fs.files import write_output
-from ..host.local_qemu import run_trusted, which
+from ..host.local_qemu import run, run_trusted, which
 from ..fs.trusted import check_ancestors, check_trusted, check_tree, read_regular, resolve_trusted
 
 DEFAULT_HOOKS_DIR = "/etc/libvirt/hooks"
@@ -175,17 +175,15 @@ def _interpreter_file(path: str, owners: tuple[int, ...]) -> str | None:
 
 def _isolated_path(python: str) -> tuple[list[str], str | None]:
     """sys.path of `python -I -S` (the standard library's directories), asked of the interpreter once
-    it is known to be root's alone."""
+    it is known to be root's alone (localqemu.run; as root, since root runs it as the hook anyway)."""
     import json
-    import subprocess
 
+    out, why = run(python, "-I", "-S", "-c", "import sys, json; print(json.dumps(sys.path))", timeout=30,
+                   as_root=True)
     try:
-        out = subprocess.run([python, "-I", "-S", "-c", "import sys, json; print(json.dumps(sys.path))"],
-                             capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL,
-                             env={"PATH": "/usr/bin:/bin", "LC_ALL": "C"}, cwd="/").stdout
         return [p for p in json.loads(out) if p], None
-    except (OSError, ValueError, subprocess.SubprocessError) as e:
-        return [], f"cannot ask it for its module path ({e})"
+    except (TypeError, ValueError) as e:  # TypeError: not run (out is None)
+        return [], f"cannot ask it for its module path ({why or e})"
 
 
 HOOK_IMPORTS = ("virtxml_cpu", "lxml", "tomli", "toml")  # besides the standard library (TOML: below Python 3.11)

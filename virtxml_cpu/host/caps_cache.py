@@ -127,6 +127,33 @@ def lookup(emulator: str | None, directory: str = CACHE_DIR, digest_dir: str | N
     return caps.host_facts(f"libvirt's capabilities cache for {emulator}"), ""
 
 
+def emulators(arch: str = "x86_64", directory: str | None = None) -> list[str]:
+    """The emulators libvirt has probed for `arch`, as its cache names them (sorted): only from a directory
+    and files lookup() would trust, each file named after the emulator it says it describes. Empty when
+    the cache cannot be read (not root, no libvirt)."""
+    directory = directory or CACHE_DIR
+    owners = (0, os.geteuid())
+    try:
+        if check_trusted(os.stat(directory), owners):
+            return []
+        names = sorted(n for n in os.listdir(directory) if n.endswith(".xml"))
+    except OSError:
+        return []
+    found = []
+    for name in names:
+        path = os.path.join(directory, name)
+        try:
+            data, st = read_regular(path, MAX_CACHE_BYTES)
+            root = parse_xml(data, "QEMU capabilities cache").getroot()
+        except Exception:  # noqa: BLE001 - an unreadable or malformed file names no emulator
+            continue
+        emulator = (root.findtext("emulator") or "").strip()
+        if (check_trusted(st, owners) is None and (root.findtext("arch") or "").strip() == arch
+                and os.path.isabs(emulator) and cache_file(emulator, directory) == path):
+            found.append(emulator)
+    return found
+
+
 def _digest_path(digest_dir: str, path: str) -> str:
     return os.path.join(digest_dir, os.path.basename(path)[:-4] + ".json")
 

@@ -130,6 +130,30 @@ def host_facts_from(conn, uri: str) -> HostFacts:
                           flavour_source=f"{facts.flavour_source} ({uri})" if facts.qemu_flavour else "")
 
 
+def emulator_for(uri: str) -> tuple[str, str | None]:
+    """The emulator libvirt uses for x86_64 KVM domains (domain capabilities <path>) and the QEMU version
+    libvirt reports for it: what verify --connect starts, on this host only."""
+    from ..core.machines import format_version
+    from ..errors import BadInput
+    from ..xml.text import parse_xml
+
+    if not is_local(uri):
+        raise BadInput(f"{uri}: verify starts QEMU on this host; give a local URI or run it on that host")
+    conn = open_for_reading(uri)
+    try:
+        caps = conn.getDomainCapabilities(None, "x86_64", None, "kvm", 0)
+        v = conn.getVersion()
+    except libvirt_module().libvirtError as e:
+        raise EnvironmentProblem(f"{uri}: {e.get_error_message()}") from None
+    finally:
+        conn.close()
+    path = (parse_xml(caps.encode(), "domain capabilities").getroot().findtext("path") or "").strip()
+    if not path:
+        raise EnvironmentProblem(f"{uri}: the domain capabilities name no emulator")
+    version = decode_libvirt_version(v)
+    return path, format_version(version) if version else None
+
+
 def is_local(uri: str) -> bool:
     """/dev/kvm describes this host only when the URI has no remote host part."""
     return not urlparse(uri).hostname

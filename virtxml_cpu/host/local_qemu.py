@@ -1,8 +1,9 @@
 """The QEMU on this host: which binary, whether it may be run, as whom, and what it says of itself.
 
 Every QEMU the tool runs goes through here (verify's paused QEMUs through verify/runner.py, with the same trust
-check and user rule): one candidate list, one trust check, one unprivileged-user rule. The hook runs
-nothing. Parsing what a QEMU answers is hostfacts' (pure).
+check and user rule): one finder (this_host: libvirt's emulator where its capabilities cache names one,
+else the first of CANDIDATES), one trust check, one unprivileged-user rule, one way to run a binary. The
+hook runs nothing. Parsing what a QEMU answers is hostfacts' (pure; parse_version_line here only formats).
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ import stat
 from typing import NamedTuple
 
 from ..core.hostfacts import HostFacts, parse_machine_help, qemu_answer
+from ..core.hostfacts import parse_version_line as _parse_line
+from ..core.machines import format_version
 from ..fs.trusted import check_ancestors, check_trusted
 
 # The binaries a local libvirt runs for x86 KVM guests: Debian, Ubuntu, SUSE, Arch; RHEL, Fedora's qemu-kvm.
@@ -47,6 +50,21 @@ def find(binary: str | None = None) -> str | None:
     return None
 
 
+def libvirt_emulator(directory: str | None = None) -> str | None:
+    """The emulator libvirt runs x86_64 guests with, as its capabilities cache names it (caps_cache.emulators),
+    if it is still there to run: of several, the one named as the first of CANDIDATES is, else the first."""
+    from .caps_cache import emulators
+
+    found = [p for p in emulators("x86_64", directory) if os.path.isfile(p) and os.access(p, os.X_OK)]
+    rank = {os.path.basename(c): i for i, c in enumerate(CANDIDATES)}
+    return min(found, key=lambda p: rank.get(os.path.basename(p), len(rank)), default=None)
+
+
+def this_host(directory: str | None = None) -> str | None:
+    """This host's QEMU: libvirt's emulator wherever its cache names one, else find()'s."""
+    return libvirt_emulator(directory) or find()
+
+
 def untrusted(path: str) -> str | None:
     """Why `path` may not be run, or None: it must be a regular executable owned by root (or by the user
     we are, who could run it anyway) that nobody else may write, below directories nobody else may change
@@ -63,10 +81,6 @@ def untrusted(path: str) -> str | None:
     if why:
         return f"{real} {why}"
     return check_ancestors(real, owners)
-
-
-def trusted_executable(path: str) -> bool:
-    return untrusted(path) is None
 
 
 def unprivileged_users():
@@ -105,16 +119,17 @@ def _may(path: str, user: User, bit: int) -> bool:
     return bool(st.st_mode >> shift & bit)
 
 
-def run(path: str, *args: str, timeout: float = PROBE_TIMEOUT) -> tuple[str | None, str]:
+def run(path: str, *args: str, timeout: float = PROBE_TIMEOUT, as_root: bool = False) -> tuple[str | None, str]:
     """(stdout of `path args`, "") or (None, why it was not run or gave nothing). Only a trusted binary
-    (untrusted() is None) runs; as root as unprivileged_user() with no supplementary groups; stdin closed,
-    a bare environment, cwd /, bounded in time."""
+    (untrusted() is None) runs; as root as unprivileged_user() with no supplementary groups, unless
+    `as_root` (a binary root runs anyway: the hook's own interpreter); stdin closed, a bare environment,
+    cwd /, bounded in time. The one way the tool runs a binary."""
     real = os.path.realpath(path)  # what was checked is what runs: no link to swap in between
     why = untrusted(real)
     if why:
         return None, f"not asked ({why})"
     drop = {}
-    if os.geteuid() == 0:
+    if os.geteuid() == 0 and not as_root:
         user = unprivileged_user()
         blocked = unreachable(real, user)
         if blocked:
@@ -136,6 +151,20 @@ def run(path: str, *args: str, timeout: float = PROBE_TIMEOUT) -> tuple[str | No
 def run_trusted(path: str, *args: str, timeout: float = PROBE_TIMEOUT) -> str | None:
     """stdout of a trusted binary's `args`, or None (run() without the reason)."""
     return run(path, *args, timeout=timeout)[0]
+
+
+def parse_version_line(text: str) -> tuple[str, str] | None:
+    """`QEMU emulator version 7.2.22 (Debian 1:7.2+dfsg-7+deb12u18+b3)` -> ("7.2.22", "Debian ...")
+    (hostfacts.parse_version_line, the one parser: ASCII digits only)."""
+    parsed = _parse_line(text)
+    return (format_version(parsed[0]), parsed[1]) if parsed else None
+
+
+def version_of(path: str) -> tuple[str, str] | None:
+    """(version, package) from the first line of `path --version`, run as run() runs it; None when it
+    was not run or named no release."""
+    out = run_trusted(path, "--version")
+    return parse_version_line(out.splitlines()[0] if out and out.strip() else "")
 
 
 def ask(path: str) -> tuple[HostFacts, str]:

@@ -1,6 +1,6 @@
 """explain's output: a pipeline.Outcome as the table a person reads or the JSON line a program reads, and
-rewrite's and apply's unified diff. Pure but for json_line, which encodes the parts a template's clones
-share once, in the pipeline's memo."""
+rewrite's and apply's unified diff. Pure: json_line has the pipeline keep the parts a template's clones
+share (pipeline.shared_part)."""
 
 from __future__ import annotations
 
@@ -85,14 +85,10 @@ def to_json_line(o: Outcome) -> str:
 
 
 def json_line(o: Outcome) -> str:
-    """to_json_line, with the parts clones share encoded once: the resolution's part kept in the pipeline's
-    memo under the outcome's key (what decides the resolution), the decision's under the decision itself."""
-    if not o.key:  # not built by pipeline.decide(): nothing says what it shares
-        return to_json_line(o)
-    cost = len(o.source)
-    shared = pipeline.MEMO.get(("shared-json", o.key), lambda: shared_json(o.resolution), cost)
-    decision = pipeline.MEMO.get(("decision-json", o.decision, o.policy_source, o.style), lambda: decision_json(o),
-                                 cost)
+    """to_json_line, with the parts clones share encoded once (pipeline.shared_part): the resolution's
+    part for every outcome with the same key, the decision's for every outcome with the same decision."""
+    shared = pipeline.shared_part(o, "resolution", "json", lambda x: shared_json(x.resolution))
+    decision = pipeline.shared_part(o, "decision", "json", decision_json)
     return _joined(o, shared, decision)
 
 

@@ -168,9 +168,11 @@ def lifecycle_disagreements(query_machines: list, host: HostFacts) -> tuple[int,
     (not listed: not offered). The table is asked without the QEMU's list, which would otherwise decide."""
     listed = {m["name"]: (lifecycle.DEPRECATED if m.get("deprecated") else lifecycle.OFFERED)
               for m in query_machines if m.get("name", "").startswith("pc-")}
-    flavour = FLAVOURS.get(host.qemu_flavour or "upstream", FLAVOURS["upstream"])
-    # RHEL: which of its own names each RHEL major keeps is not in the tables, so only what it lists is compared.
-    full = host.qemu_version and flavour.downstream_lifecycle.age is None
+    # The build as build.settle() gave it, and no other: an unknown build is not taken as upstream (the
+    # engine resolves each name under every build that has it), so no build's names apply. Nor do RHEL's:
+    # which of its own names each RHEL major keeps is not in the tables. Then only what QEMU lists is compared.
+    flavour = FLAVOURS[host.qemu_flavour] if host.qemu_flavour else None
+    full = flavour and host.qemu_version and flavour.downstream_lifecycle.age is None
     known = lifecycle.known_names(flavour, host.qemu_version) if full else []
     table_host = host._replace(machines=frozenset())
     out = []

@@ -12,29 +12,20 @@ import time
 
 from .. import __version__
 from ..host import local_qemu as localqemu
+from ..host.local_qemu import parse_version_line  # noqa: F401 - the record's keys are read with the one parser
 from ..errors import VirtxmlCpuError
 from ..fs.files import write_output
-from ..core.hostfacts import parse_version_line as _parse_line
-from ..core.machines import format_version
 from ..fs.trusted import check_trusted, read_regular, resolve_trusted
 from .types import DEFAULT_RECORD, Outcome, record_key
 
 MAX_RECORD_BYTES = 64 * 1024
 
 
-def parse_version_line(text: str) -> tuple[str, str] | None:
-    """`QEMU emulator version 7.2.22 (Debian 1:7.2+dfsg-7+deb12u18+b3)` -> ("7.2.22", "Debian ...")
-    (hostfacts.parse_version_line: ASCII digits only)."""
-    parsed = _parse_line(text)
-    return (format_version(parsed[0]), parsed[1]) if parsed else None
-
-
 def local_build() -> tuple[str, str, str] | None:
-    """(emulator, version, package) of the local QEMU (localqemu.find), from its --version (no KVM
-    needed), run only as localqemu runs a QEMU."""
-    path = localqemu.find()
-    out = localqemu.run_trusted(path, "--version") if path else None
-    parsed = parse_version_line(out.splitlines()[0] if out and out.strip() else "")
+    """(emulator, version, package) of this host's QEMU (localqemu.this_host: libvirt's emulator where its
+    capabilities cache names one), from its --version (no KVM needed), run only as localqemu runs a QEMU."""
+    path = localqemu.this_host()
+    parsed = localqemu.version_of(path) if path else None
     return (path, *parsed) if parsed else None
 
 

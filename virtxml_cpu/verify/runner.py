@@ -20,8 +20,6 @@ from typing import Callable
 from ..host import local_qemu as localqemu
 from ..tables import qemu as rules
 from ..errors import BadInput, EnvironmentProblem, shown
-from ..core.hostfacts import decode_libvirt_version
-from ..core.machines import format_version
 from ..host.qmp import QMP, QMPClosed, QMPError
 from .types import Build, CpuMode, Identity, Run, VerifyOptions
 
@@ -30,50 +28,34 @@ GIVE_UP_AFTER = 3  # QEMUs killed by the timeout before verify stops starting mo
 
 def find_emulator(opts: VerifyOptions) -> tuple[str, str | None]:
     """The QEMU to check, and the version libvirt reports for it when it came from --connect: --emulator
-    (any executable, a wrapper script too), libvirt's, or the local one. As root only one that root owns
-    and nobody else may change (nor a directory above it) is started, whichever source named it, even
-    though it then runs unprivileged: root hands it the kvm group. A symbolic link is resolved once and
-    its target returned: a link its owner re-points between two QEMUs never changes what runs."""
+    (any executable, a wrapper script too), libvirt's, or this host's (localqemu.this_host: libvirt's
+    emulator where its cache names one). Only one localqemu.untrusted() clears is started, whichever source
+    named it: as root one root owns that nobody else may change (nor a directory above it), even though it
+    then runs unprivileged, since root hands it the kvm group. A symbolic link is resolved once and its
+    target returned: a link its owner re-points between two QEMUs never changes what runs."""
     libvirt_version = None
     if opts.emulator:
         path = os.path.abspath(opts.emulator)
         if not (os.path.isfile(path) and os.access(path, os.X_OK)):
             raise BadInput(f"--emulator {shown(opts.emulator)}: not an executable file")
     elif opts.connect:
-        path, libvirt_version = libvirt_emulator(opts.connect)
+        from ..host.connection import emulator_for
+
+        path, libvirt_version = emulator_for(opts.connect)
     else:
-        path = localqemu.find()
+        path = localqemu.this_host()
         if not path:
             raise EnvironmentProblem("QEMU is not available: none of " + ", ".join(localqemu.CANDIDATES)
                                      + " (name one with --emulator PATH)")
     real = os.path.realpath(path)  # resolved once: the very path checked is the one every QEMU runs from
-    if os.geteuid() == 0 and not localqemu.trusted_executable(real):
+    why = localqemu.untrusted(real)
+    if why and os.geteuid() == 0:
         raise BadInput(f"{shown(path)}: as root, verify starts only an emulator root owns that nobody else may "
                        "write, in a directory nobody else may write")
+    if why:
+        raise BadInput(f"{shown(path)}: verify starts only an emulator nobody but you and root may change "
+                       f"({shown(why)})")
     return real, libvirt_version
-
-
-def libvirt_emulator(uri: str) -> tuple[str, str]:
-    """The emulator libvirt uses for x86_64 KVM domains (domain capabilities <path>) and the QEMU version
-    libvirt reports for it."""
-    from ..host.connection import is_local, libvirt_module, open_for_reading
-    from ..xml.text import parse_xml
-
-    if not is_local(uri):
-        raise BadInput(f"{uri}: verify starts QEMU on this host; give a local URI or run it on that host")
-    conn = open_for_reading(uri)
-    try:
-        caps = conn.getDomainCapabilities(None, "x86_64", None, "kvm", 0)
-        v = conn.getVersion()
-    except libvirt_module().libvirtError as e:
-        raise EnvironmentProblem(f"{uri}: {e.get_error_message()}") from None
-    finally:
-        conn.close()
-    path = (parse_xml(caps.encode(), "domain capabilities").getroot().findtext("path") or "").strip()
-    if not path:
-        raise EnvironmentProblem(f"{uri}: the domain capabilities name no emulator")
-    version = decode_libvirt_version(v)
-    return path, format_version(version) if version else None
 
 
 def check_kvm(device: str = "/dev/kvm") -> None:
