@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import time
@@ -148,7 +149,7 @@ def test_hook_audits_enforces_and_the_guest_starts_once_apply_fixed_it(installed
 
         # enforce: refused, with the message in libvirt's error.
         (root / CONFIG).write_text(f'[hook]\nmode = "enforce"\nsyslog_socket = "{log.inside}"\n')
-        with pytest.raises(libvirt.libvirtError, match=f"virtxml-cpu apply {name}"):
+        with pytest.raises(libvirt.libvirtError, match=re.escape(f"Fix: virtxml-cpu apply --yes -- {name},")):
             dom.createWithFlags(libvirt.VIR_DOMAIN_START_PAUSED)
         assert not dom.isActive()
 

@@ -132,13 +132,31 @@ def _qom_get(dom, path: str, prop: str) -> bool:
     return reply["return"]
 
 
+TRANSIENT = "Resource temporarily unavailable"  # EAGAIN, e.g. libvirt loading its cgroup BPF program under load
+
+
+def create(dom, flags: int = 0, tries: int = 3) -> None:
+    """Start a domain; a start the host refused with EAGAIN is tried again (the labs start many QEMUs side by
+    side on two cores), any other refusal is the test's answer."""
+    import libvirt
+
+    for attempt in range(tries):
+        try:
+            dom.createWithFlags(flags)
+            return
+        except libvirt.libvirtError as e:
+            if TRANSIENT not in str(e) or attempt == tries - 1:
+                raise
+            time.sleep(1 + attempt)
+
+
 def read_properties(conn, xml: bytes, props) -> dict[str, bool]:
     """Define, start paused, qom-get each property on vCPU 0, destroy, undefine."""
     dom = conn.defineXML(xml.decode())
     try:
         import libvirt
 
-        dom.createWithFlags(libvirt.VIR_DOMAIN_START_PAUSED)
+        create(dom, libvirt.VIR_DOMAIN_START_PAUSED)
         try:
             path = qmp(dom, {"execute": "query-cpus-fast"})[0]["qom-path"]
             return {p: _qom_get(dom, path, p) for p in props}
@@ -187,12 +205,15 @@ def serial_path(name: str, lab: Lab = HOST_LAB) -> Path:
     return lab.path(IMAGES / f"{name}.serial")
 
 
-def start_and_read_cpuid(dom, timeout: float = 20.0, lab: Lab = HOST_LAB) -> str:
+BOOT_WAIT = 60.0  # seconds for a boot sector's line: 2-5 s alone, much more beside the other labs' QEMUs
+
+
+def start_and_read_cpuid(dom, timeout: float = BOOT_WAIT, lab: Lab = HOST_LAB) -> str:
     """Start a defined boot-sector guest, return the 8 hex digits it printed, destroy it."""
     log = serial_path(dom.name(), lab)
     if log.exists():
         log.unlink()
-    dom.create()
+    create(dom)
     try:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -206,7 +227,7 @@ def start_and_read_cpuid(dom, timeout: float = 20.0, lab: Lab = HOST_LAB) -> str
         dom.destroy()
 
 
-def boot_and_read_cpuid(conn, xml: bytes, name: str, timeout: float = 20.0, lab: Lab = HOST_LAB) -> str:
+def boot_and_read_cpuid(conn, xml: bytes, name: str, timeout: float = BOOT_WAIT, lab: Lab = HOST_LAB) -> str:
     """Define and start the boot-sector guest, return EAX of CPUID 0x40000001 as it printed it."""
     dom = conn.defineXML(xml.decode())
     try:
