@@ -91,13 +91,9 @@ class LabHook:
 
     def lines(self, name: str) -> list[str]:
         """The lines logged for the domain `name` since the last call (the others are kept in `seen`)."""
-        out = []
-        while True:
-            try:
-                out.append(self.sock.recv(65536).decode())
-            except (socket.timeout, BlockingIOError):
-                self.seen += out
-                return [line.split(": ", 1)[1] for line in out if f"domain={name} " in line]
+        out = harness.drain(self.sock)
+        self.seen += out
+        return [line.split(": ", 1)[1] for line in out if f"domain={name} " in line]
 
     def close(self) -> None:
         r = self.cli("hook", "uninstall", "--hooks-dir", str(HOOKS))

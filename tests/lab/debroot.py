@@ -59,12 +59,7 @@ class LogSocket:
         self.sock.settimeout(0.3)
 
     def lines(self, name: str) -> list[str]:
-        out = []
-        while True:
-            try:
-                out.append(self.sock.recv(65536).decode())
-            except (socket.timeout, BlockingIOError):
-                return [line for line in out if f"domain={name} " in line]
+        return [line for line in harness.drain(self.sock) if f"domain={name} " in line]
 
     def close(self) -> None:
         self.sock.close()
