@@ -342,3 +342,35 @@ def test_a_non_qemu_drivers_version_is_no_qemu_release():
     finally:
         conn.close()
     assert facts.qemu_version is None and facts.version_source == ""
+
+
+def test_one_rule_picks_the_build_source_order_then_the_machine_name():
+    """core/build.py holds the whole rule: settle() over the sources' claims, then the machine-name step
+    (builds_for); build_choice only merges what the builds it was handed answer."""
+    import inspect
+
+    from virtxml_cpu.core import build as qemu_build, build_choice
+
+    def step(name, **host):
+        builds, basis, warnings = qemu_build.builds_for(name, HostFacts(**host))
+        return [(f.name, m.family) for f, m in builds], basis, warnings
+
+    ubuntu, rhel = dict(qemu_flavour="ubuntu", flavour_source="t"), dict(qemu_flavour="rhel", flavour_source="t")
+    assert step("pc-q35-noble", **ubuntu) == ([("ubuntu", "pc-q35")], "ubuntu: t", [])  # the settled build has it
+    builds, basis, warnings = step("pc-q35-noble", **rhel)  # it lacks it: the machine name wins, said so
+    assert builds == [("ubuntu", "pc-q35")] and basis.startswith("ubuntu: machine pc-q35-noble exists only in")
+    assert warnings == ["machine type pc-q35-noble does not exist in RHEL/CentOS qemu-kvm (t); resolved as Ubuntu's "
+                        "QEMU, where it does"], warnings
+    assert step("nonesuch", **rhel) == ([("rhel", "unknown")], "rhel: t", [])  # nobody has it
+    builds, basis, _ = step("pc-q35-6.2")  # no build named: each build that has the name
+    assert builds == [("upstream", "pc-q35"), ("ubuntu", "pc-q35")] and basis.startswith("not known (upstream or ubuntu")
+    builds, basis, _ = step("nonesuch")  # nor does any build have it: upstream, the machine unknown
+    assert builds == [("upstream", "unknown")] and basis.startswith("upstream: no QEMU build has this machine name")
+    assert qemu_build.chosen(HostFacts()) is None and qemu_build.chosen(HostFacts(**rhel)) is RHEL
+    # one QEMU's own word: a downstream package string, else its own downstream machine names, else upstream
+    assert qemu_build.own_build("upstream", "ubuntu", "m") == ("ubuntu", "m")
+    assert qemu_build.own_build("rhel", "ubuntu", "m") == ("rhel", None)
+    assert qemu_build.own_build("upstream", None, "") == qemu_build.own_build("upstream", "upstream", "m") == (
+        "upstream", None)
+    own = [n for n, f in inspect.getmembers(build_choice, inspect.isfunction) if f.__module__ == build_choice.__name__]
+    assert own == ["merge"]
