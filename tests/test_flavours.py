@@ -192,42 +192,67 @@ UBUNTU_VERSION = "QEMU emulator version 8.2.2 (Debian 1:8.2.2+ds-0ubuntu1.4)"
 
 @pytest.fixture
 def fake_qemu():
-    """A qemu-system-x86_64 on PATH that prints Ubuntu's version string and records who ran it, in a
-    directory every user may traverse (as root the probe runs it unprivileged)."""
+    """A qemu-system-x86_64 that prints Ubuntu's version string and records who ran it, in a directory
+    every user may traverse (as root the probe runs it unprivileged); a decoy qemu-system-x86_64 first on
+    explain's PATH, which records that it was run; an empty directory for libvirt's capabilities cache."""
     import shutil
     import tempfile
     from pathlib import Path
 
     base = Path(tempfile.mkdtemp(prefix="vxc-fake-qemu-"))
     base.chmod(0o755)
-    bindir = base / "bin"
-    bindir.mkdir(mode=0o755)
-    runs = base / "runs"
-    runs.touch(mode=0o666)
-    runs.chmod(0o666)
-    qemu = bindir / "qemu-system-x86_64"
-    qemu.write_text(f"#!/bin/sh\nid -u >> {runs}\necho '{UBUNTU_VERSION}'\necho 'Copyright'\n")
+    for d in ("bin", "decoy", "caps"):
+        (base / d).mkdir(mode=0o755)
+    for name in ("runs", "decoy-runs"):
+        (base / name).touch(mode=0o666)
+        (base / name).chmod(0o666)
+    qemu = base / "bin" / "qemu-system-x86_64"
+    qemu.write_text(f"#!/bin/sh\nid -u >> {base / 'runs'}\necho '{UBUNTU_VERSION}'\necho 'Copyright'\n")
     qemu.chmod(0o755)
+    decoy = base / "decoy" / "qemu-system-x86_64"
+    decoy.write_text(f"#!/bin/sh\nid -u >> {base / 'decoy-runs'}\necho '{DECOY_VERSION}'\n")
+    decoy.chmod(0o755)
     yield base
     shutil.rmtree(base)
 
 
+DECOY_VERSION = "QEMU emulator version 9.2.0 (Decoy 1)"
+# explain as `python -m virtxml_cpu` runs it, with libvirt's capabilities cache in the test's directory
+EXPLAIN = ("import sys; from virtxml_cpu.host import caps_cache; caps_cache.CACHE_DIR = sys.argv.pop(1); "
+           "from virtxml_cpu.cli import run; run()")
+
+
 def explain(tmp, *args, config=None):
-    env = dict(os.environ, PATH=f"{tmp}/bin:/usr/bin:/bin")
+    """`explain --format json` with the decoy first on PATH and libvirt's cache in tmp/caps."""
+    env = dict(os.environ, PATH=f"{tmp}/decoy:/usr/bin:/bin")
     env.pop("VIRTXML_CPU_CONFIG", None)
     if config:
         (tmp / "c.toml").write_text(config)
         args = args + ("--config", str(tmp / "c.toml"))
     xml = (b"<domain type='kvm'><name>t</name><vcpu>2</vcpu><os><type arch='x86_64' machine='pc-q35-6.2'>hvm"
            b"</type></os><cpu mode='custom'><model>EPYC</model></cpu><devices/></domain>")
-    r = subprocess.run([sys.executable, "-m", "virtxml_cpu", "explain", "--format", "json", *args, "-"],
+    r = subprocess.run([sys.executable, "-c", EXPLAIN, str(tmp / "caps"), "explain", "--format", "json", *args, "-"],
                        input=xml, capture_output=True, cwd=ROOT, env=env, check=True)
     return json.loads(r.stdout)
 
 
+def libvirts_emulator(tmp, version: int | None = 8002002) -> str:
+    """libvirt's capabilities cache in tmp/caps names the Ubuntu QEMU (not the decoy) as its x86_64
+    emulator; with `version` None the cache has no release, so explain has to ask that QEMU itself."""
+    qemu = str(tmp / "bin" / "qemu-system-x86_64")
+    caps_cache(tmp / "caps", qemu, "Debian 1:8.2.2+ds-0ubuntu1.4", version,
+               machines=("pc-q35-6.2", "pc-q35-noble", "pc-i440fx-noble"))
+    return qemu
+
+
 def test_detection_order_option_config_local_qemu(fake_qemu):
+    """The local QEMU is libvirt's emulator, as its capabilities cache names it (read, not run), never
+    the first on PATH."""
+    qemu = libvirts_emulator(fake_qemu)
     d = explain(fake_qemu)
-    assert d["qemu_flavour"] == "ubuntu" and UBUNTU_VERSION in d["qemu_flavour_basis"]
+    assert d["qemu_flavour"] == "ubuntu" and d["qemu_flavour_basis"] == (
+        f"ubuntu: libvirt's capabilities cache for {qemu}: package Debian 1:8.2.2+ds-0ubuntu1.4")
+    assert (fake_qemu / "decoy-runs").read_text() == "" and (fake_qemu / "runs").read_text() == ""
     assert "enable-svm-by-default" in d["features"]["svm"]["detail"]  # (then filtered if this KVM lacks svm)
     d = explain(fake_qemu, config='qemu_flavour = "upstream"\n')
     assert d["qemu_flavour"] == "upstream" and "qemu_flavour in" in d["qemu_flavour_basis"]
@@ -258,15 +283,18 @@ def test_local_probe_runs_only_a_trusted_binary_and_never_as_root(fake_qemu):
     assert len((fake_qemu / "runs").read_text().split()) == len(uids)
 
 
-def caps_cache(directory, emulator: str, package: str, version: int = 8002002) -> None:
-    """A libvirt QEMU capabilities cache file, named as libvirt names it (sha256 of the emulator path)."""
+def caps_cache(directory, emulator: str, package: str, version: int | None = 8002002, machines=()) -> None:
+    """A libvirt QEMU capabilities cache file for an x86_64 emulator, named as libvirt names it (sha256 of
+    the emulator path); `version` None: without <version>."""
     import hashlib
 
     directory.mkdir(mode=0o755, exist_ok=True)
     name = hashlib.sha256(emulator.encode()).hexdigest() + ".xml"
     (directory / name).write_text(
-        f"<qemuCaps><emulator>{emulator}</emulator><version>{version}</version><package>{package}</package>"
-        "<machine type='kvm' name='pc-q35-noble' alias='q35' hotplugCpus='yes'/>"
+        f"<qemuCaps><emulator>{emulator}</emulator><arch>x86_64</arch>"
+        + (f"<version>{version}</version>" if version is not None else "") + f"<package>{package}</package>"
+        + "".join(f"<machine type='kvm' name='{m}'/>" for m in machines)
+        + "<machine type='kvm' name='pc-q35-noble' alias='q35' hotplugCpus='yes'/>"
         "<machine type='kvm' name='pc-i440fx-noble' alias='pc' default='yes'/>"
         "<machine type='tcg' name='pc-tcg-only'/></qemuCaps>")
 
@@ -291,9 +319,12 @@ def test_hook_reads_the_build_from_libvirts_capabilities_cache_and_runs_nothing(
 
 
 def test_release_sources_and_their_order(fake_qemu):
-    """--qemu-version > --emulator > config > libvirt > the local binary; each named in explain."""
+    """--qemu-version > --emulator > config > libvirt > the local binary; each named in explain. The local
+    binary is libvirt's emulator: asked itself when libvirt's cache of it has no release."""
+    qemu = libvirts_emulator(fake_qemu, version=None)
     d = explain(fake_qemu)
-    assert d["qemu_release"] == f"release 8.2.2 (from {fake_qemu}/bin/qemu-system-x86_64 --version: {UBUNTU_VERSION})"
+    assert d["qemu_release"] == f"release 8.2.2 (from {qemu} --version: {UBUNTU_VERSION})"
+    assert (fake_qemu / "runs").read_text() and (fake_qemu / "decoy-runs").read_text() == ""
     d = explain(fake_qemu, "--qemu-version", "5.2")
     assert d["qemu_release"] == "release 5.2 (from --qemu-version)" and d["qemu_flavour"] == "ubuntu"
     d = explain(fake_qemu, config='qemu_version = "6.2.0"\n')
@@ -310,8 +341,17 @@ def test_release_sources_and_their_order(fake_qemu):
 
 
 def test_capabilities_files_do_not_settle_the_build_over_the_local_binary(fake_qemu):
+    libvirts_emulator(fake_qemu, version=None)
     d = explain(fake_qemu, "--capabilities", str(FIXTURES / "host" / "capabilities.xml"))
     assert d["qemu_flavour"] == "ubuntu" and UBUNTU_VERSION in d["qemu_flavour_basis"]
+    assert (fake_qemu / "decoy-runs").read_text() == ""
+
+
+def test_without_libvirts_cache_the_local_qemu_is_the_first_on_path(fake_qemu):
+    d = explain(fake_qemu)
+    assert d["qemu_flavour"] == "upstream" and d["qemu_flavour_basis"] == (
+        f"upstream: {fake_qemu}/decoy/qemu-system-x86_64 --version: {DECOY_VERSION}")
+    assert (fake_qemu / "decoy-runs").read_text() and (fake_qemu / "runs").read_text() == ""
 
 
 @pytest.mark.parametrize("args", [("--qemu-version", "7"), ("--qemu-version", "7.2.x"), ("--emulator", "/bin/true")])
@@ -342,3 +382,35 @@ def test_a_non_qemu_drivers_version_is_no_qemu_release():
     finally:
         conn.close()
     assert facts.qemu_version is None and facts.version_source == ""
+
+
+def test_one_rule_picks_the_build_source_order_then_the_machine_name():
+    """core/build.py holds the whole rule: settle() over the sources' claims, then the machine-name step
+    (builds_for); build_choice only merges what the builds it was handed answer."""
+    import inspect
+
+    from virtxml_cpu.core import build as qemu_build, build_choice
+
+    def step(name, **host):
+        builds, basis, warnings = qemu_build.builds_for(name, HostFacts(**host))
+        return [(f.name, m.family) for f, m in builds], basis, warnings
+
+    ubuntu, rhel = dict(qemu_flavour="ubuntu", flavour_source="t"), dict(qemu_flavour="rhel", flavour_source="t")
+    assert step("pc-q35-noble", **ubuntu) == ([("ubuntu", "pc-q35")], "ubuntu: t", [])  # the settled build has it
+    builds, basis, warnings = step("pc-q35-noble", **rhel)  # it lacks it: the machine name wins, said so
+    assert builds == [("ubuntu", "pc-q35")] and basis.startswith("ubuntu: machine pc-q35-noble exists only in")
+    assert warnings == ["machine type pc-q35-noble does not exist in RHEL/CentOS qemu-kvm (t); resolved as Ubuntu's "
+                        "QEMU, where it does"], warnings
+    assert step("nonesuch", **rhel) == ([("rhel", "unknown")], "rhel: t", [])  # nobody has it
+    builds, basis, _ = step("pc-q35-6.2")  # no build named: each build that has the name
+    assert builds == [("upstream", "pc-q35"), ("ubuntu", "pc-q35")] and basis.startswith("not known (upstream or ubuntu")
+    builds, basis, _ = step("nonesuch")  # nor does any build have it: upstream, the machine unknown
+    assert builds == [("upstream", "unknown")] and basis.startswith("upstream: no QEMU build has this machine name")
+    assert qemu_build.chosen(HostFacts()) is None and qemu_build.chosen(HostFacts(**rhel)) is RHEL
+    # one QEMU's own word: a downstream package string, else its own downstream machine names, else upstream
+    assert qemu_build.own_build("upstream", "ubuntu", "m") == ("ubuntu", "m")
+    assert qemu_build.own_build("rhel", "ubuntu", "m") == ("rhel", None)
+    assert qemu_build.own_build("upstream", None, "") == qemu_build.own_build("upstream", "upstream", "m") == (
+        "upstream", None)
+    own = [n for n, f in inspect.getmembers(build_choice, inspect.isfunction) if f.__module__ == build_choice.__name__]
+    assert own == ["merge"]

@@ -229,7 +229,7 @@ def via_hook(world, combo):
 
 def via_verify(world, combo):
     """verify's sources for the QEMU it started (here: what it would have read over QMP from the local one)."""
-    build = verify.Build(str(world / "bin" / "qemu-system-x86_64"), "9.1.0", "",
+    build = verify.Build(str(world / "bin" / "qemu-system-x86_64"), (9, 1, 0), "",
                          [{"name": "pc-i440fx-9.1", "alias": "pc", "is-default": True},
                           {"name": "pc-q35-9.1", "alias": "q35"}], False, frozenset())
     cfg = cli.configmod.load(str(world / "config.toml"))
@@ -344,7 +344,7 @@ def test_a_configured_build_and_the_flags_go_through_the_same_order_in_explain_a
     xml.write_text(DOMAIN.format(machine="pc-q35-rhel9.2.0", qemu="/x"))
     assert cli.main(["explain", "--format", "json", "--qemu-flavour", "rhel", str(xml)]) == 0
     d = json.loads(capsys.readouterr().out)
-    build = verify.Build(str(world / "bin" / "qemu-system-x86_64"), "9.1.0", "", [], False, frozenset())
+    build = verify.Build(str(world / "bin" / "qemu-system-x86_64"), (9, 1, 0), "", [], False, frozenset())
     v = assemble(verify.sources(verify.VerifyOptions(qemu_flavour="rhel"), build))
     assert d["qemu_flavour"] == v.qemu_flavour == "rhel" and d["qemu_flavour_basis"] == "rhel: --qemu-flavour"
     assert v.flavour_source == "--qemu-flavour" and v.qemu_version == (9, 1, 0)
@@ -395,13 +395,13 @@ def test_machine_help_gives_names_aliases_the_default_and_descriptions():
 
 
 def test_one_ascii_version_parser_and_one_libvirt_version_decoder():
-    from virtxml_cpu.verify import record as verified
+    from virtxml_cpu.host import local_qemu
     from virtxml_cpu.core.hostfacts import decode_libvirt_version, parse_qemu_version, parse_version_line
 
     arabic = "QEMU emulator version \u0667.\u0662.0 (Debian 1:7.2)"  # Arabic-Indic digits: no release
     assert parse_version_line(arabic) is None and parse_qemu_version(arabic) is None
-    assert verified.parse_version_line(arabic) is None  # the verified record's key goes through the same parser
-    assert verified.parse_version_line("QEMU emulator version 7.2.22 (Debian 1:7.2+dfsg-7)") == ("7.2.22", "Debian 1:7.2+dfsg-7")
+    assert local_qemu.parse_version_line(arabic) is None  # the verified record's key goes through the same parser
+    assert local_qemu.parse_version_line("QEMU emulator version 7.2.22 (Debian 1:7.2+dfsg-7)") == ("7.2.22", "Debian 1:7.2+dfsg-7")
     assert decode_libvirt_version(7002022) == decode_libvirt_version("7002022") == (7, 2, 22)
     assert decode_libvirt_version(10000002) == (10, 0, 2)
     for bad in (0, "", "\u0667002022", "1234567890", True, None, -1):

@@ -196,8 +196,8 @@ def named(key="default"):
 
 def test_probe_reads_version_machines_models_and_copes_without_compat_props(fake):
     build = qemu_runner.probe(fake())
-    assert (build.version, build.package, build.compat_props) == ("7.2.9", "Fake 1:7.2-1", False)
-    assert "EPYC" in build.models and build.version_line == "QEMU emulator version 7.2.9 (Fake 1:7.2-1)"
+    assert (build.release, build.version, build.package, build.compat_props) == ((7, 2, 9), "7.2.9", "Fake 1:7.2-1", False)
+    assert "EPYC" in build.models
     assert qemu_runner.probe(fake(compat=True)).compat_props
     assert verify.x86_machines(build.machines) == ["pc", "pc-i440fx-2.7", "pc-i440fx-7.2", "pc-q35-7.2", "q35"]
     assert verify.x86_machines(build.machines, ("pc-q35-*",)) == ["pc-q35-7.2"]
@@ -206,6 +206,27 @@ def test_probe_reads_version_machines_models_and_copes_without_compat_props(fake
     assert host.qemu_flavour == "upstream" and host.qemu_version == (7, 2, 9)
     flag = assemble(verify.sources(verify.VerifyOptions(qemu_flavour="ubuntu"), build, kvm=False))
     assert (flag.qemu_flavour, flag.flavour_source) == ("ubuntu", "--qemu-flavour")
+
+
+def test_query_versions_fields_are_the_facts_not_a_version_line_made_from_them(fake):
+    """query-version's typed release and package become the host facts through the one function a parsed
+    --version line and libvirt's cache go through (hostfacts.release_facts): the basis quotes what QMP
+    said, never a `QEMU emulator version` line this QEMU did not print."""
+    from virtxml_cpu.core.hostfacts import flavour_from_version
+    from virtxml_cpu.host.caps_cache import QemuCaps
+
+    build = qemu_runner.probe(fake())
+    facts = verify.qemu_facts(build)
+    what = f"{build.emulator} query-version"
+    assert (facts.qemu_version, facts.package, facts.qemu_flavour) == ((7, 2, 9), "Fake 1:7.2-1", "upstream")
+    assert facts.flavour_source == f"{what}: package Fake 1:7.2-1" and "emulator version" not in facts.flavour_source
+    assert facts.sources == (what, f"{build.emulator} query-machines")
+    # the same release and package string, as QMP, a --version line or libvirt's cache says them: one answer
+    package = "Debian 1:8.2.2+ds-0ubuntu1.4"
+    qmp = verify.qemu_facts(build._replace(release=(8, 2, 2), package=package))
+    line = flavour_from_version(f"QEMU emulator version 8.2.2 ({package})", "q --version")
+    cache = QemuCaps("/q", (8, 2, 2), package, ()).host_facts("cache")
+    assert {(f.qemu_version, f.qemu_flavour, f.package) for f in (qmp, line, cache)} == {((8, 2, 2), "ubuntu", package)}
 
 
 def test_what_qemu_says_is_compared_with_what_the_tool_computes(fake, host):
@@ -273,9 +294,11 @@ def test_cpu_modes_and_version_line():
     assert [m.label for m in verify.cpu_modes(frozenset({"Haswell", "Opteron_G3", "qemu64"}))] == [
         "default-cpu", "Haswell", "Opteron_G3", "host", "max"]
     assert [m.key for m in verify.cpu_modes(frozenset(), ("default", "host"))] == ["default", "host"]
-    assert verified.parse_version_line("QEMU emulator version 7.2.22 (Debian 1:7.2+dfsg-7+deb12u18+b3)") == (
+    from virtxml_cpu.host.local_qemu import parse_version_line
+
+    assert parse_version_line("QEMU emulator version 7.2.22 (Debian 1:7.2+dfsg-7+deb12u18+b3)") == (
         "7.2.22", "Debian 1:7.2+dfsg-7+deb12u18+b3")
-    assert verified.parse_version_line("QEMU emulator version 10.0.2") == ("10.0.2", "")
+    assert parse_version_line("QEMU emulator version 10.0.2") == ("10.0.2", "")
     assert len(rules.PROPERTIES) == 18
 
 

@@ -1,11 +1,23 @@
-"""Which QEMU build and release the guests run on: the one precedence rule, and its one wording.
+"""Which QEMU build and release a domain is resolved under: the one precedence rule, and its one wording.
 
-The order of the sources (the command line, the QEMU it names, the config, libvirt, the local QEMU,
-libvirt's upstream-only machine list, the machine name alone) is hostsrc.ORDER, written out in hostsrc's
-docstring; hostsrc.assemble() asks the sources and hands their claims here in that order.
-Each source is a Claim; settle() takes the first that names each fact and records where it came from,
-for hostsrc.assemble() and for hostfacts.combine() alike (the one rule that picks). Pure; it takes and
-returns hostfacts.HostFacts, which it does not import (hostfacts imports this module).
+The rule, whole (nothing else picks a build or a release), in two steps:
+  * Source order. Each source says what it knows as Claims; hostsrc.ORDER lists the sources (the command
+    line, the QEMU it names, the config, libvirt, the local QEMU, libvirt's upstream-only machine list),
+    written out in hostsrc's docstring, and hostsrc.assemble() hands their claims here in that order.
+    settle() takes the first claim naming the build and, separately, the first naming the release, and
+    records where each came from (hostfacts.combine() settles several sources' facts the same way). One
+    QEMU's own answer is one claim: the downstream build its package string or its own machine names
+    name, else upstream (own_build()).
+  * The machine name (builds_for(), per domain), for the build only:
+    - the settled build has the domain's machine type: that build;
+    - the settled build lacks it and other builds have it: the machine name wins, the domain is resolved
+      under each build that has it, with a warning that names the settled build and its source;
+    - the settled build lacks it and no build has it: the settled build, the machine unknown;
+    - no source named a build: each build that has the machine type (merged by build_choice.merge when
+      several); none has it: upstream, the machine unknown.
+The release is never taken from the machine name: unknown, it stays unknown (taken as current).
+
+Pure; it takes and returns hostfacts.HostFacts, which it does not import (hostfacts imports this module).
 """
 
 from __future__ import annotations
@@ -13,7 +25,8 @@ from __future__ import annotations
 from collections import namedtuple
 from collections.abc import Sequence
 
-from .machines import format_version, parse_version
+from .machines import Machine, claimants, classify, format_version, parse_version
+from ..tables.builds.known import FLAVOURS, UPSTREAM, Flavour
 
 Version = tuple[int, ...]
 
@@ -75,6 +88,47 @@ def settle(facts: HostFacts, claims: Sequence[Claim]) -> HostFacts:
         qemu_flavour=flavour.flavour if flavour else None, flavour_source=flavour.source if flavour else "",
         qemu_version=release.release if release else None, version_source=release.source if release else "",
         package=next((c.package for c in (release, flavour) if c and c.package), ""))
+
+
+def chosen(facts: HostFacts) -> Flavour | None:
+    """The build settle() gave, as its table; None when no source named one (never upstream by default)."""
+    return FLAVOURS[facts.qemu_flavour] if facts.qemu_flavour else None
+
+
+def own_build(package_flavour: str, machines_flavour: str | None, machines_source: str) -> tuple[str, str | None]:
+    """One QEMU's word on its build, from its package string's build (flavour_of_package: upstream unless
+    it names Ubuntu or RHEL) and its machine list's (flavour_from_machines): the downstream build either
+    names, the package's first, else upstream. (build, the machine list's wording when it is the one)."""
+    if package_flavour == UPSTREAM.name and machines_flavour not in (None, UPSTREAM.name):
+        return machines_flavour, machines_source
+    return package_flavour, None
+
+
+def builds_for(name: str | None, host: HostFacts) -> tuple[list[tuple[Flavour, Machine]], str, list[str]]:
+    """The rule's machine-name step: the build(s) a domain with machine type `name` is resolved under, each with the
+    machine as that build reads it; the basis explain shows; the warnings the step gives."""
+    machine_label = name or "(none: the default machine)"
+    settled = chosen(host)
+    if settled:
+        mine = classify(name, settled, host.aliases, host.qemu_version, host.descriptions.get(name or ""), chosen=True)
+        basis = f"{settled.name}: {host.flavour_source}"
+        if mine is not None:
+            return [(settled, mine)], basis, []
+    claim = claimants(name, host.aliases, host.qemu_version, host.descriptions.get(name or ""))
+    if settled:
+        if claim:
+            names = ", ".join(f.title for f, _ in claim)
+            return claim, f"{'/'.join(f.name for f, _ in claim)}: machine {machine_label} exists only in {names}", [
+                f"machine type {machine_label} does not exist in {settled.title} ({host.flavour_source}); "
+                f"resolved as {names}, where it does"]
+        return [(settled, Machine(name, "unknown", settled.name, how="no flavour knows this name"))], basis, []
+    if not claim:
+        return [(UPSTREAM, Machine(name, "unknown", UPSTREAM.name, how="no flavour knows this name"))], \
+            "upstream: no QEMU build has this machine name; nothing is known about it", []
+    if len(claim) == 1:
+        return claim, f"{claim[0][0].name}: machine type {machine_label} exists only in {claim[0][0].title}", []
+    return claim, (f"not known ({' or '.join(f.name for f, _ in claim)}: machine {machine_label} exists in each; "
+                   "give --qemu-flavour, --connect or run where the QEMU is installed)"), []
 
 
 def described(facts: HostFacts) -> str:

@@ -1,42 +1,14 @@
-"""Which QEMU build(s) a domain is resolved under, and one answer from several (pure).
-
-The host's build when its machine table has the machine; else every build whose table has it (merged:
-a property on which they disagree is host-dependent, each build's answer in its detail).
+"""One answer from the answers under several QEMU builds (pure): which builds a domain is resolved under
+is build.builds_for's (the one precedence rule); here they are only merged. A property on which they
+disagree is host-dependent, each build's answer in its detail.
 """
 
 from __future__ import annotations
 
 from . import lifecycle
-from .hostfacts import HostFacts
-from .machines import Machine, claimants, classify
+from .machines import Machine
 from .resolution import HOST, SRC_FLAVOUR, Resolution, Value
-from ..tables.builds.known import FLAVOURS, UPSTREAM, Flavour
 from ..tables.properties import PROPERTIES
-
-
-def candidates(name: str | None, host: HostFacts) -> tuple[list[tuple[Flavour, Machine]], str, list[str]]:
-    machine_label = name or "(none: the default machine)"
-    if host.qemu_flavour:
-        chosen = FLAVOURS[host.qemu_flavour]
-        mine = classify(name, chosen, host.aliases, host.qemu_version, host.descriptions.get(name or ""), chosen=True)
-        basis = f"{chosen.name}: {host.flavour_source}"
-        if mine is not None:
-            return [(chosen, mine)], basis, []
-    claim = claimants(name, host.aliases, host.qemu_version, host.descriptions.get(name or ""))
-    if host.qemu_flavour:
-        if claim:
-            names = ", ".join(f.title for f, _ in claim)
-            return claim, f"{'/'.join(f.name for f, _ in claim)}: machine {machine_label} exists only in {names}", [
-                f"machine type {machine_label} does not exist in {chosen.title} ({host.flavour_source}); "
-                f"resolved as {names}, where it does"]
-        return [(chosen, Machine(name, "unknown", chosen.name, how="no flavour knows this name"))], basis, []
-    if not claim:
-        return [(UPSTREAM, Machine(name, "unknown", UPSTREAM.name, how="no flavour knows this name"))], \
-            "upstream: no QEMU build has this machine name; nothing is known about it", []
-    if len(claim) == 1:
-        return claim, f"{claim[0][0].name}: machine type {machine_label} exists only in {claim[0][0].title}", []
-    return claim, (f"not known ({' or '.join(f.name for f, _ in claim)}: machine {machine_label} exists in each; "
-                   "give --qemu-flavour, --connect or run where the QEMU is installed)"), []
 
 
 def merge(results: list[Resolution]) -> Resolution:

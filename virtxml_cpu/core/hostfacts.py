@@ -146,35 +146,41 @@ def flavour_from_machines(machines, emulator: str = "") -> tuple[str | None, str
     return None, ""
 
 
-def flavour_of_package(text: str) -> str:
-    """The build a QEMU package string names (`--version`'s first line, or libvirt's cached <package>):
+def flavour_of_package(package: str) -> str:
+    """The build a QEMU package string names (`--version`'s, query-version's, libvirt's cached <package>):
     Ubuntu's and RHEL's say so; anything else (Debian's, a source build) is upstream."""
     for flavour in FLAVOURS.values():
-        if flavour.version_marker and flavour.version_marker.search(text):
+        if flavour.version_marker and flavour.version_marker.search(package):
             return flavour.name
     return "upstream"
 
 
+def release_facts(release: tuple[int, ...], package: str, what: str, said: str | None = None) -> HostFacts:
+    """A QEMU's release and package string as host facts: the one place they become a release, a build
+    (flavour_of_package) and a package, whoever read them -- a --version line (flavour_from_version), QMP
+    query-version (verify), libvirt's capabilities cache (caps_cache). `what` is the source, `said` its
+    own words for explain (default: the package string)."""
+    return HostFacts(qemu_version=release, qemu_flavour=flavour_of_package(package),
+                     flavour_source=f"{what}: {said if said is not None else 'package ' + (package or '(none)')}",
+                     sources=(what,), package=package)
+
+
 def flavour_from_version(text: str, what: str) -> HostFacts:
-    """`qemu-system-x86_64 --version`: the package string names the build (Ubuntu, RHEL) or not (upstream)."""
+    """`qemu-system-x86_64 --version`: its first line parsed (parse_version_line), then release_facts."""
     first = text.strip().splitlines()[0] if text.strip() else ""
     parsed = parse_version_line(first)
-    if parsed is None:
-        return HostFacts()
-    return HostFacts(qemu_version=parsed[0], qemu_flavour=flavour_of_package(first), flavour_source=f"{what}: {first}",
-                     sources=(what,), package=parsed[1])
+    return release_facts(parsed[0], parsed[1], what, first) if parsed else HostFacts()
 
 
-def qemu_answer(version_text: str, machines: HostFacts, what: str) -> HostFacts:
-    """What one QEMU binary says of itself: its version line, and its machine list (`-machine help` or
-    query-machines). The build is the one either names downstream (a package string or an own machine
-    name), else upstream; an unreadable version line is no answer at all."""
-    version = flavour_from_version(version_text, what)
+def qemu_answer(version: HostFacts, machines: HostFacts, what: str) -> HostFacts:
+    """What one QEMU binary says of itself: its release and package (release_facts, from its --version or
+    query-version), and its machine list (`-machine help` or query-machines); its build is the one
+    qemu_build.own_build gives. No release is no answer at all."""
     if version.qemu_version is None:
         return HostFacts()
-    if version.qemu_flavour == "upstream" and machines.qemu_flavour not in (None, "upstream"):
-        version = version._replace(qemu_flavour=machines.qemu_flavour,
-                                   flavour_source=f"{what}: {machines.flavour_source}")
+    flavour, by_machines = qemu_build.own_build(version.qemu_flavour, machines.qemu_flavour, machines.flavour_source)
+    if by_machines is not None:
+        version = version._replace(qemu_flavour=flavour, flavour_source=f"{what}: {by_machines}")
     return version._replace(aliases=machines.aliases, machines=machines.machines,
                             descriptions=machines.descriptions, sources=version.sources + machines.sources)
 

@@ -9,14 +9,13 @@ that replaces them), then host/max auto-enable, then `kvm=off`/TCG clearing the 
 against what the accelerator supports, then what the QEMU release lacks, then what KVM itself strips. One
 function per step; STEPS is the order. Rows and properties apply only on the QEMU releases that have them.
 
-When the QEMU build is not known and the machine name does not pin it down, the domain is resolved under
-every build that has such a machine and the answers are merged: a property on which they disagree is
-host-dependent, with each build's answer in its detail.
+The build(s) a domain is resolved under are build.builds_for's (the one precedence rule); several answers
+are merged by build_choice.merge.
 """
 
 from __future__ import annotations
 
-from . import build_choice, cpu_option, layers, lifecycle, overcommit
+from . import build as qemu_build, build_choice, cpu_option, layers, lifecycle, overcommit
 from .cpu_option import parse_cpu_option
 from .domain import DomainFacts
 from .hostfacts import HostFacts
@@ -31,11 +30,11 @@ from ..tables.cpu_models import MODEL_BITS  # noqa: F401 (read through the engin
 
 
 def resolve(facts: DomainFacts, host: HostFacts | None = None) -> Resolution:
-    """Resolve under the host's QEMU build, or under every build that has this machine when it is unknown.
+    """Resolve under the build(s) build.builds_for names for this machine (merged when several).
     Pure in (facts, host facts); the domain's name and uuid are not read (pipeline keeps one answer for
     a template's clones)."""
     host = host or HostFacts()
-    candidates, basis, warnings = build_choice.candidates(facts.machine, host)
+    candidates, basis, warnings = qemu_build.builds_for(facts.machine, host)
     results = [_resolve_one(facts, host, flavour, machine, list(warnings)) for flavour, machine in candidates]
     res = results[0] if len(results) == 1 else build_choice.merge(results)
     return res._replace(flavour_basis=basis)

@@ -13,7 +13,7 @@ import os
 import stat
 from collections import namedtuple
 
-from ..core.hostfacts import HostFacts, decode_libvirt_version, flavour_of_package
+from ..core.hostfacts import HostFacts, decode_libvirt_version, release_facts
 from ..fs.atomic import replace_at
 from ..fs.trusted import Untrusted, check_private_dir, check_trusted, open_private_dir, read_regular
 from ..xml.text import parse_xml
@@ -55,11 +55,8 @@ class QemuCaps(namedtuple("QemuCaps", "emulator version package machines")):
         if default:
             aliases[""] = default
         names = frozenset(m.name for m in self.machines) | (frozenset(aliases) - {""})
-        flavour = flavour_of_package(self.package) if self.version else None
-        return HostFacts(aliases=aliases, machines=names, qemu_version=self.version, sources=(what,),
-                         qemu_flavour=flavour,
-                         flavour_source=f"{what}: package {self.package or '(none)'}" if flavour else "",
-                         package=self.package if self.version else "")
+        said = release_facts(self.version, self.package, what) if self.version else HostFacts(sources=(what,))
+        return said._replace(aliases=aliases, machines=names)
 
 
 def parse(data: bytes) -> QemuCaps:

@@ -12,7 +12,7 @@ import os
 import stat
 from typing import NamedTuple
 
-from ..core.hostfacts import HostFacts, parse_machine_help, qemu_answer
+from ..core.hostfacts import HostFacts, flavour_from_version, parse_machine_help, qemu_answer
 from ..core.hostfacts import parse_version_line as _parse_line
 from ..core.machines import format_version
 from ..fs.trusted import check_ancestors, check_trusted
@@ -178,5 +178,5 @@ def ask(path: str) -> tuple[HostFacts, str]:
     machines = parse_machine_help(help_out or "", path)
     if machines.machines:
         machines = machines._replace(sources=(f"{path} -machine help",))
-    facts = qemu_answer(out, machines, what)
+    facts = qemu_answer(flavour_from_version(out, what), machines, what)
     return (facts, "") if facts.qemu_version else (HostFacts(), f"{path} --version named no QEMU release")

@@ -10,7 +10,8 @@ The order, for the QEMU build and the QEMU release separately (first to last; qe
      --domcapabilities): a downstream machine name or emulator path, the QEMU version; then libvirt's
      capabilities cache for the emulator (the hook: the domain's <emulator>; explain: the local QEMU's):
      package string and version; verify --connect: the emulator libvirt names, asked over QMP
-  5. the local QEMU (the first of qemu-system-x86_64 on PATH, /usr/libexec/qemu-kvm): --version and
+  5. the local QEMU (this host's, local_qemu.this_host: libvirt's emulator wherever its capabilities
+     cache names one, else the first of qemu-system-x86_64 on PATH, /usr/libexec/qemu-kvm): --version and
      -machine help; not with --connect, nor when libvirt's capabilities cache answered for it
   6. libvirt's machine list when it shows upstream names only
   7. the machine name alone (engine.resolve)
@@ -116,7 +117,7 @@ def assemble(src: HostSources) -> HostFacts:
     named = _named(src.emulator)
     libvirt = _libvirt(src)
     cache, cached_path = _cache(src, unused)
-    local = _local(src.local_qemu, cache, cached_path, unused)
+    local = _local(src, cache, cached_path, unused)
     said = Said(src, named, libvirt, tuple(f for f in (src.libvirt_qemu, cache) if f is not None and f.qemu_version),
                 local)
     claims = [c for _title, row in ORDER for c in row(said)]
@@ -173,9 +174,7 @@ def _cache(src: HostSources, unused: list[str]) -> tuple[HostFacts | None, str |
         unused.append(f"libvirt's capabilities cache: not read ({target.why})")
         return None, None
     if target == LOCAL:
-        from . import local_qemu as localqemu
-
-        target = localqemu.find()
+        target = _this_host(src)
         if target is None:
             return None, None  # the local QEMU's line says so
     facts, why = qemucaps.lookup(target, src.caps_dir or qemucaps.CACHE_DIR, src.digest_dir)
@@ -184,7 +183,15 @@ def _cache(src: HostSources, unused: list[str]) -> tuple[HostFacts | None, str |
     return facts, target
 
 
-def _local(local, cache: HostFacts | None, cached_path: str | None, unused: list[str]) -> HostFacts:
+def _this_host(src: HostSources) -> str | None:
+    """The local QEMU (rank 5): this host's, as hook status, verify and hook install name it."""
+    from . import local_qemu as localqemu
+
+    return localqemu.this_host(src.caps_dir)
+
+
+def _local(src: HostSources, cache: HostFacts | None, cached_path: str | None, unused: list[str]) -> HostFacts:
+    local = src.local_qemu
     if isinstance(local, HostFacts):
         return local
     if isinstance(local, Off):
@@ -193,9 +200,10 @@ def _local(local, cache: HostFacts | None, cached_path: str | None, unused: list
         return HostFacts()
     from . import local_qemu as localqemu
 
-    path = localqemu.find()
+    path = cached_path if src.caps_cache == LOCAL else _this_host(src)
     if path is None:
-        unused.append(f"local QEMU: none found ({' on PATH, '.join(localqemu.CANDIDATES)})")
+        unused.append(f"local QEMU: none found (libvirt's capabilities cache names none; "
+                      f"{' on PATH, '.join(localqemu.CANDIDATES)})")
         return HostFacts()
     if cache is not None and cache.qemu_version and cached_path == path:
         return HostFacts()  # libvirt's cache answered for this very binary: nothing to run

@@ -26,7 +26,8 @@ def summary(o: Outcome) -> str:
 def lines(o: Outcome, quiet: bool = False) -> list[str]:
     """Each line of the run, what --quiet keeps only when `quiet`."""
     b, h = o.build, o.host
-    out = [f"QEMU {b.emulator}: {b.version_line}; run as {o.identity.name}",
+    out = [f"QEMU {b.emulator}: QEMU emulator version {b.version}" + (f" ({b.package})" if b.package else "")
+           + f"; run as {o.identity.name}",
            f"build: {h.qemu_flavour} ({h.flavour_source})",
            f"release: {qemu_build.described(h)}",
            f"CPU models: {', '.join(m.label for m in o.modes)}"]

@@ -8,10 +8,9 @@ import fnmatch
 import re
 from xml.sax.saxutils import quoteattr
 
-from ..core import domain, resolve as engine, lifecycle
+from ..core import build as qemu_build, domain, resolve as engine, lifecycle
 from ..tables import qemu as rules
-from ..tables.builds.known import FLAVOURS
-from ..core.hostfacts import HostFacts, flavour_from_machines, qemu_answer
+from ..core.hostfacts import HostFacts, flavour_from_machines, qemu_answer, release_facts
 from ..host.sources import HostSources
 from ..xml.text import parse_domain
 from .types import Build, CpuMode, Disagreement, Run, VerifyOptions
@@ -85,10 +84,12 @@ def machine_facts(query_machines: list, emulator: str) -> HostFacts:
 
 
 def qemu_facts(build: Build) -> HostFacts:
-    """What the QEMU verify started says of itself (query-version, query-machines), as explain reads a
+    """What the QEMU verify started says of itself: query-version's typed release and package string
+    (hostfacts.release_facts, as a --version line's once parsed) and query-machines, as explain reads a
     QEMU's --version and -machine help (hostfacts.qemu_answer)."""
-    return qemu_answer(build.version_line, machine_facts(build.machines, build.emulator),
-                       f"{build.emulator} query-version")
+    what = f"{build.emulator} query-version"
+    return qemu_answer(release_facts(build.release, build.package, what),
+                       machine_facts(build.machines, build.emulator), what)
 
 
 def sources(opts: VerifyOptions, build: Build, kvm: bool = True) -> HostSources:
@@ -168,10 +169,11 @@ def lifecycle_disagreements(query_machines: list, host: HostFacts) -> tuple[int,
     (not listed: not offered). The table is asked without the QEMU's list, which would otherwise decide."""
     listed = {m["name"]: (lifecycle.DEPRECATED if m.get("deprecated") else lifecycle.OFFERED)
               for m in query_machines if m.get("name", "").startswith("pc-")}
-    # The build as build.settle() gave it, and no other: an unknown build is not taken as upstream (the
-    # engine resolves each name under every build that has it), so no build's names apply. Nor do RHEL's:
-    # which of its own names each RHEL major keeps is not in the tables. Then only what QEMU lists is compared.
-    flavour = FLAVOURS[host.qemu_flavour] if host.qemu_flavour else None
+    # The build as qemu_build.settle() gave it, and no other (qemu_build.chosen): an unknown build is not
+    # taken as upstream (builds_for resolves each name under every build that has it), so no build's names
+    # apply. Nor do RHEL's: which of its own names each RHEL major keeps is not in the tables. Then only what
+    # QEMU lists is compared.
+    flavour = qemu_build.chosen(host)
     full = flavour and host.qemu_version and flavour.downstream_lifecycle.age is None
     known = lifecycle.known_names(flavour, host.qemu_version) if full else []
     table_host = host._replace(machines=frozenset())

@@ -12,7 +12,6 @@ import time
 
 from .. import __version__
 from ..host import local_qemu as localqemu
-from ..host.local_qemu import parse_version_line  # noqa: F401 - the record's keys are read with the one parser
 from ..errors import VirtxmlCpuError
 from ..fs.files import write_output
 from ..fs.trusted import check_trusted, read_regular, resolve_trusted
@@ -23,7 +22,8 @@ MAX_RECORD_BYTES = 64 * 1024
 
 def local_build() -> tuple[str, str, str] | None:
     """(emulator, version, package) of this host's QEMU (localqemu.this_host: libvirt's emulator where its
-    capabilities cache names one), from its --version (no KVM needed), run only as localqemu runs a QEMU."""
+    capabilities cache names one), from its --version (no KVM needed): found, run and read by localqemu
+    alone (the one finder, runner and version parser)."""
     path = localqemu.this_host()
     parsed = localqemu.version_of(path) if path else None
     return (path, *parsed) if parsed else None

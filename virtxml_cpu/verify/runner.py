@@ -185,8 +185,8 @@ def probe(runner: Runner) -> Build:
 
     version, machines, compat, models = runner.session("none,accel=kvm", None, work)
     q = version["qemu"]
-    return Build(runner.emulator, f"{q['major']}.{q['minor']}.{q['micro']}", version.get("package", "").strip(),
-                 machines, compat, models)
+    return Build(runner.emulator, (int(q["major"]), int(q["minor"]), int(q["micro"])),
+                 version.get("package", "").strip(), machines, compat, models)
 
 
 def read_vcpu(runner: Runner, machine: str, mode: CpuMode) -> Run:

@@ -10,6 +10,7 @@ from ..tables import qemu as rules
 from ..core.config import Config
 from ..errors import EXIT_OK, EXIT_WORK_FOUND
 from ..core.hostfacts import HostFacts
+from ..core.machines import format_version
 
 DEFAULT_TIMEOUT = 20.0  # seconds one QEMU may take from exec to its last answer (~0.1 s here)
 DEFAULT_RECORD = "/var/lib/virtxml-cpu/verified.json"
@@ -84,19 +85,20 @@ class Build(NamedTuple):
     """What the probe learnt about the QEMU."""
 
     emulator: str
-    version: str  # 7.2.22
-    package: str  # Debian 1:7.2+dfsg-7+deb12u18+b3 ("" for a plain build)
+    release: tuple[int, int, int]  # query-version's major, minor, micro
+    package: str  # query-version's package: Debian 1:7.2+dfsg-7+deb12u18+b3 ("" for a plain build)
     machines: list  # query-machines
     compat_props: bool  # whether query-machines answered with compat-props
     models: frozenset[str]  # query-cpu-definitions
 
     @property
-    def key(self) -> str:
-        return record_key(self.emulator, self.version, self.package)
+    def version(self) -> str:
+        """7.2.22, as the record's keys and libvirt's version are written."""
+        return format_version(self.release)
 
     @property
-    def version_line(self) -> str:
-        return f"QEMU emulator version {self.version}" + (f" ({self.package})" if self.package else "")
+    def key(self) -> str:
+        return record_key(self.emulator, self.version, self.package)
 
 
 class Outcome(NamedTuple):
