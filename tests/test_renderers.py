@@ -234,6 +234,34 @@ def test_test_driver_rows(test_driver, capsys):
     assert records[-1]["domain_errors"] == 1 and records[-1]["domains"] == 1
 
 
+def test_test_driver_audit_by_name_costs_no_round_trip_per_name(test_driver, capsys, monkeypatch):
+    """Named domains are picked from the one listing (a daemon answers each lookupByName with a round trip as
+    long as the XMLDesc itself); only a name missing from it is asked of libvirt, whose message it reports.
+    Rows keep the order of the names, with each domain's state and persistence."""
+    import libvirt
+
+    looked_up = []
+    lookup = libvirt.virConnect.lookupByName
+
+    def counting(self, name):
+        looked_up.append(name)
+        return lookup(self, name)
+
+    monkeypatch.setattr(libvirt.virConnect, "lookupByName", counting)
+    names = ["vxc-render-transient", "vxc-no-such-domain", "vxc-render-run", "vxc-render-fix", "vxc-render-fix"]
+    args = ["audit", "--connect", "test:///default", "--no-host-probe", "--qemu-flavour", "upstream",
+            "--format", "json", "--"]
+    assert cli.main(args + names) == EXIT_BAD_INPUT
+    records = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert looked_up == ["vxc-no-such-domain"]
+    rows = [r for r in records if r["record"] == "domain"]
+    assert [r["domain"] for r in rows] == ["vxc-no-such-domain", "vxc-render-transient", "vxc-render-run",
+                                           "vxc-render-fix", "vxc-render-fix"]
+    assert "not found" in rows[0]["error"].lower()
+    assert [(r["state"], r["persistent"]) for r in rows[1:]] == [
+        ("running", False), ("running", True), ("shut off", True), ("shut off", True)]
+
+
 def test_every_format_the_cli_offers_has_a_renderer():
     sub = next(a for a in cli.build_parser()._actions if a.dest == "command").choices["audit"]
     (fmt,) = [a for a in sub._actions if a.dest == "format"]

@@ -66,20 +66,34 @@ def audit_host(uri: str, opts: AuditOptions) -> HostResult:
     error = None
     try:
         host = connection_facts(opts.sources, opts.cfg, conn, uri)
-        doms = []
-        for n in opts.names:  # an unknown name is that name's row, not the host's failure
-            try:
-                doms.append(conn.lookupByName(n))
-            except libvirt.libvirtError as e:
-                rows.append(AuditRow(uri, n, error=e.get_error_message()))
-        doms = doms if opts.names else conn.listAllDomains()
-        # Two list calls instead of two round trips per domain.
-        persistent = {d.UUIDString() for d in conn.listAllDomains(libvirt.VIR_CONNECT_LIST_DOMAINS_PERSISTENT)}
+        # Three list calls whatever the number of domains, and no round trip per name: every domain, the
+        # running ones and the transient ones (always running, usually none; the persistent ones would be
+        # nearly all of them).
+        listed = conn.listAllDomains()
         active = {d.UUIDString() for d in conn.listAllDomains(libvirt.VIR_CONNECT_LIST_DOMAINS_ACTIVE)}
+        transient = {d.UUIDString() for d in conn.listAllDomains(libvirt.VIR_CONNECT_LIST_DOMAINS_TRANSIENT)}
+        known = {d.UUIDString() for d in listed}
+        doms = listed
+        if opts.names:
+            by_name = {d.name(): d for d in listed}
+            doms = []
+            for n in opts.names:  # an unknown name is that name's row, not the host's failure
+                dom = by_name.get(n)
+                if dom is None:  # libvirt's own answer: defined since the listing, or its error message
+                    try:
+                        dom = conn.lookupByName(n)
+                    except libvirt.libvirtError as e:
+                        rows.append(AuditRow(uri, n, error=e.get_error_message()))
+                        continue
+                doms.append(dom)
         for i, dom in enumerate(doms, 1):
             uuid = dom.UUIDString()
             try:
-                rows.append(_audit_domain(uri, dom, host, opts, uuid in active, uuid in persistent))
+                if uuid in known:
+                    is_active, is_persistent = uuid in active, uuid not in transient
+                else:  # not in the listing: asked of the domain itself
+                    is_active, is_persistent = bool(dom.isActive()), bool(dom.isPersistent())
+                rows.append(_audit_domain(uri, dom, host, opts, is_active, is_persistent))
             except libvirt.libvirtError as e:  # vanished between the listing and the read
                 rows.append(AuditRow(uri, dom.name(), uuid, error=f"vanished while auditing: {e.get_error_message()}"))
             except Exception as e:  # noqa: BLE001 - one bad definition is that domain's row, never the host's
