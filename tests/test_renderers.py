@@ -262,6 +262,35 @@ def test_test_driver_audit_by_name_costs_no_round_trip_per_name(test_driver, cap
         ("running", False), ("running", True), ("shut off", True), ("shut off", True)]
 
 
+def test_test_driver_fetched_ahead_errors_stay_their_domains_rows(test_driver, monkeypatch):
+    """Definitions are fetched in batches before they are read: a domain that vanishes, or whose definition
+    cannot be read, is still that domain's row, in its place, across batch boundaries."""
+    import libvirt
+
+    from virtxml_cpu.core.config import Config
+    from virtxml_cpu.host.sources import HostSources, Off
+    from virtxml_cpu.live import audit as live_audit
+
+    xml_desc = libvirt.virDomain.XMLDesc
+
+    def failing(self, flags=0):
+        if self.name() == "vxc-render-has":
+            raise libvirt.libvirtError("gone")
+        if self.name() == "vxc-render-run" and flags == 0:  # the running definition
+            raise libvirt.libvirtError("gone while running")
+        return "<domain" if self.name() == "vxc-render-fix" else xml_desc(self, flags)
+
+    monkeypatch.setattr(libvirt.virDomain, "XMLDesc", failing)
+    monkeypatch.setattr(live_audit, "FETCH_AHEAD", 2)
+    names = ("vxc-render-fix", "vxc-render-has", "vxc-render-run", "vxc-render-transient", "vxc-render-fix")
+    sources = HostSources(flavour="upstream", config=Config(), kvm=Off("--no-host-probe"))
+    (result,) = live_audit.audit(["test:///default"], live_audit.AuditOptions(Config(), names=names, sources=sources))
+    rows = [(r.domain, (r.error or "").split(":")[0], r.state) for r in result.rows]
+    assert rows == [("vxc-render-fix", "cannot be audited", None), ("vxc-render-has", "vanished while auditing", None),
+                    ("vxc-render-run", "vanished while auditing", None), ("vxc-render-transient", "", "running"),
+                    ("vxc-render-fix", "cannot be audited", None)]
+
+
 def test_every_format_the_cli_offers_has_a_renderer():
     sub = next(a for a in cli.build_parser()._actions if a.dest == "command").choices["audit"]
     (fmt,) = [a for a in sub._actions if a.dest == "format"]
