@@ -17,17 +17,6 @@ import uuid
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from lxml import etree  # noqa: E402
-
-from virtxml_cpu.core import domain, pipeline  # noqa: E402
-from virtxml_cpu.core.config import Config  # noqa: E402
-from virtxml_cpu.fs.files import read_input  # noqa: E402
-from virtxml_cpu.host.sources import HostSources, Off, assemble  # noqa: E402
-from virtxml_cpu.render import explain  # noqa: E402
-from virtxml_cpu.xml import text  # noqa: E402
-
 SOURCES = sorted(p for d in (ROOT / "tests" / "fixtures", ROOT / "examples") for p in d.glob("*.xml"))
 
 
@@ -35,8 +24,19 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("-n", "--docs", type=int, default=2000)
     ap.add_argument("-r", "--runs", type=int, default=7)
+    ap.add_argument("--code", type=Path, default=ROOT, help="the checkout whose virtxml_cpu is timed (default: this one)")
     args = ap.parse_args()
+    sys.path.insert(0, str(args.code.resolve()))
     import tempfile
+
+    from lxml import etree
+
+    from virtxml_cpu.core import domain, pipeline
+    from virtxml_cpu.core.config import Config
+    from virtxml_cpu.fs.files import read_input
+    from virtxml_cpu.host.sources import HostSources, Off, assemble
+    from virtxml_cpu.render import explain
+    from virtxml_cpu.xml import text
 
     with tempfile.TemporaryDirectory() as tmp:
         files = []
@@ -72,7 +72,7 @@ def main() -> None:
             ("both", "pipeline.decide (memo warm)", lambda: [pipeline.decide(doc, host, cfg) for doc in docs]),
             ("explain", "explain.json_line", lambda: [explain.json_line(o) for o in outcomes]),
         ]
-        print(f"{args.docs} documents, best of {args.runs} passes, us per document")
+        print(f"{args.docs} documents, best of {args.runs} passes, us per document ({pipeline.__file__})")
         for who, name, fn in stages:
             best = min(_time(fn) for _ in range(args.runs)) / args.docs * 1e6
             print(f"  {who:<8} {name:<38} {best:7.1f}")
