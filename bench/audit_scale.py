@@ -1,23 +1,25 @@
 #!/usr/bin/env python3
 """Audit time per domain on one libvirt connection, against a baseline measured in the same run.
 
-Defines N shut-off domains (varied machine types and CPU modes) on the connection, then times
+Defines N shut-off domains (varied machine types and CPU modes) on the connection, then times, in
+interleaved rounds,
   baseline: listAllDomains + XMLDesc(INACTIVE) of each (what any audit must at least fetch)
-  audit:    virtxml-cpu's audit of the same connection (fetch + parse + resolve + decide)
-and removes the domains again. Needs a libvirt daemon you may define domains on (default qemu:///system).
+  audit:    virtxml-cpu's audit of the same domains by name (fetch + parse + resolve + decide), over N
+            domains and over 1 (the connection and host facts): the difference over N-1 is per domain
+and removes the domains again. Each round starts the audit with an empty memo, as a new process does.
+Medians of the rounds; the ratio is paired per round. Needs a libvirt daemon you may define domains on
+(default qemu:///system); `test:///default` measures in-process without a daemon (its XMLDesc is a
+function call, not a round trip, so the baseline is tiny). `--code DIR` audits with another checkout's
+package (the same bench, before against after).
 """
 
 from __future__ import annotations
 
 import argparse
+import statistics
 import sys
 import time
 from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from virtxml_cpu.live.audit import AuditOptions, audit  # noqa: E402
-from virtxml_cpu.core.config import Config  # noqa: E402
 
 PREFIX = "vxc-bench-"
 CPUS = ["", "<cpu mode='host-model'/>", "<cpu mode='host-passthrough'/>",
@@ -26,12 +28,20 @@ MACHINES = ["pc-q35-7.2", "pc-i440fx-7.2", "pc-i440fx-2.10", "q35", "pc-q35-5.2"
 
 
 def main() -> None:
-    import libvirt
-
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("-n", type=int, default=500)
+    ap.add_argument("-r", "--rounds", type=int, default=5)
     ap.add_argument("--connect", default="qemu:///system")
+    ap.add_argument("--code", type=Path, default=Path(__file__).resolve().parent.parent,
+                    help="the checkout whose virtxml_cpu is audited (default: this one)")
     args = ap.parse_args()
+    sys.path.insert(0, str(args.code.resolve()))
+    import libvirt
+
+    from virtxml_cpu.core import pipeline
+    from virtxml_cpu.core.config import Config
+    from virtxml_cpu.live.audit import AuditOptions, audit
+
     conn = libvirt.open(args.connect)
     doms = []
     try:
@@ -41,27 +51,35 @@ def main() -> None:
                    f"{CPUS[i % len(CPUS)]}<devices/></domain>")
             doms.append(conn.defineXML(xml))
         names = [d.name() for d in doms]
-        t = time.perf_counter()
-        for d in conn.listAllDomains():
-            if d.name().startswith(PREFIX):
-                d.XMLDesc(libvirt.VIR_DOMAIN_XML_INACTIVE)
-        base = time.perf_counter() - t
-        t = time.perf_counter()
-        audit([args.connect], AuditOptions(Config(), names=tuple(names[:1])))
-        one = time.perf_counter() - t  # connection + host facts + one domain
-        t = time.perf_counter()
-        result = audit([args.connect], AuditOptions(Config(), names=tuple(names)))
-        total = time.perf_counter() - t
-        rows = result[0].rows
-        assert len(rows) == args.n and not result[0].error, result[0].error
-        need = sum(r.needs_fix for r in rows)
-        per = (total - one) / (args.n - 1)
-        print(f"domains: {args.n} ({need} need kvm-pv-unhalt)")
-        print(f"baseline (list + XMLDesc):  {base:.3f} s = {base / args.n * 1000:.2f} ms per domain")
-        print(f"audit, whole run:           {total:.3f} s = {total / args.n * 1000:.2f} ms per domain "
-              f"(one-off connection + host facts: {one * 1000:.0f} ms)")
-        print(f"audit, per extra domain:    {per * 1000:.2f} ms")
-        print(f"audit / baseline per domain = {per / (base / args.n):.2f}x")
+        bases, pers, ones, totals = [], [], [], []
+        need = 0
+        for _ in range(args.rounds):
+            t = time.perf_counter()
+            for d in conn.listAllDomains():
+                if d.name().startswith(PREFIX):
+                    d.XMLDesc(libvirt.VIR_DOMAIN_XML_INACTIVE)
+            bases.append((time.perf_counter() - t) / args.n)
+            pipeline.MEMO = pipeline.Memo()  # a new process's memo: each round resolves its templates afresh
+            t = time.perf_counter()
+            audit([args.connect], AuditOptions(Config(), names=tuple(names[:1])))
+            one = time.perf_counter() - t  # connection + host facts + one domain
+            t = time.perf_counter()
+            result = audit([args.connect], AuditOptions(Config(), names=tuple(names)))
+            total = time.perf_counter() - t
+            rows = result[0].rows
+            assert len(rows) == args.n and not result[0].error, result[0].error
+            need = sum(r.needs_fix for r in rows)
+            ones.append(one)
+            totals.append(total)
+            pers.append((total - one) / (args.n - 1))
+        ratios = sorted(p / b for p, b in zip(pers, bases))
+        med = statistics.median
+        print(f"domains: {args.n} ({need} need kvm-pv-unhalt), {args.rounds} rounds, code: {args.code}")
+        print(f"baseline (list + XMLDesc):  {med(bases) * 1000:.3f} ms per domain")
+        print(f"audit, whole run:           {med(totals):.3f} s = {med(totals) / args.n * 1000:.3f} ms per domain "
+              f"(one-off connection + host facts: {med(ones) * 1000:.0f} ms)")
+        print(f"audit, per extra domain:    {med(pers) * 1000:.3f} ms")
+        print(f"audit / baseline per domain = {med(ratios):.2f}x (rounds {ratios[0]:.2f}-{ratios[-1]:.2f})")
     finally:
         for d in doms:
             d.undefine()

@@ -103,6 +103,7 @@ class FakeLibvirt:
             return str(self)
 
     VIR_CONNECT_LIST_DOMAINS_PERSISTENT, VIR_CONNECT_LIST_DOMAINS_ACTIVE, VIR_DOMAIN_XML_INACTIVE = 4, 1, 2
+    VIR_CONNECT_LIST_DOMAINS_TRANSIENT = 8
 
 
 class FakeDomain:
@@ -138,7 +139,9 @@ class FakeConn:
         return 7002022
 
     def listAllDomains(self, flags=0):
-        return [] if flags == FakeLibvirt.VIR_CONNECT_LIST_DOMAINS_ACTIVE else [self.dom]
+        # one persistent domain, shut off
+        return [] if flags in (FakeLibvirt.VIR_CONNECT_LIST_DOMAINS_ACTIVE,
+                               FakeLibvirt.VIR_CONNECT_LIST_DOMAINS_TRANSIENT) else [self.dom]
 
     def close(self):
         pass

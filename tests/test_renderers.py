@@ -234,6 +234,63 @@ def test_test_driver_rows(test_driver, capsys):
     assert records[-1]["domain_errors"] == 1 and records[-1]["domains"] == 1
 
 
+def test_test_driver_audit_by_name_costs_no_round_trip_per_name(test_driver, capsys, monkeypatch):
+    """Named domains are picked from the one listing (a daemon answers each lookupByName with a round trip as
+    long as the XMLDesc itself); only a name missing from it is asked of libvirt, whose message it reports.
+    Rows keep the order of the names, with each domain's state and persistence."""
+    import libvirt
+
+    looked_up = []
+    lookup = libvirt.virConnect.lookupByName
+
+    def counting(self, name):
+        looked_up.append(name)
+        return lookup(self, name)
+
+    monkeypatch.setattr(libvirt.virConnect, "lookupByName", counting)
+    names = ["vxc-render-transient", "vxc-no-such-domain", "vxc-render-run", "vxc-render-fix", "vxc-render-fix"]
+    args = ["audit", "--connect", "test:///default", "--no-host-probe", "--qemu-flavour", "upstream",
+            "--format", "json", "--"]
+    assert cli.main(args + names) == EXIT_BAD_INPUT
+    records = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert looked_up == ["vxc-no-such-domain"]
+    rows = [r for r in records if r["record"] == "domain"]
+    assert [r["domain"] for r in rows] == ["vxc-no-such-domain", "vxc-render-transient", "vxc-render-run",
+                                           "vxc-render-fix", "vxc-render-fix"]
+    assert "not found" in rows[0]["error"].lower()
+    assert [(r["state"], r["persistent"]) for r in rows[1:]] == [
+        ("running", False), ("running", True), ("shut off", True), ("shut off", True)]
+
+
+def test_test_driver_fetched_ahead_errors_stay_their_domains_rows(test_driver, monkeypatch):
+    """Definitions are fetched in batches before they are read: a domain that vanishes, or whose definition
+    cannot be read, is still that domain's row, in its place, across batch boundaries."""
+    import libvirt
+
+    from virtxml_cpu.core.config import Config
+    from virtxml_cpu.host.sources import HostSources, Off
+    from virtxml_cpu.live import audit as live_audit
+
+    xml_desc = libvirt.virDomain.XMLDesc
+
+    def failing(self, flags=0):
+        if self.name() == "vxc-render-has":
+            raise libvirt.libvirtError("gone")
+        if self.name() == "vxc-render-run" and flags == 0:  # the running definition
+            raise libvirt.libvirtError("gone while running")
+        return "<domain" if self.name() == "vxc-render-fix" else xml_desc(self, flags)
+
+    monkeypatch.setattr(libvirt.virDomain, "XMLDesc", failing)
+    monkeypatch.setattr(live_audit, "FETCH_AHEAD", 2)
+    names = ("vxc-render-fix", "vxc-render-has", "vxc-render-run", "vxc-render-transient", "vxc-render-fix")
+    sources = HostSources(flavour="upstream", config=Config(), kvm=Off("--no-host-probe"))
+    (result,) = live_audit.audit(["test:///default"], live_audit.AuditOptions(Config(), names=names, sources=sources))
+    rows = [(r.domain, (r.error or "").split(":")[0], r.state) for r in result.rows]
+    assert rows == [("vxc-render-fix", "cannot be audited", None), ("vxc-render-has", "vanished while auditing", None),
+                    ("vxc-render-run", "vanished while auditing", None), ("vxc-render-transient", "", "running"),
+                    ("vxc-render-fix", "cannot be audited", None)]
+
+
 def test_every_format_the_cli_offers_has_a_renderer():
     sub = next(a for a in cli.build_parser()._actions if a.dest == "command").choices["audit"]
     (fmt,) = [a for a in sub._actions if a.dest == "format"]

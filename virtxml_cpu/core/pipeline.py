@@ -2,7 +2,7 @@
 
 The one memo (MEMO) lives here, keyed by value: a resolution by the domain's facts but its name and uuid
 (the only facts that differ between clones of one template) and the host's facts; a decision by those and
-the policy and style; a renderer's parts that clones share (shared_part) by what they render. engine and
+the policy and style, in the resolution's entry; a renderer's parts that clones share (shared_part) by what they render. engine and
 policy stay pure, and renderers never touch the memo.
 """
 
@@ -60,6 +60,8 @@ def host_key(host: HostFacts) -> tuple:
     return tuple(map(frozen, host))  # built by hand with plain dicts
 
 
+assert engine.Resolution._fields[0] == "facts"  # decide() swaps a clone's facts in by position
+
 IDENTITY = ("name", "uuid")  # the only facts that differ between clones of one template; decide nothing
 _DECIDING = itemgetter(*(i for i, f in enumerate(domain.DomainFacts._fields) if f not in IDENTITY))
 
@@ -84,16 +86,21 @@ def decide(doc: Document, host: HostFacts, config: Config, cli_policy: str | Non
     facts = doc.facts
     key = resolution_key(facts, host)
     cost = len(doc.source)  # what the facts in the key, and the answers, may hold of it
-    resolution = MEMO.get(("resolution", key), lambda: engine.resolve(facts, host), cost)
+    # One entry per key: the resolution, its decisions by policy and style (a handful), and the key itself,
+    # which holds every deciding fact: it is hashed and compared once per document, and the outcome carries
+    # the entry's own key, which a renderer's lookups (shared_part) then find by identity.
+    resolution, decisions, key = MEMO.get(("resolution", key), lambda: (engine.resolve(facts, host), {}, key), cost)
     if resolution.facts is not facts:  # a clone's: the same but for name and uuid
-        resolution = resolution._replace(facts=facts)
+        resolution = resolution._make((facts, *resolution[1:]))  # _replace(facts=facts) without its kwargs
     chosen, source = policy.effective_policy(cli_policy, config.policy, facts.override_policy)
     style = cli_style or config.style
     if facts.override_policy is not None and facts.override_policy not in policy.POLICIES:
         decision = policy.invalid_exemption(facts.override_policy)
         source = "domain <metadata>"
     else:
-        decision = MEMO.get(("decision", key, chosen, style), lambda: policy.decide(resolution, chosen, style), cost)
+        decision = decisions.get((chosen, style))
+        if decision is None:
+            decision = decisions[chosen, style] = policy.decide(resolution, chosen, style)
     if doc.tree is None:
         return Outcome(doc.label, resolution, decision, source, style, doc.source, None, key)
     from ..xml import insert as rewrite  # here: deciding alone (the hook, audit, explain) never renders

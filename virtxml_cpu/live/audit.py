@@ -11,6 +11,7 @@ import queue
 import sys
 import threading
 import time
+from collections import namedtuple
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
@@ -66,26 +67,47 @@ def audit_host(uri: str, opts: AuditOptions) -> HostResult:
     error = None
     try:
         host = connection_facts(opts.sources, opts.cfg, conn, uri)
-        doms = []
-        for n in opts.names:  # an unknown name is that name's row, not the host's failure
-            try:
-                doms.append(conn.lookupByName(n))
-            except libvirt.libvirtError as e:
-                rows.append(AuditRow(uri, n, error=e.get_error_message()))
-        doms = doms if opts.names else conn.listAllDomains()
-        # Two list calls instead of two round trips per domain.
-        persistent = {d.UUIDString() for d in conn.listAllDomains(libvirt.VIR_CONNECT_LIST_DOMAINS_PERSISTENT)}
+        # Three list calls whatever the number of domains, and no round trip per name: every domain, the
+        # running ones and the transient ones (always running, usually none; the persistent ones would be
+        # nearly all of them).
+        listed = conn.listAllDomains()
         active = {d.UUIDString() for d in conn.listAllDomains(libvirt.VIR_CONNECT_LIST_DOMAINS_ACTIVE)}
-        for i, dom in enumerate(doms, 1):
-            uuid = dom.UUIDString()
-            try:
-                rows.append(_audit_domain(uri, dom, host, opts, uuid in active, uuid in persistent))
-            except libvirt.libvirtError as e:  # vanished between the listing and the read
-                rows.append(AuditRow(uri, dom.name(), uuid, error=f"vanished while auditing: {e.get_error_message()}"))
-            except Exception as e:  # noqa: BLE001 - one bad definition is that domain's row, never the host's
-                rows.append(AuditRow(uri, dom.name(), uuid, error=f"cannot be audited: {failure(e)}"))
-            if opts.progress:
-                opts.progress(uri, i, len(doms))
+        transient = {d.UUIDString() for d in conn.listAllDomains(libvirt.VIR_CONNECT_LIST_DOMAINS_TRANSIENT)}
+        known = {d.UUIDString() for d in listed}
+        doms = listed
+        if opts.names:
+            by_name = {d.name(): d for d in listed}
+            doms = []
+            for n in opts.names:  # an unknown name is that name's row, not the host's failure
+                dom = by_name.get(n)
+                if dom is None:  # libvirt's own answer: defined since the listing, or its error message
+                    try:
+                        dom = conn.lookupByName(n)
+                    except libvirt.libvirtError as e:
+                        rows.append(AuditRow(uri, n, error=e.get_error_message()))
+                        continue
+                doms.append(dom)
+        unknown = len(rows)  # the unknown names' rows, before the domains'
+        i = 0
+        while i < len(doms):
+            # A batch of definitions fetched, then read: while Python reads a definition, a reply that comes
+            # in wakes libvirt's event loop thread (keepalive), which then waits for the interpreter lock.
+            batch, size = [], 0
+            while i < len(doms) and len(batch) < FETCH_AHEAD and size < FETCH_AHEAD_BYTES:
+                fetched = _fetch(doms[i], known, active, transient)
+                batch.append((doms[i], fetched))
+                size += fetched.size
+                i += 1
+            for dom, fetched in batch:
+                try:
+                    rows.append(_audit_domain(uri, dom, host, opts, fetched))
+                except libvirt.libvirtError as e:  # vanished between the listing and the read
+                    rows.append(AuditRow(uri, dom.name(), fetched.uuid,
+                                         error=f"vanished while auditing: {e.get_error_message()}"))
+                except Exception as e:  # noqa: BLE001 - one bad definition is that domain's row, never the host's
+                    rows.append(AuditRow(uri, dom.name(), fetched.uuid, error=f"cannot be audited: {failure(e)}"))
+                if opts.progress:
+                    opts.progress(uri, len(rows) - unknown, len(doms))
     except libvirt.libvirtError as e:
         error = e.get_error_message()
     except VirtxmlCpuError as e:
@@ -95,16 +117,59 @@ def audit_host(uri: str, opts: AuditOptions) -> HostResult:
     return HostResult(uri, tuple(rows), error, UNREACHABLE if error else OK, time.monotonic() - started)
 
 
-def _audit_domain(uri: str, dom, host, opts: AuditOptions, active: bool, persistent: bool) -> AuditRow:
+FETCH_AHEAD = 64  # definitions fetched before they are read
+FETCH_AHEAD_BYTES = 4 * 1024 * 1024  # and no more of them than this held at once
+
+
+class Fetched(namedtuple("Fetched", "uuid flags xml live status size")):
+    """What libvirt said about one domain for its row: each answer, or the error asking raised, raised again
+    where the row is made, in the order the questions were asked before they were batched (an answer after
+    an error was not asked for)."""
+
+    __slots__ = ()
+    uuid: str
+    flags: object  # (active, persistent)
+    xml: object  # the definition, inactive when persistent
+    live: object  # the running definition; None when shut off
+    status: object  # libvirt's state number; None when shut off
+    size: int
+
+
+def _fetch(dom, known: set, active: set, transient: set) -> Fetched:
     libvirt = libvirt_module()
+    uuid = dom.UUIDString()
+    answers: list = []
+    try:
+        if uuid in known:
+            is_active, is_persistent = uuid in active, uuid not in transient
+        else:  # not in the listing: asked of the domain itself
+            is_active, is_persistent = bool(dom.isActive()), bool(dom.isPersistent())
+        answers.append((is_active, is_persistent))
+        answers.append(dom.XMLDesc(libvirt.VIR_DOMAIN_XML_INACTIVE if is_persistent else 0))
+        answers.append(dom.XMLDesc(0) if is_active else None)
+        answers.append(dom.state()[0] if is_active else None)
+    except Exception as e:  # noqa: BLE001 - raised again where the row is made, as before batching
+        answers.append(e)
+    answers += [None] * (4 - len(answers))
+    size = sum(len(a) for a in answers[1:3] if isinstance(a, str))
+    return Fetched(uuid, *answers, size)
+
+
+def _answer(value):
+    if isinstance(value, BaseException):
+        raise value
+    return value
+
+
+def _audit_domain(uri: str, dom, host, opts: AuditOptions, fetched: Fetched) -> AuditRow:
     name = dom.name()
-    flags = libvirt.VIR_DOMAIN_XML_INACTIVE if persistent else 0
-    o = process(dom.XMLDesc(flags).encode(), name, host, opts.cfg, opts.policy, opts.style, render=False)
+    active, persistent = _answer(fetched.flags)
+    o = process(_answer(fetched.xml).encode(), name, host, opts.cfg, opts.policy, opts.style, render=False)
     d = o.decision
     reason = d.reason if persistent else "transient domain: nothing persistent to fix; " + d.reason
     live_pv_unhalt = observed = None
     if active:
-        live = process(dom.XMLDesc(0).encode(), name, host, opts.cfg, opts.policy, opts.style, render=False)
+        live = process(_answer(fetched.live).encode(), name, host, opts.cfg, opts.policy, opts.style, render=False)
         live_pv_unhalt = live.resolution.features["kvm-pv-unhalt"].qemu_property
         if opts.observe:
             try:
@@ -112,7 +177,7 @@ def _audit_domain(uri: str, dom, host, opts: AuditOptions, active: bool, persist
             except Exception as e:  # noqa: BLE001 - report, keep auditing
                 observed = f"error: {e}"
     return AuditRow(
-        uri, name, dom.UUIDString(), STATES.get(dom.state()[0], "?") if active else "shut off", persistent,
+        uri, name, fetched.uuid, STATES.get(_answer(fetched.status), "?") if active else "shut off", persistent,
         pv_unhalt=o.resolution.features["kvm-pv-unhalt"].state, live_pv_unhalt=live_pv_unhalt,
         observed_pv_unhalt=observed, managed_by=o.resolution.facts.orchestrator,
         guest_os=guest_os.record(o.resolution.facts.os_id) if o.resolution.facts.os_id else None,

@@ -14,6 +14,10 @@ from ..core.pipeline import Outcome
 from ..tables.qemu import PROPERTIES
 
 
+# One encoder for every line: json.dumps builds a new one on each call that passes separators.
+_COMPACT = json.JSONEncoder(separators=(",", ":")).encode
+
+
 def _features(features) -> dict:
     feats = {}
     for p in PROPERTIES:
@@ -66,16 +70,16 @@ def to_json(o: Outcome) -> dict:
 
 def shared_json(r) -> str:
     """The resolution's part of the JSON line (the same for every clone of a template)."""
-    return json.dumps(_shared(r), separators=(",", ":"))
+    return _COMPACT(_shared(r))
 
 
 def decision_json(o: Outcome) -> str:
-    return json.dumps(_decision(o), separators=(",", ":"))
+    return _COMPACT(_decision(o))
 
 
 def _joined(o: Outcome, shared: str, decision: str) -> str:
     """One line of JSON from its encoded parts: the same object as to_json."""
-    own = json.dumps(_own(o), separators=(",", ":"))
+    own = _COMPACT(_own(o))
     return own[:-1] + ',"decision":' + decision + "," + shared[1:]
 
 

@@ -78,9 +78,9 @@ def _check_raw(data: bytes, what: str) -> None:
         raise BadInput(f"{what} is larger than {MAX_INPUT_BYTES // (1024 * 1024)} MiB")
     if not data.strip():
         raise BadInput(f"{what} is empty")
-    for bom, name in _BOMS:
-        if data.startswith(bom):
-            raise BadInput(f"{what} is {name} (byte-order mark); only UTF-8 is read")
+    if data.startswith(_BOM_PREFIXES):  # one test for the usual case, then which one
+        name = next(name for bom, name in _BOMS if data.startswith(bom))
+        raise BadInput(f"{what} is {name} (byte-order mark); only UTF-8 is read")
     nul = data.find(b"\0")
     if nul >= 0:
         raise BadInput(f"{what} has a NUL byte (offset {nul}): UTF-16/UTF-32 or not text; only UTF-8 is read")
@@ -122,8 +122,10 @@ def has_crowded_element(data: bytes) -> bool:
 
 _BOMS = ((b"\x00\x00\xfe\xff", "UTF-32"), (b"\xff\xfe\x00\x00", "UTF-32"), (b"\xfe\xff", "UTF-16"),
          (b"\xff\xfe", "UTF-16"))
+_BOM_PREFIXES = tuple(bom for bom, _name in _BOMS)
 _UTF8_BOM = b"\xef\xbb\xbf"
 _SPACE = lazyre.compile(rb"[ \t\r\n]*")  # XML's S
+_S = (b" ", b"\t", b"\r", b"\n")
 _ENCODING = lazyre.compile(rb"[ \t\r\n]encoding[ \t\r\n]*=[ \t\r\n]*(?:'([^']*)'|\"([^\"]*)\")")
 
 
@@ -144,7 +146,8 @@ def prolog_declares(data: bytes) -> bool:
     and a CDATA section or comment in <metadata> that mentions <!DOCTYPE is no declaration."""
     i = len(_UTF8_BOM) if data.startswith(_UTF8_BOM) else 0
     while True:
-        i = _SPACE.match(data, i).end()
+        if data[i:i + 1] in _S:  # whitespace before the next markup (usually none)
+            i = _SPACE.match(data, i).end()
         if data.startswith(b"<!--", i):
             close, skip = b"-->", 4
         elif data.startswith(b"<?", i):

@@ -1,0 +1,88 @@
+#!/usr/bin/env python3
+"""Where a document's time goes in `rewrite --check` and `explain --format json`, stage by stage, in one
+process: each stage timed over the same documents as bench/file_cost.py (clones of the bundled fixtures and
+examples), best of R passes, next to the floor's own stages (open + read, lxml parse, serialize).
+
+The stages are the pipeline's own functions called as the CLI calls them; a stage's time is measured alone
+(with the stages before it done outside the timer), so the sum is close to, not exactly, the whole.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+import time
+import uuid
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SOURCES = sorted(p for d in (ROOT / "tests" / "fixtures", ROOT / "examples") for p in d.glob("*.xml"))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("-n", "--docs", type=int, default=2000)
+    ap.add_argument("-r", "--runs", type=int, default=7)
+    ap.add_argument("--code", type=Path, default=ROOT, help="the checkout whose virtxml_cpu is timed (default: this one)")
+    args = ap.parse_args()
+    sys.path.insert(0, str(args.code.resolve()))
+    import tempfile
+
+    from lxml import etree
+
+    from virtxml_cpu.core import domain, pipeline
+    from virtxml_cpu.core.config import Config
+    from virtxml_cpu.fs.files import read_input
+    from virtxml_cpu.host.sources import HostSources, Off, assemble
+    from virtxml_cpu.render import explain
+    from virtxml_cpu.xml import text
+
+    with tempfile.TemporaryDirectory() as tmp:
+        files = []
+        for i in range(args.docs):  # the same clones as file_cost.py
+            text_ = SOURCES[i % len(SOURCES)].read_bytes()
+            text_ = re.sub(rb"<name>([^<]*)</name>", lambda m: b"<name>%s-%d</name>" % (m.group(1), i), text_, 1)
+            text_ = re.sub(rb"<uuid>[^<]*</uuid>", b"<uuid>%s</uuid>" % str(uuid.UUID(int=i)).encode(), text_, 1)
+            dst = Path(tmp) / f"d{i:05d}.xml"
+            dst.write_bytes(text_)
+            files.append(str(dst))
+        datas = [read_input(f) for f in files]
+        host = assemble(HostSources(flavour="upstream", config=Config(), kvm=Off("--no-host-probe")))
+        cfg = Config()
+        floor_parser = etree.XMLParser(resolve_entities=False, no_network=True, load_dtd=False)
+        trees = [etree.fromstring(d, floor_parser) for d in datas]
+        roots = [text.parse_domain_lean(d, f) for d, f in zip(datas, files)]
+        docs = [pipeline.read(d, f, render=False) for d, f in zip(datas, files)]
+        outcomes = [pipeline.decide(doc, host, cfg) for doc in docs]
+
+        def read_plain(f):
+            with open(f, "rb") as fh:
+                return fh.read()
+
+        stages = [
+            ("floor", "open + read", lambda: [read_plain(f) for f in files]),
+            ("floor", "lxml parse", lambda: [etree.fromstring(d, floor_parser) for d in datas]),
+            ("floor", "lxml serialize", lambda: [etree.tostring(t) for t in trees]),
+            ("both", "read_input (checked read)", lambda: [read_input(f) for f in files]),
+            ("both", "checks before parsing", lambda: [text._check_raw(d, f) for d, f in zip(datas, files)]),
+            ("both", "parse_domain_lean (checks + parse)", lambda: [text.parse_domain_lean(d, f)
+                                                                    for d, f in zip(datas, files)]),
+            ("both", "domain.extract (the facts)", lambda: [domain.extract(r) for r in roots]),
+            ("both", "pipeline.decide (memo warm)", lambda: [pipeline.decide(doc, host, cfg) for doc in docs]),
+            ("explain", "explain.json_line", lambda: [explain.json_line(o) for o in outcomes]),
+        ]
+        print(f"{args.docs} documents, best of {args.runs} passes, us per document ({pipeline.__file__})")
+        for who, name, fn in stages:
+            best = min(_time(fn) for _ in range(args.runs)) / args.docs * 1e6
+            print(f"  {who:<8} {name:<38} {best:7.1f}")
+
+
+def _time(fn) -> float:
+    t = time.perf_counter()
+    fn()
+    return time.perf_counter() - t
+
+
+if __name__ == "__main__":
+    main()
