@@ -83,7 +83,37 @@ GRAMMAR: tuple[BoolGrammar, ...] = (
 )
 FLAG_PREFIXES = {"+": True, "-": False}  # -cpu model,+feat,-feat (x86_cpu_parse_featurestr)
 BARE_FLAG = True  # -cpu model,feat means feat=on
-UNDERSCORE_ALIASES_SINCE = (2, 8)  # kvm_pv_unhalt = kvm-pv-unhalt (54b8dc7c19, fc7dfd205f)
+# x86_cpu_parse_featurestr's feat2prop: in `name=value` and a bare `name` each `_` reads as `-` (QEMU 1.7's, 2.7's and
+# every later one read here); +name/-name take a name as written (properties.py underscore_flag and dash_flag).
+FEAT2PROP = ("_", "-")
+
+
+class FlagRefusal(namedtuple("FlagRefusal", "since message after_values source")):
+    """QEMU's error for a +name/-name spelling it does not take."""
+
+    __slots__ = ()  # a plain named tuple: its fields, annotated below for readers
+
+    since: tuple[int, ...] | None  # the first QEMU release with this error (None: as far as read)
+    message: str  # {type}: the CPU's QOM type, {prop}: the name as written
+    after_values: bool  # QEMU reads +/- after every name=value (else: each in its place in the -cpu)
+    source: str
+
+
+FLAG_REFUSED: tuple[FlagRefusal, ...] = (
+    FlagRefusal(None, "CPU feature {prop} not found", False,
+                "target-i386/cpu.c x86_cpu_parse_featurestr -> add_flagname_to_bitmaps (2.7) matches the "
+                "feature_word_info[] names as written, part by part; QEMU 1.7's only printed it and started without "
+                "the feature"),
+    FlagRefusal((2, 8), "Property '{type}.{prop}' not found", True,
+                "x86_cpu_expand_features sets the QOM property named as written when the vCPU is realized, after "
+                "the -global properties of name=value; QEMU 5.2.0, 7.2.22, 10.0.2 and 11.1.2 run here: "
+                "-cpu qemu64,+kvm_pv_tlb_flush"),
+)
+
+
+def flag_refused(release: tuple[int, ...] | None) -> FlagRefusal:
+    """QEMU `release`'s error for a +name/-name it does not take (an unknown release reads as current)."""
+    return [r for r in FLAG_REFUSED if r.since is None or release is None or release >= r.since][-1]
 
 
 def grammar(release: tuple[int, ...] | None) -> BoolGrammar:
