@@ -33,8 +33,7 @@ class CpuOption(namedtuple("CpuOption", "model props refused")):
 def _spelled(names) -> str:
     """A regular expression alternative of `names` in each spelling QEMU reads as one (rules.FEAT2PROP: any `_`
     for a `-`); which of them a release takes as +name/-name is flag_taken's."""
-    under, dash = rules.FEAT2PROP
-    return "|".join(sorted((n.replace(dash, f"[{dash}{under}]") for n in names), key=len, reverse=True))
+    return "|".join(sorted(map(rules.either_spelling, names), key=len, reverse=True))
 
 
 # The -cpu parts that can matter, after the model: `+p`/`-p`, `p=value` or a bare `p`, for p in BOOL_PROPS (no

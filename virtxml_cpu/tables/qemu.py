@@ -32,13 +32,46 @@ KVM_SWITCH = "kvm"
 OPTION_PREFIXES = ("--", "-")
 CMDLINE_CPU = "cpu"  # -cpu MODEL,...: the last one wins (vl.c QEMU_OPTION_cpu: cpu_option = optarg)
 CMDLINE_GLOBAL = "global"  # -global DRIVER.PROP=VALUE, each in order (qemu_global_option)
-# -machine (-M) and -accel carry the irqchip: kernel_irqchip=on|off|split (kernel-irqchip the same property, on
-# -machine or on -accel kvm). libvirt writes it on -machine
-# (qemuBuildMachineCommandLine, tables/libvirt_xml.py SETTINGS' -machine row).
-IRQCHIP_OPTIONS = frozenset({"machine", "M", "accel"})
+# -machine (-M) carries the irqchip: kernel_irqchip=on|off|split, or kernel-irqchip (IRQCHIP rows: which one
+# counts). libvirt writes it on -machine (qemuBuildMachineCommandLine, tables/libvirt_xml.py SETTINGS' -machine
+# row), then `-accel kvm` (qemuBuildAccelCommandLine; libvirt 9.0 here), then <qemu:commandline>.
+MACHINE_OPTIONS = frozenset({"machine", "M"})
+ACCEL_OPTION = "accel"
 MACHINE_OPTION = "-machine"
 IRQCHIP_PROPERTY = "kernel_irqchip"
 IRQCHIP_VALUES = ("on", "off", "split")
+
+
+class IrqchipRule(namedtuple("IrqchipRule", "since conflict source")):
+    """How QEMU `since` on reads kernel_irqchip from several -machine/-accel options."""
+
+    __slots__ = ()  # a plain named tuple: its fields, annotated below for readers
+
+    since: tuple[int, ...] | None  # the first QEMU release that reads it this way (None: as far as read)
+    conflict: str | None  # QEMU's error when the -machine options hold both spellings (None: the last one wins)
+    source: str
+
+
+_IRQCHIP_SEEN = ("QEMU {} run here (tests/test_lab_irqchip.py): -machine twice, both spellings, -accel before and after "
+                 "-machine, two -accel")
+IRQCHIP: tuple[IrqchipRule, ...] = (
+    IrqchipRule(None, None,
+                "softmmu/vl.c: every -machine/-M merges into one (merge_lists) and machine_set_property sets each "
+                "key in order, `_` read as `-`, so the last kernel_irqchip or kernel-irqchip wins. -accel "
+                "kvm,kernel-irqchip= overrides it (the -machine one is only a sugar property of kvm-accel, "
+                "11bc4a13d1), but only the first -accel is used (the first accelerator that starts), and behind "
+                "libvirt's own `-accel kvm` a <qemu:commandline> -accel is never read; "
+                + _IRQCHIP_SEEN.format("5.2.0")),
+    IrqchipRule((6, 0), "Conflict between 'kernel_irqchip' and 'kernel-irqchip'",
+                "vl: switch -M parsing to keyval (6.0): the merged -machine options go through keyval_dashify, which "
+                "refuses a key given in both spellings, and the last one of one spelling wins; "
+                + _IRQCHIP_SEEN.format("7.2.22, 10.0.2 and 11.1.2")),
+)
+
+
+def irqchip_rule(release: tuple[int, ...] | None) -> IrqchipRule:
+    """How QEMU `release` reads kernel_irqchip (an unknown release reads as current)."""
+    return [r for r in IRQCHIP if r.since is None or release is None or release >= r.since][-1]
 
 # -global drivers that reach every x86 vCPU (TYPE_X86_CPU of the 64- and 32-bit binaries).
 X86_CPU_DRIVERS = ("x86_64-cpu", "i386-cpu")
@@ -86,6 +119,12 @@ BARE_FLAG = True  # -cpu model,feat means feat=on
 # x86_cpu_parse_featurestr's feat2prop: in `name=value` and a bare `name` each `_` reads as `-` (QEMU 1.7's, 2.7's and
 # every later one read here); +name/-name take a name as written (properties.py underscore_flag and dash_flag).
 FEAT2PROP = ("_", "-")
+
+
+def either_spelling(name: str) -> str:
+    """A regular expression of `name` with each `-` or `_` in either spelling (FEAT2PROP)."""
+    under, dash = FEAT2PROP
+    return name.replace(under, dash).replace(dash, f"[{dash}{under}]")
 
 
 class FlagRefusal(namedtuple("FlagRefusal", "since message after_values source")):
