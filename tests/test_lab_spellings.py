@@ -1,5 +1,5 @@
-"""-cpu +name/-name/name=on/bare name with underscores against real QEMU: each resolved property's underscore
-spelling in each form, started on QEMU 7.2.22 (the host) and 5.2.0, 10.0.2, 11.1.2 (their chroots, when present);
+"""-cpu +name/-name/name=on/bare name and -global with underscores against real QEMU: each resolved property's
+underscore spelling in each form, started on QEMU 7.2.22 (the host) and 5.2.0, 10.0.2, 11.1.2 (their chroots, when present);
 QEMU's start or refusal against the engine's for that release (tables/properties.py underscore_flag). No libvirt
 daemon is touched."""
 
@@ -28,11 +28,11 @@ def _lab_or_skip(lab: harness.Lab) -> None:
         pytest.skip(f"REAL QEMU TESTS SKIPPED: no {lab.title} at {lab.root}")
 
 
-def _start(lab: harness.Lab, cpu: str) -> str | None:
-    """None when QEMU starts (paused) with this -cpu, else its error."""
+def _start(lab: harness.Lab, option: tuple[str, str]) -> str | None:
+    """None when QEMU starts (paused) with this -cpu or -global, else its error."""
     commands = [{"execute": "qmp_capabilities"}, {"execute": "quit"}]
     proc = subprocess.run(harness.qemu_in(lab) + ["-machine", "pc,accel=tcg", "-S", "-nodefaults", "-display", "none",
-                                                  "-cpu", cpu, "-qmp", "stdio"],
+                                                  "-cpu", "qemu64", *option, "-qmp", "stdio"],
                           input="".join(json.dumps(c) + "\n" for c in commands), capture_output=True, text=True,
                           timeout=120)
     return None if '"return"' in proc.stdout else proc.stderr.strip()
@@ -42,13 +42,19 @@ def _start(lab: harness.Lab, cpu: str) -> str | None:
 def test_underscore_spellings_on_real_qemu(lab):
     _lab_or_skip(lab)
     release = RELEASES[lab]
-    cpus = [f"qemu64,{form}" for p in TABLE if "-" in p.name and p.exists_in(release)
-            for u in [p.name.replace("-", "_")] for form in (f"+{u}", f"-{u}", f"{u}=on", u)]
+    names = [p.name.replace("-", "_") for p in TABLE if "-" in p.name and p.exists_in(release)]
+    options = [("-cpu", f"qemu64,{form}") for u in names for form in (f"+{u}", f"-{u}", f"{u}=on", u)]
+    options += [("-global", f"x86_64-cpu.{u}=on") for u in names]
     with ThreadPoolExecutor(2) as pool:
-        seen = dict(zip(cpus, pool.map(lambda cpu: _start(lab, cpu), cpus)))
+        seen = dict(zip(options, pool.map(lambda option: _start(lab, option), options)))
     wrong = []
-    for cpu, error in seen.items():
-        said = cpu_option.qemu_refusal(None, "named", cpu, (), release)
+    for (option, arg), error in seen.items():
+        if option == "-cpu":
+            said = cpu_option.qemu_refusal(None, "named", arg, (), release)
+        else:
+            driver_prop, value = arg.split("=")
+            said = cpu_option.qemu_refusal("qemu64", "named", None, (tuple(driver_prop.split(".")) + (value,),),
+                                           release)
         if (said is None) != (error is None) or (said and said not in error):
-            wrong.append(f"-cpu {cpu}: QEMU {lab.key}: {error!r}, the engine: {said!r}")
+            wrong.append(f"{option} {arg}: QEMU {lab.key}: {error!r}, the engine: {said!r}")
     assert not wrong, "\n".join(wrong)

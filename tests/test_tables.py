@@ -332,6 +332,19 @@ def test_flag_spellings_as_qemu_runs_them(prop, sign):
         assert cpu_option.parse_cpu_option(f"qemu64,{form}", (7, 2, 22)) == ("qemu64", [(prop, True)], [])
 
 
+@pytest.mark.parametrize("prop", DASHED)
+def test_global_underscore_names_as_qemu_runs_them(prop):
+    """-global names the QOM property as written: QEMU 7.2.22, `-global x86_64-cpu.kvm_pv_tlb_flush=on`."""
+    u = prop.replace("-", "_")
+    r = resolve(dom("pc-q35-7.2", qemu=f"<qemu:arg value='-global'/><qemu:arg value='x86_64-cpu.{u}=on'/>"),
+                **up((7, 2, 22)))
+    if prop in UNDERSCORE_FLAG_TAKEN:
+        assert r.qemu_refusal is None
+    else:
+        assert r.qemu_refusal == (f"can't apply global x86_64-cpu.{u}=on: Property 'qemu64-x86_64-cpu.{u}' "
+                                  "not found")
+
+
 def test_a_refused_value_is_named_before_a_refused_flag_spelling():
     """QEMU 7.2.22: `-cpu qemu64,+kvm_pv_tlb_flush,kvm-pv-eoi=1` fails on the value (a -global, applied first)."""
     r = resolve(dom("pc-q35-7.2", qemu="<qemu:arg value='-cpu'/><qemu:arg value='qemu64,+kvm_pv_tlb_flush,"

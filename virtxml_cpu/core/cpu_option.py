@@ -58,6 +58,19 @@ def flag_taken(written: str, release: tuple[int, ...] | None = None) -> bool:
     return since is None or release is None or release >= since
 
 
+def global_name_taken(written: str, release: tuple[int, ...] | None = None) -> bool:
+    """Whether QEMU `release` has a QOM property named `written` for -global (rules.GLOBAL_NOT_FOUND): the dash
+    name, or the underscore spelling once it is an alias (the later of underscore_flag and dash_flag)."""
+    prop = BY_NAME.get(qemu_name(written))
+    if prop is None or written == prop.name:
+        return True
+    under, dash = rules.FEAT2PROP
+    if written != prop.name.replace(dash, under) or not prop.underscore_flag:
+        return False
+    since = max(prop.underscore_flag, prop.dash_flag or prop.underscore_flag)
+    return release is None or release >= since
+
+
 @lru_cache(maxsize=2)  # the engine asks twice for one definition's -cpu (its refusal, its properties)
 def parse_cpu_option(text: str, release: tuple[int, ...] | None = None) -> CpuOption:
     """`-cpu model,+feat,-feat,feat=on,feat` -> the properties by QEMU's grammar (rules.GRAMMAR): a bare `feat`
@@ -91,7 +104,7 @@ def parse_cpu_option(text: str, release: tuple[int, ...] | None = None) -> CpuOp
 def qemu_refusal(model: str | None, kind: str, text: str | None, globals_, release) -> str | None:
     """QEMU's own error for the first spelling it refuses: the -cpu's (x86_cpu_parse_featurestr turns each
     property into a -global of the model's type, its name in the dash spelling), then each -global that reaches
-    the vCPU (named as written)."""
+    the vCPU (named as written: a name QEMU lacks, or a value it refuses)."""
     g = rules.grammar(release)
     if text:
         opt = parse_cpu_option(text, release)
@@ -102,9 +115,12 @@ def qemu_refusal(model: str | None, kind: str, text: str | None, globals_, relea
                 return rules.flag_refused(release).message.format(type=cpu_type, prop=prop)
             return g.refused.format(type=cpu_type, prop=qemu_name(prop), value=value)
     for driver, prop, value in globals_:
-        if (qemu_name(prop) in BOOL_PROPS and qemu_bool(value, release) is None
-                and global_matches(driver, kind, model)):
-            return g.refused.format(type=driver, prop=prop, value=value)
+        if qemu_name(prop) in BOOL_PROPS and global_matches(driver, kind, model):
+            if not global_name_taken(prop, release):  # QEMU looks the property up before it reads the value
+                cpu_type = rules.cpu_type_names(rules.MAX_FEATURE_MODELS.get(kind, model or ""))[0]
+                return rules.GLOBAL_NOT_FOUND.format(driver=driver, prop=prop, value=value, type=cpu_type)
+            if qemu_bool(value, release) is None:
+                return g.refused.format(type=driver, prop=prop, value=value)
     return None
 
 

@@ -117,7 +117,8 @@ GRAMMAR: tuple[BoolGrammar, ...] = (
 FLAG_PREFIXES = {"+": True, "-": False}  # -cpu model,+feat,-feat (x86_cpu_parse_featurestr)
 BARE_FLAG = True  # -cpu model,feat means feat=on
 # x86_cpu_parse_featurestr's feat2prop: in `name=value` and a bare `name` each `_` reads as `-` (QEMU 1.7's, 2.7's and
-# every later one read here); +name/-name take a name as written (properties.py underscore_flag and dash_flag).
+# every later one read here); +name/-name and -global take a name as written (properties.py underscore_flag and
+# dash_flag).
 FEAT2PROP = ("_", "-")
 
 
@@ -148,6 +149,12 @@ FLAG_REFUSED: tuple[FlagRefusal, ...] = (
                 "the -global properties of name=value; QEMU 5.2.0, 7.2.22, 10.0.2 and 11.1.2 run here: "
                 "-cpu qemu64,+kvm_pv_tlb_flush"),
 )
+
+
+# -global DRIVER.PROP=VALUE names a QOM property as written (no feat2prop): a feature's dash name, or its underscore
+# spelling where QEMU registers that as an alias, from the later of the property's underscore_flag and dash_flag
+# (2.8's aliases, 54b8dc7c19; up to 2.7 the properties had only their feat2prop'd names). QEMU 7.2.22 run here:
+GLOBAL_NOT_FOUND = "can't apply global {driver}.{prop}={value}: Property '{type}.{prop}' not found"
 
 
 def flag_refused(release: tuple[int, ...] | None) -> FlagRefusal:
