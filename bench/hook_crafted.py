@@ -92,7 +92,7 @@ def shapes(size: int) -> dict[str, bytes]:
         + b"<qemu:arg value='-overcommit'/><qemu:arg value='" + _fill(size, b"cpu-pm=on,nocpu-pm,", base)
         + b"cpu-pm'/></qemu:commandline></domain>",
         "commandline -machine of many irqchips": QEMU_DOMAIN + cpu + b"<devices/><qemu:commandline>"
-        + b"<qemu:arg value='-machine'/><qemu:arg value='" + _fill(size, b",,,kernel_irqchip=on", base)
+        + b"<qemu:arg value='-machine'/><qemu:arg value='" + _fill(size, b",,,,kernel_irqchip=on,", base)
         + b"'/></qemu:commandline></domain>",
         "commandline -machine of one long comma run": QEMU_DOMAIN + cpu + b"<devices/><qemu:commandline>"
         + b"<qemu:arg value='-machine'/><qemu:arg value='kernel_irqchip" + _fill(size, b",,", base)

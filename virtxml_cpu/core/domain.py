@@ -216,7 +216,7 @@ def _option_name(value: str) -> str | None:
 
 # A -machine parameter setting the irqchip (rules.IRQCHIP_*), at the start or after a `,`. QemuOpts and keyval
 # separate parameters by `,` and read `,,` as a comma inside a value, so it is a parameter of its own only after a
-# run of an odd number of commas, and its value ends only at one (_irqchips counts both runs).
+# run of an odd number of commas (_irqchips counts the run), and its value ends only at a lone one.
 _IRQCHIP = lazyre.compile(rf"(?<![^,])({rules.either_spelling(rules.IRQCHIP_PROPERTY)})=({'|'.join(rules.IRQCHIP_VALUES)})"
                           r"(?=,|\Z)")
 _COMMAS = lazyre.compile(",*")
@@ -224,16 +224,19 @@ _COMMAS = lazyre.compile(",*")
 
 def _irqchips(arg: str) -> list[tuple[str, str]]:
     """Each (key as written, value) of one -machine argument that sets the irqchip, in order; linear in its length
-    (each run of commas is measured at most twice)."""
+    (a run of commas is counted once, and only when it has four or more)."""
     out, backwards, size, commas = [], None, len(arg), _COMMAS.match
     for m in _IRQCHIP.finditer(arg):
         start, end = m.span()
-        if start > 1 and arg[start - 2] == ",":  # a lone `,` before it (the common case) needs no count
-            backwards = backwards or arg[::-1]
-            if len(commas(backwards, size - start).group()) % 2 == 0:
-                continue  # inside the value before it (`,,`)
-        if end + 1 < size and arg[end + 1] == "," and len(commas(arg, end).group()) % 2 == 0:
-            continue  # its value goes on past a `,,` (QEMU refuses it)
+        if start > 1 and arg[start - 2] == ",":  # runs of one or three commas are read without a count
+            if start == 2 or arg[start - 3] != ",":
+                continue  # two: inside the value before it
+            if start > 3 and arg[start - 4] == ",":
+                backwards = backwards or arg[::-1]
+                if len(commas(backwards, size - start).group()) % 2 == 0:
+                    continue
+        if end + 1 < size and arg[end + 1] == ",":
+            continue  # `,,` after it: a comma in its value (QEMU refuses the value)
         out.append(m.groups())
     return out
 
