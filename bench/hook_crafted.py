@@ -91,6 +91,12 @@ def shapes(size: int) -> dict[str, bytes]:
         "commandline -overcommit of many parameters": QEMU_DOMAIN + cpu + b"<devices/><qemu:commandline>"
         + b"<qemu:arg value='-overcommit'/><qemu:arg value='" + _fill(size, b"cpu-pm=on,nocpu-pm,", base)
         + b"cpu-pm'/></qemu:commandline></domain>",
+        "commandline -machine of many irqchips": QEMU_DOMAIN + cpu + b"<devices/><qemu:commandline>"
+        + b"<qemu:arg value='-machine'/><qemu:arg value='" + _fill(size, b",,,,kernel_irqchip=on,", base)
+        + b"'/></qemu:commandline></domain>",
+        "commandline -machine of one long comma run": QEMU_DOMAIN + cpu + b"<devices/><qemu:commandline>"
+        + b"<qemu:arg value='-machine'/><qemu:arg value='kernel_irqchip" + _fill(size, b",,", base)
+        + b"kernel_irqchip=on'/></qemu:commandline></domain>",
         "commandline of many -overcommit": QEMU_DOMAIN + cpu + b"<devices/><qemu:commandline>"
         + _fill(size, b"<qemu:arg value='-overcommit'/><qemu:arg value='mem-lock=off,cpu-pm=yes'/>", base)
         + b"</qemu:commandline></domain>",
@@ -154,7 +160,8 @@ SCANNERS: dict[str, tuple[str, ...] | str] = {
     "virtxml_cpu.xml.text": XMLIO,
     "virtxml_cpu.core.pipeline": XMLIO,  # read(): the parse and the facts, nothing of its own
     "virtxml_cpu.core.domain": ("cpu features", "features children", "uuid of the whole size", "qemu:commandline args",
-                           "commandline -global of many dots", "libosinfo id of the whole size",
+                           "commandline -global of many dots", "commandline -machine of many irqchips",
+                           "commandline -machine of one long comma run", "libosinfo id of the whole size",
                            "metadata children in orchestrators' namespaces", "emulator path of the whole size"),
     "virtxml_cpu.tables.lazyre": ("uuid of the whole size", "XML declaration padded with blanks", "cpuset of full ranges",
                            "cpuset of distinct ranges", "libosinfo id of the whole size",

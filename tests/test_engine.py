@@ -202,7 +202,7 @@ def test_metadata_override_beats_cli():
 @pytest.mark.parametrize("flavour,machine", [("upstream", "pc-q35-7.2"), ("ubuntu", "pc-q35-jammy"),
                                              ("rhel", "pc-q35-rhel9.2.0")])
 def test_x2apic_off_without_in_kernel_irqchip_on_every_build(flavour, machine):
-    off = ("<qemu:commandline><qemu:arg value='-accel'/><qemu:arg value='kvm,kernel-irqchip=off'/>"
+    off = ("<qemu:commandline><qemu:arg value='-machine'/><qemu:arg value='kernel-irqchip=off'/>"
            "</qemu:commandline>")
     host = HostFacts(qemu_flavour=flavour, flavour_source="test")
     r = engine.resolve(dom(machine, "<cpu mode='custom'><model>Skylake-Client</model></cpu>", extra=off), host)
@@ -282,3 +282,48 @@ def test_each_libvirt_xml_row_reads_and_translates(xml, prop, state, source):
             features=xml[len("<features>"):-len("</features>")] if xml.startswith("<features>") else None)
     v = engine.resolve(f, up(cpuid={(0x40000001, "eax"): 0xFFFF}, qemu_version=(7, 2, 0))).features[prop]
     assert (v.state, v.source) == (state, source), v
+
+
+# kernel_irqchip in <qemu:commandline>, as QEMU 5.2.0, 7.2.22, 10.0.2 and 11.1.2 read it behind libvirt's own
+# `-machine TYPE[,kernel_irqchip=X] -accel kvm` (tests/test_lab_irqchip.py starts each case): the -machine options
+# merge and the last value wins; from 6.0 both spellings in them are refused; a second -accel is never read.
+IRQCHIP_CASES = {
+    "one -machine, two values": (["-machine", "kernel_irqchip=split,kernel_irqchip=on"], "", "on", None),
+    "one -machine, two values the other way": (["-machine", "pc,kernel_irqchip=on,kernel_irqchip=split"], "", "split",
+                                               None),
+    "-machine twice": (["-machine", "kernel_irqchip=split", "-machine", "kernel_irqchip=on"], "", "on", None),
+    "-M then -machine": (["-M", "kernel-irqchip=on", "--machine", "kernel-irqchip=split"], "", "split", None),
+    "a later -machine without it": (["-machine", "kernel_irqchip=split", "-machine", "usb=off"], "", "split", None),
+    "a comma inside a value": (["-machine", "kernel_irqchip=split,dt-compatible=a,,kernel_irqchip=on"], "",
+                               "split", None),
+    "a comma ending a value": (["-machine", "kernel_irqchip=split,dt-compatible=a,,,kernel_irqchip=on"], "", "on",
+                               None),
+    "commas ending a value": (["-machine", "kernel_irqchip=split,dt-compatible=a,,,,,kernel-irqchip=on"], "", "on",
+                              "conflict"),
+    "-accel behind libvirt's": (["-accel", "kvm,kernel-irqchip=split"], "", "on", None),
+    "-machine and -accel": (["-machine", "kernel_irqchip=split", "-accel", "kvm,kernel-irqchip=on"], "", "split",
+                            None),
+    "over libvirt's <ioapic>": (["-machine", "kernel_irqchip=on"], "<ioapic driver='qemu'/>", "on", None),
+    "both spellings in one": (["-machine", "kernel_irqchip=split,kernel-irqchip=on"], "", "on", "conflict"),
+    "both spellings over two": (["-machine", "kernel-irqchip=split", "-machine", "kernel_irqchip=on"], "", "on",
+                                "conflict"),
+    "libvirt's spelling and the other": (["-machine", "kernel-irqchip=on"], "<ioapic driver='qemu'/>", "on",
+                                         "conflict"),
+}
+
+
+def _irqchip_domain(args, features):
+    cmd = "".join(f"<qemu:arg value='{a}'/>" for a in args)
+    return dom("pc-q35-7.2", features=features or None, extra=f"<qemu:commandline>{cmd}</qemu:commandline>")
+
+
+@pytest.mark.parametrize("case", sorted(IRQCHIP_CASES))
+@pytest.mark.parametrize("release", [(5, 2), (7, 2), (10, 0), (11, 1)])
+def test_kernel_irqchip_as_qemu_reads_it(case, release):
+    args, features, want, conflict = IRQCHIP_CASES[case]
+    r = engine.resolve(_irqchip_domain(args, features), up(qemu_version=release, version_source="test"))
+    refusal = "Conflict between 'kernel_irqchip' and 'kernel-irqchip'" if conflict and release >= (6, 0) else None
+    assert (r.irqchip, r.qemu_refusal) == (want, refusal)
+    if refusal:
+        assert policy.decide(r, "compat").rule == "qemu-refuses"
+

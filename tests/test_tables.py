@@ -14,10 +14,11 @@ import re
 import pytest
 from lxml import etree
 
-from virtxml_cpu.core import domain, resolve as engine, lifecycle, decide as policy
+from virtxml_cpu.core import cpu_option, domain, resolve as engine, lifecycle, decide as policy
 from virtxml_cpu.verify import run as verify
 from virtxml_cpu.render import explain as report
 from virtxml_cpu.core.config import Config
+from virtxml_cpu.tables import qemu as rules
 from virtxml_cpu.tables.builds.known import UBUNTU, UPSTREAM
 from virtxml_cpu.core.hostfacts import HostFacts
 from virtxml_cpu.core.pipeline import process
@@ -305,6 +306,73 @@ def test_flags_bare_names_and_underscores():
                                         "kvm_poll_control'/>"), **up((7, 2, 22)), cpuid=KVM_ALL)
     assert (r.features["kvm-pv-eoi"].state, r.features["kvm-pv-unhalt"].state,
             r.features["kvm-poll-control"].state) == ("off", "on", "on")
+
+
+# Each property's +u/-u (u: its name with `_` for `-`) on QEMU 5.2.0, 7.2.22, 10.0.2 and 11.1.2 run here alike
+# (`qemu-system-x86_64 -machine pc,accel=tcg -S -cpu qemu64,+u`): taken where QEMU registers an alias, else refused;
+# u=on and a bare u are taken for every property the release has.
+UNDERSCORE_FLAG_TAKEN = {"kvm-pv-unhalt", "kvm-pv-eoi", "kvm-nopiodelay", "kvm-asyncpf", "kvm-asyncpf-int",
+                         "kvm-steal-time", "kvm-poll-control"}
+DASHED = sorted(p for p in rules.PROPERTIES if "-" in p)
+
+
+@pytest.mark.parametrize("prop", DASHED)
+@pytest.mark.parametrize("sign", ["+", "-"])
+def test_flag_spellings_as_qemu_runs_them(prop, sign):
+    u = prop.replace("-", "_")
+    r = resolve(dom("pc-q35-7.2", qemu=f"<qemu:arg value='-cpu'/><qemu:arg value='qemu64,{sign}{u}'/>"),
+                **up((7, 2, 22)))
+    if prop in UNDERSCORE_FLAG_TAKEN:
+        assert r.qemu_refusal is None
+        assert cpu_option.parse_cpu_option(f"qemu64,{sign}{u}", (7, 2, 22)).props == [(prop, sign == "+")]
+    else:
+        assert r.qemu_refusal == f"Property 'qemu64-x86_64-cpu.{u}' not found"
+        assert policy.decide(r, "compat").rule == "qemu-refuses"
+    for form in (f"{u}=on", u):  # feat2prop: `_` reads as `-`
+        assert cpu_option.parse_cpu_option(f"qemu64,{form}", (7, 2, 22)) == ("qemu64", [(prop, True)], [])
+
+
+@pytest.mark.parametrize("prop", DASHED)
+def test_global_underscore_names_as_qemu_runs_them(prop):
+    """-global names the QOM property as written: QEMU 7.2.22, `-global x86_64-cpu.kvm_pv_tlb_flush=on`."""
+    u = prop.replace("-", "_")
+    r = resolve(dom("pc-q35-7.2", qemu=f"<qemu:arg value='-global'/><qemu:arg value='x86_64-cpu.{u}=on'/>"),
+                **up((7, 2, 22)))
+    if prop in UNDERSCORE_FLAG_TAKEN:
+        assert r.qemu_refusal is None
+    else:
+        assert r.qemu_refusal == (f"can't apply global x86_64-cpu.{u}=on: Property 'qemu64-x86_64-cpu.{u}' "
+                                  "not found")
+
+
+def test_a_refused_value_is_named_before_a_refused_flag_spelling():
+    """QEMU 7.2.22: `-cpu qemu64,+kvm_pv_tlb_flush,kvm-pv-eoi=1` fails on the value (a -global, applied first)."""
+    r = resolve(dom("pc-q35-7.2", qemu="<qemu:arg value='-cpu'/><qemu:arg value='qemu64,+kvm_pv_tlb_flush,"
+                                        "kvm-pv-eoi=1'/>"), **up((7, 2, 22)))
+    assert r.qemu_refusal.startswith("can't apply global qemu64-x86_64-cpu.kvm-pv-eoi=1")
+
+
+@pytest.mark.parametrize("cpu,release,refusal,state", [
+    # before 2.8 (fc7dfd205f) the feature names were kvm_pv_unhalt ...: +/- take that spelling only
+    ("+kvm_pv_unhalt", (2, 5), None, "on"),
+    ("+kvm-pv-unhalt", (2, 5), "CPU feature kvm-pv-unhalt not found", None),
+    ("-kvm-pv-eoi", (2, 7), "CPU feature kvm-pv-eoi not found", None),
+    ("kvm_pv_unhalt=on", (2, 5), None, "on"),  # feat2prop, as in every release
+    ("kvm-pv-unhalt=on", (2, 5), None, "on"),
+    # from 2.8 the dash name, the old one an alias (54b8dc7c19)
+    ("+kvm-pv-unhalt", (2, 8), None, "on"),
+    ("+kvm_pv_unhalt", (2, 8), None, "on"),
+    ("+kvm_pv-unhalt", (7, 2), "Property 'qemu64-x86_64-cpu.kvm_pv-unhalt' not found", None),
+    ("+kvmclock_stable_bit", (2, 5), "CPU feature kvmclock_stable_bit not found", None),  # a dash name since 2.1
+])
+def test_flag_spellings_by_release(cpu, release, refusal, state):
+    r = resolve(dom("pc-i440fx-2.5", qemu=f"<qemu:arg value='-cpu'/><qemu:arg value='qemu64,{cpu}'/>"),
+                **up(release, cpuid=KVM_ALL))
+    assert r.qemu_refusal == refusal
+    if refusal:  # the way out names no on/off value: the spelling is what QEMU refuses
+        assert "on/off" not in policy.decide(r, "compat").reason
+    if state:
+        assert r.features["kvm-pv-unhalt"].state == state
 
 
 def test_a_refused_global_value_is_refused_too():

@@ -10,7 +10,7 @@ from collections import namedtuple
 from functools import lru_cache
 
 from ..tables import lazyre, libvirt_xml, qemu as rules
-from ..tables.properties import PROPERTIES
+from ..tables.properties import BY_NAME, PROPERTIES, PV_UNHALT
 
 def qemu_bool(text: str, release: tuple[int, ...] | None = None) -> bool | None:
     """A boolean as QEMU `release` reads it (rules.GRAMMAR); None: QEMU refuses the value."""
@@ -27,61 +27,100 @@ class CpuOption(namedtuple("CpuOption", "model props refused")):
     __slots__ = ()  # a plain named tuple: its fields, annotated below for readers
     model: str
     props: list[tuple[str, bool]]
-    refused: list[tuple[str, str]]  # (property as written, value) QEMU will not take
+    refused: list[tuple[str, str | None]]  # (property as written, value) QEMU will not take; None: the +/- spelling
 
 
 def _spelled(names) -> str:
-    """A regular expression alternative of `names` in either spelling (`_` for any `-`)."""
-    return "|".join(sorted((n.replace("-", "[-_]") for n in names), key=len, reverse=True))
+    """A regular expression alternative of `names` in each spelling QEMU reads as one (rules.FEAT2PROP: any `_`
+    for a `-`); which of them a release takes as +name/-name is flag_taken's."""
+    return "|".join(sorted(map(rules.either_spelling, names), key=len, reverse=True))
 
 
 # The -cpu parts that can matter, after the model: `+p`/`-p`, `p=value` or a bare `p`, for p in BOOL_PROPS (no
 # other property is read). One scan finds them, so a -cpu of a million other properties costs its length.
 _CPU_PROP = lazyre.compile(rf",(?:([+-])({_spelled(BOOL_PROPS)})|({_spelled(BOOL_PROPS)})(=?)([^,]*))(?=,|\Z)")
-_UNHALT = lazyre.compile(r",[+-]*kvm[-_]pv[-_]unhalt(?=[=,]|\Z)")  # a -cpu part naming kvm-pv-unhalt
+_UNHALT = lazyre.compile(rf",[+-]*(?:{_spelled([PV_UNHALT])})(?=[=,]|\Z)")  # a -cpu part naming kvm-pv-unhalt
+
+
+def flag_taken(written: str, release: tuple[int, ...] | None = None) -> bool:
+    """Whether QEMU `release` takes `+written`/`-written`: +/- look a name up as written (no `_` -> `-`), so only
+    the spellings properties.py gives each property from its release (underscore_flag, dash_flag)."""
+    prop = BY_NAME.get(qemu_name(written))
+    if prop is None:
+        return True  # `kvm`: one spelling
+    under, dash = rules.FEAT2PROP
+    if written == prop.name:
+        since = prop.dash_flag
+    elif written == prop.name.replace(dash, under) and prop.underscore_flag:
+        since = prop.underscore_flag
+    else:
+        return False  # no name QEMU registers (kvm_pv_tlb_flush, kvm_pv-unhalt)
+    return since is None or release is None or release >= since
+
+
+def global_name_taken(written: str, release: tuple[int, ...] | None = None) -> bool:
+    """Whether QEMU `release` has a QOM property named `written` for -global (rules.GLOBAL_NOT_FOUND): the dash
+    name, or the underscore spelling once it is an alias (the later of underscore_flag and dash_flag)."""
+    prop = BY_NAME.get(qemu_name(written))
+    if prop is None or written == prop.name:
+        return True
+    under, dash = rules.FEAT2PROP
+    if written != prop.name.replace(dash, under) or not prop.underscore_flag:
+        return False
+    since = max(prop.underscore_flag, prop.dash_flag or prop.underscore_flag)
+    return release is None or release >= since
 
 
 @lru_cache(maxsize=2)  # the engine asks twice for one definition's -cpu (its refusal, its properties)
 def parse_cpu_option(text: str, release: tuple[int, ...] | None = None) -> CpuOption:
     """`-cpu model,+feat,-feat,feat=on,feat` -> the properties by QEMU's grammar (rules.GRAMMAR): a bare `feat`
-    means feat=on, `_` reads as `-`; a value QEMU refuses for one of the properties resolved is listed apart.
-    Only the properties resolved here (and `kvm`) are listed: no other is read. A part repeated counts at its
-    last occurrence (where it decides), a refused one at its first (the one QEMU names)."""
+    means feat=on, `_` reads as `-` in feat=value and a bare feat, +feat/-feat take the spellings flag_taken says;
+    a value or a +/- spelling QEMU refuses for one of the properties resolved is listed apart (its value None for a
+    spelling). Only the properties resolved here (and `kvm`) are listed: no other is read. A part repeated counts
+    at its last occurrence (where it decides), a refused one at its first (the one QEMU names)."""
     g = rules.grammar(release)
     found = _CPU_PROP.findall(text)
     read: dict = {}
     for part in dict.fromkeys(found):  # each distinct part once, in order
         sign, flag, k, eq, v = part
         if flag:
-            read[part] = (flag.replace("_", "-"), rules.FLAG_PREFIXES[sign])
+            taken = flag_taken(flag, release)
+            read[part] = (qemu_name(flag), rules.FLAG_PREFIXES[sign]) if taken else (flag, None, None)
         elif not eq:
             if not v:  # `p` followed by more of a name is another property
-                read[part] = (k.replace("_", "-"), rules.BARE_FLAG)
+                read[part] = (qemu_name(k), rules.BARE_FLAG)
         elif v in g.true or v in g.false:
-            read[part] = (k.replace("_", "-"), v in g.true)
+            read[part] = (qemu_name(k), v in g.true)
         else:
             read[part] = (k, v, None)
     last = list(dict.fromkeys(reversed(found)))[::-1]  # the parts in the order of their last occurrences
     props = [read[p] for p in last if len(read.get(p, ())) == 2]
     refused = [read[p][:2] for p in read if len(read[p]) == 3]
+    if rules.flag_refused(release).after_values:  # QEMU names a refused value before a refused +/- spelling
+        refused.sort(key=lambda r: r[1] is None)
     return CpuOption(text.split(",", 1)[0], props, refused)
 
 
 def qemu_refusal(model: str | None, kind: str, text: str | None, globals_, release) -> str | None:
     """QEMU's own error for the first spelling it refuses: the -cpu's (x86_cpu_parse_featurestr turns each
     property into a -global of the model's type, its name in the dash spelling), then each -global that reaches
-    the vCPU (named as written)."""
+    the vCPU (named as written: a name QEMU lacks, or a value it refuses)."""
     g = rules.grammar(release)
     if text:
         opt = parse_cpu_option(text, release)
         if opt.refused:
             prop, value = opt.refused[0]
             cpu_type = rules.cpu_type_names(rules.MAX_FEATURE_MODELS.get(kind, model or opt.model))[0]
+            if value is None:  # a +/- spelling
+                return rules.flag_refused(release).message.format(type=cpu_type, prop=prop)
             return g.refused.format(type=cpu_type, prop=qemu_name(prop), value=value)
     for driver, prop, value in globals_:
-        if (qemu_name(prop) in BOOL_PROPS and qemu_bool(value, release) is None
-                and global_matches(driver, kind, model)):
-            return g.refused.format(type=driver, prop=prop, value=value)
+        if qemu_name(prop) in BOOL_PROPS and global_matches(driver, kind, model):
+            if not global_name_taken(prop, release):  # QEMU looks the property up before it reads the value
+                cpu_type = rules.cpu_type_names(rules.MAX_FEATURE_MODELS.get(kind, model or ""))[0]
+                return rules.GLOBAL_NOT_FOUND.format(driver=driver, prop=prop, value=value, type=cpu_type)
+            if qemu_bool(value, release) is None:
+                return g.refused.format(type=driver, prop=prop, value=value)
     return None
 
 
@@ -96,5 +135,6 @@ def global_matches(driver: str, kind: str, model: str | None) -> bool:
 
 
 def names_unhalt(text: str) -> bool:
-    """Whether a -cpu option names kvm-pv-unhalt in any spelling or sign (an explicit choice)."""
+    """Whether a -cpu option names kvm-pv-unhalt in any spelling or sign (an explicit choice, even one QEMU
+    refuses)."""
     return bool(_UNHALT.search(text))

@@ -77,7 +77,7 @@ def decide(res: Resolution, policy: str, style: str = "pvspinlock") -> Decision:
                                            "its machine type (<os><type machine=...>) to one this QEMU offers")
     if res.qemu_refusal:
         return keep("qemu-refuses", f"QEMU will not start this domain: {res.qemu_refusal} (<qemu:commandline>); "
-                                    "write the value as on/off")
+                                    "write it in a form this QEMU takes (docs/rules.md, QEMU's -cpu grammar)")
     if res.accel != "kvm" or unhalt.source == SRC_TCG:
         return keep("not-kvm", f"domain type '{res.facts.virt_type}' is not KVM: QEMU clears the KVM leaf under "
                                "TCG, so there is nothing to add")

@@ -7,7 +7,8 @@ from collections import namedtuple
 from lxml import etree
 
 from ..tables import lazyre, qemu as rules  # module-level patterns compiled where first used (the hook's cold start)
-from ..tables.libvirt_xml import CPU_MODE_CUSTOM, CPU_MODE_NONE, PLACEMENT, SETTINGS, Placement, Setting
+from ..tables.libvirt_xml import BY_KEY as _SETTINGS_BY_KEY, CPU_MODE_CUSTOM, CPU_MODE_NONE, PLACEMENT, SETTINGS, \
+    Placement, Setting
 from ..tables.orchestrators import ORCHESTRATORS
 
 QEMU_NS = "http://libvirt.org/schemas/domain/qemu/1.0"
@@ -28,8 +29,8 @@ NO_ARG_OPTIONS = frozenset({
 })
 
 
-class QemuArgs(namedtuple("QemuArgs", "cpu globals overcommit accel_irqchip",
-                          defaults=(None, (), (), None,))):
+class QemuArgs(namedtuple("QemuArgs", "cpu globals overcommit accel_irqchip irqchip_keys",
+                          defaults=(None, (), (), None, (),))):
     """What `<qemu:commandline>` does to the CPU."""
 
     __slots__ = ()  # a plain named tuple: its fields, annotated below for readers
@@ -37,7 +38,8 @@ class QemuArgs(namedtuple("QemuArgs", "cpu globals overcommit accel_irqchip",
     cpu: str | None  # last -cpu value (QEMU uses the last one)
     globals: tuple[tuple[str, str, str], ...]  # (driver, property, value) from -global
     overcommit: tuple[str, ...]  # each -overcommit's value, in order (overcommit.read says what QEMU makes of them)
-    accel_irqchip: str | None  # kernel_irqchip / kernel-irqchip from -machine/-accel
+    accel_irqchip: str | None  # the last kernel_irqchip / kernel-irqchip of the -machine options (rules.IRQCHIP)
+    irqchip_keys: tuple[str, ...]  # the spellings of that key in the -machine options, each once
 
 
 class Placed(namedtuple("Placed", "key cpus attrs")):
@@ -180,7 +182,7 @@ def parse_qemu_args(values: list[str]) -> QemuArgs:
     cpu = None
     globals_: list[tuple[str, str, str]] = []
     overcommit: list[str] = []
-    irqchip = None
+    irqchip, keys = None, {}
     i = 0
     while i < len(values):
         opt = _option_name(values[i])
@@ -196,12 +198,12 @@ def parse_qemu_args(values: list[str]) -> QemuArgs:
                 globals_.append(g)
         elif opt == rules.OVERCOMMIT_OPTION:
             overcommit.append(arg)
-        elif opt in rules.IRQCHIP_OPTIONS:
-            m = _IRQCHIP.search(arg)
-            if m:
-                irqchip = m.group(1)
-        i += 2
-    return QemuArgs(cpu, tuple(globals_), tuple(overcommit), irqchip)
+        elif opt in rules.MACHINE_OPTIONS:
+            for key, value in _irqchips(arg):  # the last one wins (rules.IRQCHIP)
+                keys[key] = None
+                irqchip = value
+        i += 2  # -accel: behind libvirt's own `-accel kvm` QEMU never reads another one (rules.IRQCHIP)
+    return QemuArgs(cpu, tuple(globals_), tuple(overcommit), irqchip, tuple(keys))
 
 
 def _option_name(value: str) -> str | None:
@@ -212,8 +214,43 @@ def _option_name(value: str) -> str | None:
     return None
 
 
-# the irqchip as QEMU reads it in -machine/-accel (rules.IRQCHIP_*); the first in one argument (see docs/rules.md)
-_IRQCHIP = lazyre.compile(rf"{rules.IRQCHIP_PROPERTY.replace('_', '[-_]')}=({'|'.join(rules.IRQCHIP_VALUES)})")
+# A -machine parameter setting the irqchip (rules.IRQCHIP_*), at the start or after a `,`. QemuOpts and keyval
+# separate parameters by `,` and read `,,` as a comma inside a value, so it is a parameter of its own only after a
+# run of an odd number of commas (_irqchips counts the run), and its value ends only at a lone one.
+_IRQCHIP = lazyre.compile(rf"(?<![^,])({rules.either_spelling(rules.IRQCHIP_PROPERTY)})=({'|'.join(rules.IRQCHIP_VALUES)})"
+                          r"(?=,|\Z)")
+_COMMAS = lazyre.compile(",*")
+
+
+def _irqchips(arg: str) -> list[tuple[str, str]]:
+    """Each (key as written, value) of one -machine argument that sets the irqchip, in order; linear in its length
+    (a run of commas is counted once, and only when it has four or more)."""
+    out, backwards, size, commas = [], None, len(arg), _COMMAS.match
+    for m in _IRQCHIP.finditer(arg):
+        start, end = m.span()
+        if start > 1 and arg[start - 2] == ",":  # runs of one or three commas are read without a count
+            if start == 2 or arg[start - 3] != ",":
+                continue  # two: inside the value before it
+            if start > 3 and arg[start - 4] == ",":
+                backwards = backwards or arg[::-1]
+                if len(commas(backwards, size - start).group()) % 2 == 0:
+                    continue
+        if end + 1 < size and arg[end + 1] == ",":
+            continue  # `,,` after it: a comma in its value (QEMU refuses the value)
+        out.append(m.groups())
+    return out
+
+
+def irqchip_refusal(facts: DomainFacts, release: tuple[int, ...] | None) -> str | None:
+    """QEMU `release`'s error for a kernel_irqchip given in both spellings in the -machine options: libvirt's own
+    (the libvirt_xml -machine row) and those of <qemu:commandline> merge into one (rules.IRQCHIP)."""
+    rule = rules.irqchip_rule(release)
+    keys = set(facts.qemu.irqchip_keys)
+    for key, value in facts.settings:
+        row = _SETTINGS_BY_KEY[key]
+        if row.option == rules.MACHINE_OPTION and row.prop == rules.IRQCHIP_PROPERTY and value in row.values:
+            keys.add(row.prop)
+    return rule.conflict if rule.conflict and len(keys) > 1 else None
 
 
 _GLOBAL = lazyre.compile(r"^([^.=]+)\.([^=]+)=(.*)$")  # compiled once: a definition may hold 70,000 -global

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from . import build as qemu_build, build_choice, cpu_option, layers, lifecycle, overcommit
 from .cpu_option import parse_cpu_option
-from .domain import DomainFacts
+from .domain import DomainFacts, irqchip_refusal
 from .hostfacts import HostFacts
 from .layers import rule_applies  # noqa: F401 (the engine's API: which compat rows apply)
 from .libvirt_cpu import explicit_unhalt, libvirt_cpu_props, start_refusal
@@ -70,8 +70,10 @@ def _resolve_one(facts: DomainFacts, host: HostFacts, flavour: Flavour, machine:
     supported = support(facts, accel, irqchip, host)
     values = layers.run(layers.Context(facts, host, flavour, machine, accel, irqchip, kind, model, cpu_props, supported))
     refusal = start_refusal(facts, kind, values, warnings)
-    # QEMU reads -overcommit while parsing its options, before it builds a vCPU from -cpu and -global
+    # QEMU reads -overcommit while parsing its options, then the -machine options, before it builds a vCPU from
+    # -cpu and -global
     qemu_refusal = (overcommit.read(facts.qemu.overcommit, host.qemu_version)[1]
+                    or irqchip_refusal(facts, host.qemu_version)
                     or cpu_option.qemu_refusal(model, kind, facts.qemu.cpu, facts.qemu.globals, host.qemu_version))
     return Resolution(facts, machine, accel, irqchip, kind, model, values, explicit_unhalt(facts),
                       tuple(dict.fromkeys(warnings)), start_refusal=refusal, host=host, flavour=flavour.name,

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from collections import namedtuple
 
+from .qemu import FEAT2PROP
+
 ON_OFF = {"on": "on", "off": "off"}
 
 
@@ -138,8 +140,10 @@ HINT_DEDICATED_SINCE = {"libvirt": (5, 7, 0), "QEMU": (2, 12)}
 
 
 def qemu_name(name: str) -> str:
-    """QEMU accepts both spellings of a feature (dash names since 2.8, underscores as aliases)."""
-    return name.replace("_", "-")
+    """The property a feature name sets in `name=value` (what libvirt writes): QEMU reads each `_` as `-` there
+    (qemu.FEAT2PROP), in every release; +name/-name are the -cpu reader's (core/cpu_option.py)."""
+    under, dash = FEAT2PROP
+    return name.replace(under, dash)
 
 
 def cpu_feature_value(policy: str) -> str | None:

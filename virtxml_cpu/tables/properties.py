@@ -35,11 +35,11 @@ class Needs(namedtuple("Needs", "irqchips why")):
 
 
 class Property(namedtuple("Property", "name cpuid since since_source named_default default_why removed tcg "
-                          "tcg_why kvm_needs host host_why baseline auto auto_why",
-                          defaults=(None, False, _TCG_NO_PV, None, "kvm", "", False, True, "",))):
+                          "tcg_why kvm_needs host host_why baseline auto auto_why underscore_flag dash_flag",
+                          defaults=(None, False, _TCG_NO_PV, None, "kvm", "", False, True, "", None, None,))):
 
     __slots__ = ()  # a plain named tuple: its fields, annotated below for readers
-    name: str  # the QEMU property (the dash spelling; underscores are aliases since 2.8, fc7dfd205f)
+    name: str  # the QEMU property (the dash spelling since 2.8, fc7dfd205f)
     cpuid: tuple[int, str, int] | None  # (leaf, register, bit); None: not one bit
     since: Version  # the QEMU release that introduced it
     since_source: str  # the commit
@@ -54,6 +54,9 @@ class Property(namedtuple("Property", "name cpuid since since_source named_defau
     baseline: bool  # every KVM that QEMU >= BASELINE_SINCE runs on has it (Linux >= 4.5)
     auto: bool  # -cpu host/max turn it on when the accelerator supports it
     auto_why: str  # why host/max leave it alone ("": they keep the QEMU default)
+    # -cpu's +name/-name look a name up as written (no `_` -> `-`, unlike name=value and a bare name):
+    underscore_flag: Version | None  # the first release whose +/- takes the underscore spelling (see _OLD_NAME)
+    dash_flag: Version | None  # the first release whose +/- takes `name`, when later than `since` (see _OLD_NAME)
 
     @property
     def kvm_leaf(self) -> bool:
@@ -65,6 +68,16 @@ class Property(namedtuple("Property", "name cpuid since since_source named_defau
         if release is None:
             return self.removed is None
         return release >= self.since and (self.removed is None or release < self.removed)
+
+
+# Which spelling -cpu's `+name`/`-name` take. Up to 2.7 feature_word_info[] held the KVM names with underscores
+# (kvm_pv_unhalt, ...) and +/- matched them as written (add_flagname_to_bitmaps: `+kvm-pv-unhalt` is "CPU feature
+# kvm-pv-unhalt not found"); 2.8 renamed them to dashes (fc7dfd205f) and registered the old names as QOM aliases
+# (54b8dc7c19). Since then +/- set the QOM property named as written (x86_cpu_expand_features), so an underscore
+# spelling is taken only where an alias is registered (x86_cpu_initfn's object_property_add_alias list); others
+# refuse: "Property 'qemu64-x86_64-cpu.kvm_pv_tlb_flush' not found". QEMU 5.2.0, 7.2.22, 10.0.2 and 11.1.2 run here
+# alike, each property's +u, -u, u=on and bare u (tests/test_tables.py test_flag_spellings_as_qemu_runs_them).
+_OLD_NAME = {"dash_flag": (2, 8)}  # an underscore name before 2.8 (fc7dfd205f), its alias from then (54b8dc7c19)
 
 
 def _pv(name: str, bit: int, since: Version, commit: str, default_why: str = _NO_PV, **kw) -> Property:
@@ -79,20 +92,21 @@ TABLE: tuple[Property, ...] = (
         default_why="upstream kvm_default_props never includes it (QEMU 1.2 to master); only -cpu host/max or "
                     "<pvspinlock state='on'/> turns it on",
         kvm_needs=Needs(frozenset({"on", "split"}), "QEMU reports kvm-pv-unhalt unsupported without in-kernel "
-                                                    "irqchip (648774779a, 2.7)")),
-    _pv("kvm-pv-eoi", 6, (1, 2), "bfee7546df", baseline=True),
+                                                    "irqchip (648774779a, 2.7)"),
+        underscore_flag=(1, 7), **_OLD_NAME),
+    _pv("kvm-pv-eoi", 6, (1, 2), "bfee7546df", baseline=True, underscore_flag=(1, 2), **_OLD_NAME),
     _pv("kvmclock", 0, (0, 13), "bb0300dc57", baseline=True),
-    _pv("kvm-nopiodelay", 1, (0, 13), "bb0300dc57", baseline=True),
-    _pv("kvm-asyncpf", 4, (0, 14), "f6584ee203", baseline=True),
-    _pv("kvm-asyncpf-int", 14, (5, 2), "db5daafab2"),
+    _pv("kvm-nopiodelay", 1, (0, 13), "bb0300dc57", baseline=True, underscore_flag=(0, 13), **_OLD_NAME),
+    _pv("kvm-asyncpf", 4, (0, 14), "f6584ee203", baseline=True, underscore_flag=(0, 14), **_OLD_NAME),
+    _pv("kvm-asyncpf-int", 14, (5, 2), "db5daafab2", underscore_flag=(5, 2)),  # its alias came with it
     _pv("kvm-asyncpf-vmexit", 10, (9, 0), "eba978061e"),
-    _pv("kvm-steal-time", 5, (1, 3), _STEAL_TIME),
+    _pv("kvm-steal-time", 5, (1, 3), _STEAL_TIME, underscore_flag=(1, 3), **_OLD_NAME),
     _pv("kvmclock-stable-bit", 24, (2, 1), "8248c36a5d", baseline=True),
     _pv("kvm-msi-ext-dest-id", 15, (6, 0), "c1bb5418e3", kvm_needs=Needs(frozenset({"split"}), _MSI_SPLIT),
         host="qemu", host_why=_MSI_SPLIT),
     _pv("kvm-pv-tlb-flush", 9, (2, 11), "6976af663d"),
     _pv("kvm-pv-ipi", 11, (3, 1), "7f710c32bb"),
-    _pv("kvm-poll-control", 12, (4, 2), "d645e13287"),
+    _pv("kvm-poll-control", 12, (4, 2), "d645e13287", underscore_flag=(4, 2)),  # its alias came with it
     _pv("kvm-pv-sched-yield", 13, (4, 2), "b896c4b50d"),
     Property("kvm-hint-dedicated", (KVM_LEAF, "edx", 0), (2, 12), "be7773268d", False,
              "off unless asked for (FEAT_KVM_HINTS, be7773268d, 2.12)",
@@ -110,6 +124,7 @@ TABLE: tuple[Property, ...] = (
 )
 
 BY_NAME: dict[str, Property] = {p.name: p for p in TABLE}
+PV_UNHALT = "kvm-pv-unhalt"  # the property the tool adds (<pvspinlock state='on'/>)
 
 # The KVM leaf (every kvm_leaf property) disappears as a whole: under TCG, and with `kvm=off`.
 KVM_LEAF_WITHOUT_KVM = "not KVM: QEMU clears the KVM leaf (aec661de86, 2.8)"

@@ -32,13 +32,46 @@ KVM_SWITCH = "kvm"
 OPTION_PREFIXES = ("--", "-")
 CMDLINE_CPU = "cpu"  # -cpu MODEL,...: the last one wins (vl.c QEMU_OPTION_cpu: cpu_option = optarg)
 CMDLINE_GLOBAL = "global"  # -global DRIVER.PROP=VALUE, each in order (qemu_global_option)
-# -machine (-M) and -accel carry the irqchip: kernel_irqchip=on|off|split (kernel-irqchip the same property, on
-# -machine or on -accel kvm). libvirt writes it on -machine
-# (qemuBuildMachineCommandLine, tables/libvirt_xml.py SETTINGS' -machine row).
-IRQCHIP_OPTIONS = frozenset({"machine", "M", "accel"})
+# -machine (-M) carries the irqchip: kernel_irqchip=on|off|split, or kernel-irqchip (IRQCHIP rows: which one
+# counts). libvirt writes it on -machine (qemuBuildMachineCommandLine, tables/libvirt_xml.py SETTINGS' -machine
+# row), then `-accel kvm` (qemuBuildAccelCommandLine; libvirt 9.0 here), then <qemu:commandline>.
+MACHINE_OPTIONS = frozenset({"machine", "M"})
+ACCEL_OPTION = "accel"
 MACHINE_OPTION = "-machine"
 IRQCHIP_PROPERTY = "kernel_irqchip"
 IRQCHIP_VALUES = ("on", "off", "split")
+
+
+class IrqchipRule(namedtuple("IrqchipRule", "since conflict source")):
+    """How QEMU `since` on reads kernel_irqchip from several -machine/-accel options."""
+
+    __slots__ = ()  # a plain named tuple: its fields, annotated below for readers
+
+    since: tuple[int, ...] | None  # the first QEMU release that reads it this way (None: as far as read)
+    conflict: str | None  # QEMU's error when the -machine options hold both spellings (None: the last one wins)
+    source: str
+
+
+_IRQCHIP_SEEN = ("QEMU {} run here (tests/test_lab_irqchip.py): -machine twice, both spellings, -accel before and after "
+                 "-machine, two -accel")
+IRQCHIP: tuple[IrqchipRule, ...] = (
+    IrqchipRule(None, None,
+                "softmmu/vl.c: every -machine/-M merges into one (merge_lists) and machine_set_property sets each "
+                "key in order, `_` read as `-`, so the last kernel_irqchip or kernel-irqchip wins. -accel "
+                "kvm,kernel-irqchip= overrides it (the -machine one is only a sugar property of kvm-accel, "
+                "11bc4a13d1), but only the first -accel is used (the first accelerator that starts), and behind "
+                "libvirt's own `-accel kvm` a <qemu:commandline> -accel is never read; "
+                + _IRQCHIP_SEEN.format("5.2.0")),
+    IrqchipRule((6, 0), "Conflict between 'kernel_irqchip' and 'kernel-irqchip'",
+                "vl: switch -M parsing to keyval (6.0): the merged -machine options go through keyval_dashify, which "
+                "refuses a key given in both spellings, and the last one of one spelling wins; "
+                + _IRQCHIP_SEEN.format("7.2.22, 10.0.2 and 11.1.2")),
+)
+
+
+def irqchip_rule(release: tuple[int, ...] | None) -> IrqchipRule:
+    """How QEMU `release` reads kernel_irqchip (an unknown release reads as current)."""
+    return [r for r in IRQCHIP if r.since is None or release is None or release >= r.since][-1]
 
 # -global drivers that reach every x86 vCPU (TYPE_X86_CPU of the 64- and 32-bit binaries).
 X86_CPU_DRIVERS = ("x86_64-cpu", "i386-cpu")
@@ -83,7 +116,50 @@ GRAMMAR: tuple[BoolGrammar, ...] = (
 )
 FLAG_PREFIXES = {"+": True, "-": False}  # -cpu model,+feat,-feat (x86_cpu_parse_featurestr)
 BARE_FLAG = True  # -cpu model,feat means feat=on
-UNDERSCORE_ALIASES_SINCE = (2, 8)  # kvm_pv_unhalt = kvm-pv-unhalt (54b8dc7c19, fc7dfd205f)
+# x86_cpu_parse_featurestr's feat2prop: in `name=value` and a bare `name` each `_` reads as `-` (QEMU 1.7's, 2.7's and
+# every later one read here); +name/-name and -global take a name as written (properties.py underscore_flag and
+# dash_flag).
+FEAT2PROP = ("_", "-")
+
+
+def either_spelling(name: str) -> str:
+    """A regular expression of `name` with each `-` or `_` in either spelling (FEAT2PROP)."""
+    under, dash = FEAT2PROP
+    return name.replace(under, dash).replace(dash, f"[{dash}{under}]")
+
+
+class FlagRefusal(namedtuple("FlagRefusal", "since message after_values source")):
+    """QEMU's error for a +name/-name spelling it does not take."""
+
+    __slots__ = ()  # a plain named tuple: its fields, annotated below for readers
+
+    since: tuple[int, ...] | None  # the first QEMU release with this error (None: as far as read)
+    message: str  # {type}: the CPU's QOM type, {prop}: the name as written
+    after_values: bool  # QEMU reads +/- after every name=value (else: each in its place in the -cpu)
+    source: str
+
+
+FLAG_REFUSED: tuple[FlagRefusal, ...] = (
+    FlagRefusal(None, "CPU feature {prop} not found", False,
+                "target-i386/cpu.c x86_cpu_parse_featurestr -> add_flagname_to_bitmaps (2.7) matches the "
+                "feature_word_info[] names as written, part by part; QEMU 1.7's only printed it and started without "
+                "the feature"),
+    FlagRefusal((2, 8), "Property '{type}.{prop}' not found", True,
+                "x86_cpu_expand_features sets the QOM property named as written when the vCPU is realized, after "
+                "the -global properties of name=value; QEMU 5.2.0, 7.2.22, 10.0.2 and 11.1.2 run here: "
+                "-cpu qemu64,+kvm_pv_tlb_flush"),
+)
+
+
+# -global DRIVER.PROP=VALUE names a QOM property as written (no feat2prop): a feature's dash name, or its underscore
+# spelling where QEMU registers that as an alias, from the later of the property's underscore_flag and dash_flag
+# (2.8's aliases, 54b8dc7c19; up to 2.7 the properties had only their feat2prop'd names). QEMU 7.2.22 run here:
+GLOBAL_NOT_FOUND = "can't apply global {driver}.{prop}={value}: Property '{type}.{prop}' not found"
+
+
+def flag_refused(release: tuple[int, ...] | None) -> FlagRefusal:
+    """QEMU `release`'s error for a +name/-name it does not take (an unknown release reads as current)."""
+    return [r for r in FLAG_REFUSED if r.since is None or release is None or release >= r.since][-1]
 
 
 def grammar(release: tuple[int, ...] | None) -> BoolGrammar:
