@@ -80,9 +80,9 @@ def main() -> None:
         cases = {
             "floor: lxml parse + serialize": [py, "-c", FLOOR],
             "rewrite --check": [py, "-m", "virtxml_cpu", "rewrite", "--check", "-q", "--no-host-probe",
-                                "--qemu-flavour", "upstream"],
+                                "--qemu-build", "upstream"],
             "explain --format json": [py, "-m", "virtxml_cpu", "explain", "--format", "json", "--no-host-probe",
-                                      "--qemu-flavour", "upstream"],
+                                      "--qemu-build", "upstream"],
         }
         cwd = dict.fromkeys(cases, ROOT)  # `-m virtxml_cpu` runs the package of the directory it starts in
         if args.against:

@@ -48,7 +48,7 @@ def main() -> None:
             dst.write_bytes(text_)
             files.append(str(dst))
         datas = [read_input(f) for f in files]
-        host = assemble(HostSources(flavour="upstream", config=Config(), kvm=Off("--no-host-probe")))
+        host = assemble(HostSources(build="upstream", config=Config(), kvm=Off("--no-host-probe")))
         cfg = Config()
         floor_parser = etree.XMLParser(resolve_entities=False, no_network=True, load_dtd=False)
         trees = [etree.fromstring(d, floor_parser) for d in datas]

@@ -32,7 +32,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from virtxml_cpu.hook import install as hookinstall  # noqa: E402
+from virtxml_cpu.hook import install as hook_install  # noqa: E402
 
 import os  # noqa: E402
 import shutil  # noqa: E402
@@ -203,7 +203,7 @@ SCANNERS: dict[str, tuple[str, ...] | str] = {
     "virtxml_cpu.tables.properties": NO_DEFINITION + " (the property table)",
     "virtxml_cpu.tables.qemu": NO_DEFINITION + " (QEMU's fixed facts)",
     "virtxml_cpu.core.hostfacts": NO_DEFINITION + " (the host's facts)",
-    "virtxml_cpu.core.build": NO_DEFINITION + " (settles the sources' claims)",
+    "virtxml_cpu.core.precedence": NO_DEFINITION + " (settles the sources' claims)",
     "virtxml_cpu.core.config": NO_DEFINITION + " (the config file)",
     "virtxml_cpu.errors": NO_DEFINITION + " (exception classes)",
     "virtxml_cpu.fs.trusted": NO_DEFINITION + " (opens files by fixed paths)",
@@ -226,7 +226,7 @@ def install(tmp: str) -> tuple[list[str], str]:
     cfg = Path(tmp) / "config.toml"
     cfg.write_text(f'[hook]\nmode = "audit"\nsyslog_socket = "{tmp}/none.sock"\n')  # no syslog: stderr
     digests = f"{tmp}/decisions"
-    hookinstall.install(f"{tmp}/hooks", "audit", str(cfg), legacy=False, digest_dir=digests)
+    hook_install.install(f"{tmp}/hooks", "audit", str(cfg), legacy=False, digest_dir=digests)
     return [f"{tmp}/hooks/qemu.d/virtxml-cpu", "big", "prepare", "begin", "-"], digests
 
 
@@ -251,7 +251,7 @@ def main() -> None:
     ap.add_argument("--rewrite", action="store_true", help="also time `virtxml-cpu rewrite` on each")
     args = ap.parse_args()
     docs = shapes(int(args.mib * 1024 * 1024))
-    rewrite = [sys.executable, "-m", "virtxml_cpu", "rewrite", "--no-host-probe", "--qemu-flavour", "upstream", "-"]
+    rewrite = [sys.executable, "-m", "virtxml_cpu", "rewrite", "--no-host-probe", "--qemu-build", "upstream", "-"]
     samples: dict[tuple[str, str], list[float]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         hook, digests = install(tmp)

@@ -31,7 +31,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from virtxml_cpu.hook import install as hookinstall  # noqa: E402
+from virtxml_cpu.hook import install  # noqa: E402
 
 # With the emulator libvirt lists, so the prepare path reads libvirt's capabilities cache as on a real host.
 XML = (ROOT / "tests" / "fixtures" / "handwritten-no-cpu.xml").read_bytes().replace(
@@ -53,7 +53,7 @@ def timed(cmd: list[str], stdin: bytes, before=None) -> float:
 
 def interpreters() -> list[tuple[str, tuple[str, ...]]]:
     """(python, lib dirs) for the venv's interpreter and Debian's, when it has lxml."""
-    out = [(sys.executable, hookinstall.lib_dirs())]
+    out = [(sys.executable, install.lib_dirs())]
     if os.path.realpath(sys.executable) != os.path.realpath(SYSTEM_PYTHON) and os.path.exists(SYSTEM_PYTHON):
         if subprocess.run([SYSTEM_PYTHON, "-c", "import lxml.etree"], capture_output=True).returncode == 0:
             out.append((SYSTEM_PYTHON, (SYSTEM_LIB,)))
@@ -97,7 +97,7 @@ def main() -> int:
             hooks = {}
             for kind in ("cold", "cached"):
                 hooks[kind] = Path(tmp) / f"hook-{kind}-{len(hooks)}-{abs(hash(python))}"
-                hooks[kind].write_text(hookinstall.render(hookinstall.template(), python, hookinstall.PACKAGE_PARENT,
+                hooks[kind].write_text(install.render(install.template(), python, install.PACKAGE_PARENT,
                                                           "audit", str(cfg), lib, f"{tmp}/{hooks[kind].name}.d"))
                 hooks[kind].chmod(0o755)
             cold_dir = f"{tmp}/{hooks['cold'].name}.d"

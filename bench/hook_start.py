@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from tests.lab import harness  # noqa: E402
-from virtxml_cpu.hook import install as hookinstall  # noqa: E402
+from virtxml_cpu.hook import install  # noqa: E402
 
 HOOKS = "/etc/libvirt/hooks"
 TARGET = 1.05
@@ -107,7 +107,7 @@ def main() -> int:
             for batch in range(3 * args.batches):
                 kind = ("without", "null hook", "with")[batch % 3]
                 if kind == "with":
-                    hookinstall.install(HOOKS, "audit", str(cfg), legacy=False, digest_dir=f"{tmp}/decisions")
+                    install.install(HOOKS, "audit", str(cfg), legacy=False, digest_dir=f"{tmp}/decisions")
                 elif kind == "null hook":  # what any hook costs: libvirtd forking and waiting for a script
                     null.parent.mkdir(parents=True, exist_ok=True)
                     null.write_text("#!/bin/sh\nexit 0\n")
@@ -115,11 +115,11 @@ def main() -> int:
                 harness.reload_hooks()
                 samples[kind] += [cycle(name) for _ in range(args.runs)]
                 if kind == "with":
-                    hookinstall.uninstall(HOOKS)
+                    install.uninstall(HOOKS)
                 null.unlink(missing_ok=True)
         finally:
             if installed.exists():
-                hookinstall.uninstall(HOOKS)
+                install.uninstall(HOOKS)
             null.unlink(missing_ok=True)
             harness.reload_hooks()
             subprocess.run(["virsh", "-q", "-c", harness.URI, "undefine", name], capture_output=True)

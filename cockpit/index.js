@@ -253,7 +253,7 @@
             var d = x.decision || {};
             body = el("div", {}, [
                 el("p", { className: "vxc-note",
-                          text: "QEMU build: " + x.qemu_flavour_basis + "; " + x.qemu_release + ". Decision " +
+                          text: "QEMU build: " + x.qemu_build_basis + "; " + x.qemu_release + ". Decision " +
                                 d.rule + " (policy " + d.policy + " from " + d.policy_source + ")." }),
                 el("table", { className: "vxc-table vxc-props" }, [
                     el("thead", {}, [el("tr", {}, [el("th", { text: "Property" }), el("th", { text: "State" }),
@@ -294,7 +294,7 @@
         $("vxc-qemu").textContent = h.problem ? h.problem
             : q ? q.emulator + " " + q.version + (q.package ? " (" + q.package + ")" : "") : "no local QEMU found";
         var any = state.rows.map(function (r) { return state.explained[r.domain]; }).filter(Boolean)[0];
-        $("vxc-build").textContent = any ? any.qemu_flavour_basis + "; " + any.qemu_release
+        $("vxc-build").textContent = any ? any.qemu_build_basis + "; " + any.qemu_release
             : "no guest to read it for";
         var ours = (h.hooks || []).filter(function (k) { return k.ours; })[0];
         $("vxc-hook").textContent = h.problem ? "?" : ours

@@ -26,9 +26,9 @@ EXERCISED: dict[str, set] = {"rows": set(), "decisions": set(), "settings": set(
 
 
 def _record_exercise() -> None:
-    from virtxml_cpu.core import domain, layers, decide as policy
+    from virtxml_cpu.core import domain, layers, decide as core_decide
 
-    rule_applies, decide, invalid = layers.rule_applies, policy.decide, policy.invalid_exemption
+    rule_applies, decide, invalid = layers.rule_applies, core_decide.decide, core_decide.invalid_exemption
     read_setting, read_placement = domain._setting, domain._placement
 
     def recording_setting(top, row, *rest):
@@ -58,7 +58,7 @@ def _record_exercise() -> None:
         EXERCISED["decisions"].add(d.rule)
         return d
 
-    layers.rule_applies, policy.decide, policy.invalid_exemption = (recording_rule_applies, recording_decide,
+    layers.rule_applies, core_decide.decide, core_decide.invalid_exemption = (recording_rule_applies, recording_decide,
                                                                      recording_invalid)
     domain._setting, domain._placement = recording_setting, recording_placement
 

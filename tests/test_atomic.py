@@ -14,12 +14,12 @@ from pathlib import Path
 import pytest
 
 from virtxml_cpu.fs import files
-from virtxml_cpu.host import caps_cache as qemucaps
+from virtxml_cpu.host import caps_cache as host_caps_cache
 from virtxml_cpu.hook import spool
-from virtxml_cpu.verify import record as verified
+from virtxml_cpu.verify import record
 
 from .conftest import ROOT
-from .test_flavours import caps_cache
+from .test_builds import caps_cache
 
 UUID = "0b7e2d1c-6a51-4f0e-8d7b-3c2f9e1a4b66"
 EMULATOR = "/usr/bin/qemu-system-x86_64"
@@ -49,8 +49,8 @@ def _spool_state(raw):
 
 def _digest_setup(d: Path, package: str) -> None:
     caps_cache(d / "caps", EMULATOR, package)
-    facts, why = qemucaps.lookup(EMULATOR, str(d / "caps"), str(d / "digests"))  # parses, writes the digest
-    assert not why and facts.qemu_flavour == "ubuntu", why
+    facts, why = host_caps_cache.lookup(EMULATOR, str(d / "caps"), str(d / "digests"))  # parses, writes the digest
+    assert not why and facts.qemu_build == "ubuntu", why
 
 
 def _digest_target(d: Path) -> Path:
@@ -64,9 +64,9 @@ def _digest_state(raw):
 
 
 def _record(d: Path, key: str) -> None:
-    o = types.SimpleNamespace(build=types.SimpleNamespace(key=key), checks=3,
-                              host=types.SimpleNamespace(qemu_flavour="upstream"))
-    note = verified.write_record(o, str(d / "lib" / "verified.json"))
+    o = types.SimpleNamespace(binary=types.SimpleNamespace(key=key), checks=3,
+                              host=types.SimpleNamespace(qemu_build="upstream"))
+    note = record.write_record(o, str(d / "lib" / "record.json"))
     assert note.startswith("recorded"), note
 
 
@@ -90,7 +90,7 @@ WRITERS = [
 ]
 if AS_ROOT:  # the record is root's alone
     WRITERS.append(Writer("verified record", lambda d: (d.chmod(0o755), _record(d, "a")), lambda d: _record(d, "b"),
-                          lambda d: d / "lib" / "verified.json", _record_state))
+                          lambda d: d / "lib" / "record.json", _record_state))
 
 # Where a process can die: in the middle of writing the temporary file (half of it written), before its
 # fsync, before the rename, before the directory's fsync.

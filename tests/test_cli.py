@@ -91,7 +91,7 @@ def test_stdin_stdout_and_output_file(tmp_path):
 
 
 def test_explain_json_one_object_per_file():
-    r = run("explain", "--format", "json", "--no-host-probe", "--qemu-flavour", "upstream",
+    r = run("explain", "--format", "json", "--no-host-probe", "--qemu-build", "upstream",
             str(FIXTURES / "handwritten-no-cpu.xml"), str(FIXTURES / "windows-hyperv.xml"))
     assert r.returncode == 0
     docs = [json.loads(line) for line in r.stdout.decode().splitlines()]

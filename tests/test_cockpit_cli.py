@@ -10,7 +10,7 @@ import re
 import pytest
 
 from virtxml_cpu import cli
-from virtxml_cpu.hook import install as hookinstall
+from virtxml_cpu.hook import install
 
 from .conftest import ROOT
 
@@ -77,18 +77,18 @@ def test_hook_status_json_is_the_text_status_as_data(tmp_path, capsys):
     rec = json.loads(capsys.readouterr().out)
     assert rec["installed"] is False and rec["hooks"] == [] and rec["hooks_dir"] == str(hooks)
     assert set(rec) == {"libvirt", "hooks_dir", "installed", "trusted", "hooks", "qemu"}
-    hookinstall.install(str(hooks), "queue", None, False)
+    install.install(str(hooks), "queue", None, False)
     code = cli.main(["hook", "status", "--hooks-dir", str(hooks), "--format", "json"])
     rec = json.loads(capsys.readouterr().out)
     assert code == (0 if rec["trusted"] else 1) and rec["trusted"] == (not rec["hooks"][0]["problems"])
     [hook] = rec["hooks"]
     assert rec["installed"] and hook["ours"] and hook["mode"] == "queue" and hook["path"].endswith("qemu.d/virtxml-cpu")
-    trusted, text = hookinstall.status(str(hooks))
+    trusted, text = install.status(str(hooks))
     assert trusted == rec["trusted"] and f"{hook['path']}: installed, mode queue" in text[1]
     (hooks / "qemu").write_text("#!/bin/sh\nexit 0\n")
-    rec = hookinstall.status_record(str(hooks))
+    rec = install.status_record(str(hooks))
     assert [h["ours"] for h in rec["hooks"]] == [True, False]
-    assert f"{hooks}/qemu: present, not ours" in hookinstall.status(str(hooks))[1]
+    assert f"{hooks}/qemu: present, not ours" in install.status(str(hooks))[1]
 
 
 # Names a local user may give a domain (libvirt refuses only '/' and newlines): each must reach apply as

@@ -1,10 +1,10 @@
-"""Held-out check against the downstream packaging: every machine name each Ubuntu build (xenial ... noble)
+"""Held-out check against the downstream packaging: every machine name each Ubuntu distro (xenial ... noble)
 and each RHEL qemu-kvm (el8, el9, el10) defines, with the answer its own sources give, read from
 define-ubuntu-machine-types.patch / enable-svm-by-default.patch per release and RHEL's machine-type patches
 and compat arrays (pc_rhel_*), not from this tool's tables.
 
 The domain: KVM, `-cpu qemu64` (x2apic clear, svm set in the model), split irqchip (<ioapic driver='qemu'/>),
-2 vCPUs, on an AMD host whose KVM offers svm and every paravirt bit; the build and its QEMU release known.
+2 vCPUs, on an AMD host whose KVM offers svm and every paravirt bit; the distro and its QEMU release known.
 Columns: kvm-pv-unhalt, l3-cache, kvm-msi-ext-dest-id, svm, x2apic, kvm-asyncpf-vmexit (named models: always off),
 and the decision's rule under policy compat.
 - Ubuntu: upstream's arrays at the options each name calls; no svm patch before Ubuntu's QEMU 2.6 (xenial);
@@ -19,7 +19,7 @@ from __future__ import annotations
 import pytest
 from lxml import etree
 
-from virtxml_cpu.core import domain, resolve as engine, decide as policy
+from virtxml_cpu.core import domain, resolve, decide
 from virtxml_cpu.core.hostfacts import HostFacts
 from virtxml_cpu.core.machines import parse_version
 
@@ -266,23 +266,23 @@ def _domain(machine: str):
 
 
 def test_the_table_covers_every_build():
-    builds = {(c[0], c[1]) for c in CASES}
-    assert {b for _, b in builds} == {"xenial", "bionic", "focal", "jammy", "noble", "resolute", "el8", "el9", "el10",
+    distros = {(c[0], c[1]) for c in CASES}
+    assert {b for _, b in distros} == {"xenial", "bionic", "focal", "jammy", "noble", "resolute", "el8", "el9", "el10",
                                       "el9.8", "el10.2"}
     assert len({(c[1], c[3]) for c in CASES}) == len(CASES) >= 139
 
 
-@pytest.mark.parametrize("flavour,build,release,machine,states,rule", CASES,
+@pytest.mark.parametrize("build,distro,release,machine,states,rule", CASES,
                          ids=[f"{c[1]}-{c[3]}" for c in CASES])
-def test_downstream_machine(flavour, build, release, machine, states, rule, host):
+def test_downstream_machine(build, distro, release, machine, states, rule, host):
     cpuid = dict(host.cpuid)
     cpuid[(0x80000001, "ecx")] = cpuid.get((0x80000001, "ecx"), 0) | 1 << 2  # nested SVM
     cpuid[(0x40000001, "eax")] = 0xFFFF | 1 << 24
-    facts = HostFacts(cpuid=cpuid, qemu_flavour=flavour, flavour_source=build,
-                      qemu_version=parse_version(release), version_source=build)
-    res = engine.resolve(_domain(machine), facts)
+    facts = HostFacts(cpuid=cpuid, qemu_build=build, build_source=distro,
+                      qemu_version=parse_version(release), version_source=distro)
+    res = resolve.resolve(_domain(machine), facts)
     got = " ".join(res.features[p].state for p in KEY)
-    decision = policy.decide(res, "compat")
+    decision = decide.decide(res, "compat")
     assert (got, decision.rule) == (states, rule), "\n".join(
         f"{p}: {res.features[p].state} ({res.features[p].source}: {res.features[p].detail})" for p in KEY) + \
         f"\n{decision.reason}\n{res.machine.how}"
@@ -297,8 +297,8 @@ def test_upstream_release_gates_kvm_msi_ext_dest_id(release, host):
     where 6.0 and later say on, except for machines <= 5.1 (pc_compat_5_1)."""
     v = parse_version(release)
     for machine in ("pc-q35-5.1", "pc-q35-5.2", "pc-i440fx-5.2", f"pc-q35-{v[0]}.{v[1]}"):
-        facts = host._replace(qemu_flavour="upstream", qemu_version=v, version_source="test")
-        value = engine.resolve(_domain(machine), facts).features["kvm-msi-ext-dest-id"]
+        facts = host._replace(qemu_build="upstream", qemu_version=v, version_source="test")
+        value = resolve.resolve(_domain(machine), facts).features["kvm-msi-ext-dest-id"]
         want = "on" if v >= (6, 0) and parse_version(machine.rsplit("-", 1)[1]) > (5, 1) else "off"
         assert value.state == want, (machine, value)
         if v < (6, 0):
@@ -323,15 +323,15 @@ def _with_model(machine: str, model: str):
     ("pc-i440fx-rhel7.0.0", "qemu64", "kvm-msi-ext-dest-id", "off"),  # QEMU 2.12 has none
 ])
 def test_rhel7_builds_and_their_rhel6_machines(machine, model, prop, state, host):
-    """qemu-kvm-ev 2.12.0 (RHEL 7.6 ... 7.9): the rows only RHEL 7 builds reach."""
-    facts = host._replace(qemu_flavour="rhel", flavour_source="el7", qemu_version=(2, 12, 0), version_source="el7")
-    value = engine.resolve(_with_model(machine, model), facts).features[prop]
+    """qemu-kvm-ev 2.12.0 (RHEL 7.6 ... 7.9): the rows only RHEL 7 distros reach."""
+    facts = host._replace(qemu_build="rhel", build_source="el7", qemu_version=(2, 12, 0), version_source="el7")
+    value = resolve.resolve(_with_model(machine, model), facts).features[prop]
     assert value.state == state, value
 
 
 def test_rhel_q35_alias_is_a_rhel_machine(host):
     """`q35` on RHEL is the newest pc-q35-rhelX.Y.Z: RHEL's arrays, so no pc_compat_5_1 row."""
-    facts = host._replace(qemu_flavour="rhel", flavour_source="el9", qemu_version=(9, 1, 0), version_source="el9",
+    facts = host._replace(qemu_build="rhel", build_source="el9", qemu_version=(9, 1, 0), version_source="el9",
                           aliases={})
-    res = engine.resolve(_domain("q35"), facts)
+    res = resolve.resolve(_domain("q35"), facts)
     assert res.features["kvm-msi-ext-dest-id"].state == "on" and res.features["kvm-pv-unhalt"].state == "on"

@@ -5,18 +5,18 @@ from __future__ import annotations
 import pytest
 from lxml import etree
 
-from virtxml_cpu.core import domain, resolve as engine, decide as policy
-from virtxml_cpu.tables import qemu as rules
-from virtxml_cpu.tables.builds.known import FLAVOURS, UPSTREAM
+from virtxml_cpu.core import domain, resolve, decide
+from virtxml_cpu.tables import qemu
+from virtxml_cpu.tables.builds.known import BUILDS, UPSTREAM
 from virtxml_cpu.core.hostfacts import HostFacts
 from virtxml_cpu.core.machines import classify
 
 # Nothing known about the host but the QEMU build: upstream, as these rules are read from upstream QEMU.
-NO_HOST = HostFacts(qemu_flavour="upstream", flavour_source="test")
+NO_HOST = HostFacts(qemu_build="upstream", build_source="test")
 
 
 def up(**kw) -> HostFacts:
-    return HostFacts(qemu_flavour="upstream", flavour_source="test", **kw)
+    return HostFacts(qemu_build="upstream", build_source="test", **kw)
 
 
 def dom(machine="pc-q35-7.2", cpu="", features=None, vtype="kvm", extra="", vcpus=2):
@@ -30,7 +30,7 @@ def dom(machine="pc-q35-7.2", cpu="", features=None, vtype="kvm", extra="", vcpu
 
 
 def states(facts, host=NO_HOST):
-    return {p: v.state for p, v in engine.resolve(facts, host).features.items()}
+    return {p: v.state for p, v in resolve.resolve(facts, host).features.items()}
 
 
 @pytest.mark.parametrize("machine,l3", [("pc-i440fx-2.7", "off"), ("pc-i440fx-2.8", "on"),
@@ -83,7 +83,7 @@ def test_rhel_machines_have_pv_unhalt_and_asyncpf_int_rows():
     s = states(dom("pc-q35-rhel8.4.0"))
     assert s["kvm-pv-unhalt"] == "on" and s["kvm-asyncpf-int"] == "off"
     assert states(dom("pc-q35-rhel8.5.0"))["kvm-asyncpf-int"] == "host-dependent"  # on, if KVM has it
-    host = HostFacts(cpuid={(0x40000001, "eax"): 1 << 14 | 1 << 7})  # no flavour: the rhel name pins it
+    host = HostFacts(cpuid={(0x40000001, "eax"): 1 << 14 | 1 << 7})  # no build: the rhel name pins it
     assert states(dom("pc-q35-rhel9.2.0"), host)["kvm-asyncpf-int"] == "on"
     assert states(dom("pc-i440fx-rhel7.3.0"))["l3-cache"] == "off"
     assert states(dom("pc-i440fx-rhel7.6.0"))["l3-cache"] == "on"
@@ -91,10 +91,10 @@ def test_rhel_machines_have_pv_unhalt_and_asyncpf_int_rows():
 
 def test_hidden_and_tcg_clear_the_kvm_leaf_but_not_hints():
     s = states(dom(features="<kvm><hidden state='on'/><hint-dedicated state='on'/></kvm>"))
-    assert all(s[p] == "off" for p in rules.KVM_LEAF_EAX_BIT)
+    assert all(s[p] == "off" for p in qemu.KVM_LEAF_EAX_BIT)
     assert s["kvm-hint-dedicated"] == "on" and s["x2apic"] == "on"
     t = states(dom(vtype="qemu"))
-    assert all(t[p] == "off" for p in rules.KVM_LEAF_EAX_BIT)
+    assert all(t[p] == "off" for p in qemu.KVM_LEAF_EAX_BIT)
     assert t["svm"] == "on" and t["x2apic"] == "off"  # qemu64 bits; TCG keeps svm
 
 
@@ -108,17 +108,17 @@ def test_tcg_x2apic_depends_on_qemu_version():
 def test_commandline_global_and_cpu_pm():
     glob = ("<qemu:commandline><qemu:arg value='-global'/>"
             "<qemu:arg value='x86_64-cpu.kvm-pv-unhalt=on'/></qemu:commandline>")
-    r = engine.resolve(dom(extra=glob), NO_HOST)
+    r = resolve.resolve(dom(extra=glob), NO_HOST)
     assert r.features["kvm-pv-unhalt"].state == "on" and r.explicit_unhalt
     pm = "<qemu:commandline><qemu:arg value='-overcommit'/><qemu:arg value='cpu-pm=on'/></qemu:commandline>"
-    r = engine.resolve(dom(cpu="<cpu mode='host-passthrough'/>", extra=pm), NO_HOST)
+    r = resolve.resolve(dom(cpu="<cpu mode='host-passthrough'/>", extra=pm), NO_HOST)
     v = r.features["kvm-pv-unhalt"]
     assert v.state == "off" and v.qemu_property == "on"
 
 
 def test_commandline_cpu_replaces_libvirt_cpu():
     cmd = "<qemu:commandline><qemu:arg value='-cpu'/><qemu:arg value='host,kvm-pv-ipi=off'/></qemu:commandline>"
-    r = engine.resolve(dom(features="<pvspinlock state='off'/>", extra=cmd), NO_HOST)
+    r = resolve.resolve(dom(features="<pvspinlock state='off'/>", extra=cmd), NO_HOST)
     assert r.cpu_kind == "host"
     assert r.features["kvm-pv-unhalt"].state == "on"  # libvirt's kvm-pv-unhalt=off was replaced
     assert r.features["kvm-pv-ipi"].state == "off"
@@ -142,13 +142,13 @@ def test_unresolved_alias_is_new_enough_for_old_rows_but_not_for_5_1():
 
 def test_every_rule_cites_its_source():
     """A commit hash or the downstream patch and its array: every row says where it comes from."""
-    for flavour in FLAVOURS.values():
-        for rule in flavour.kvm_defaults + flavour.machine_rows:
-            assert rule.prop in rules.PROPERTIES
+    for build in BUILDS.values():
+        for rule in build.kvm_defaults + build.machine_rows:
+            assert rule.prop in qemu.PROPERTIES
             cites_commit = any(len(w) >= 10 and all(c in "0123456789abcdef" for c in w.strip("'(),;"))
                                for w in rule.source.split())
             cites_patch = "patch" in rule.source or "pc_rhel" in rule.source
-            assert cites_commit or cites_patch, (flavour.name, rule)
+            assert cites_commit or cites_patch, (build.name, rule)
 
 
 @pytest.mark.parametrize("machine,vcpus,numa,pol,action,rule", [
@@ -165,22 +165,22 @@ def test_every_rule_cites_its_source():
 def test_decisions(machine, vcpus, numa, pol, action, rule):
     cells = "".join(f"<cell id='{i}' cpus='{i}' memory='1024'/>" for i in range(numa))
     cpu = f"<cpu mode='host-model'><numa>{cells}</numa></cpu>" if numa else "<cpu mode='host-model'/>"
-    d = policy.decide(engine.resolve(dom(machine, cpu, vcpus=vcpus), NO_HOST), pol)
+    d = decide.decide(resolve.resolve(dom(machine, cpu, vcpus=vcpus), NO_HOST), pol)
     assert (d.action, d.rule) == (action, rule), d.reason
 
 
 def test_host_without_pv_unhalt_is_left_alone():
     host = HostFacts(cpuid={(0x40000001, "eax"): 0x7B & ~0x80})
-    d = policy.decide(engine.resolve(dom(), host), "compat")
+    d = decide.decide(resolve.resolve(dom(), host), "compat")
     assert (d.action, d.rule) == ("keep", "accelerator-unsupported")
     assert "does not support" in d.reason
 
 
 def test_single_vcpu_and_dedicated_notes():
-    d = policy.decide(engine.resolve(dom(vcpus=1), NO_HOST), "compat")
+    d = decide.decide(resolve.resolve(dom(vcpus=1), NO_HOST), "compat")
     assert d.action == "inject" and any("1 vCPU" in n for n in d.notes)
     assert not any("KVM_HINTS_REALTIME" in n for n in d.notes)
-    d = policy.decide(engine.resolve(dom(features="<kvm><hint-dedicated state='on'/></kvm>"), NO_HOST), "compat")
+    d = decide.decide(resolve.resolve(dom(features="<kvm><hint-dedicated state='on'/></kvm>"), NO_HOST), "compat")
     assert d.action == "inject" and any("KVM_HINTS_REALTIME" in n for n in d.notes)
     assert not any("1 vCPU" in n for n in d.notes)
 
@@ -189,41 +189,41 @@ def test_without_a_features_element():
     """No <features> at all is its own path (dom() writes none by default)."""
     f = dom()
     assert f.settings == () and f.pvspinlock is None
-    assert policy.decide(engine.resolve(f, NO_HOST), "compat").rule == "policy-compat"
+    assert decide.decide(resolve.resolve(f, NO_HOST), "compat").rule == "policy-compat"
 
 
 def test_metadata_override_beats_cli():
     own = "<metadata><v:cpu xmlns:v='urn:virtxml-cpu:domain:1' policy='never'/></metadata>"
     f = dom(extra=own)
     assert f.override_policy == "never"
-    assert policy.effective_policy("always", "compat", f.override_policy) == ("never", "domain <metadata>")
+    assert decide.effective_policy("always", "compat", f.override_policy) == ("never", "domain <metadata>")
 
 
-@pytest.mark.parametrize("flavour,machine", [("upstream", "pc-q35-7.2"), ("ubuntu", "pc-q35-jammy"),
+@pytest.mark.parametrize("build,machine", [("upstream", "pc-q35-7.2"), ("ubuntu", "pc-q35-jammy"),
                                              ("rhel", "pc-q35-rhel9.2.0")])
-def test_x2apic_off_without_in_kernel_irqchip_on_every_build(flavour, machine):
+def test_x2apic_off_without_in_kernel_irqchip_on_every_build(build, machine):
     off = ("<qemu:commandline><qemu:arg value='-machine'/><qemu:arg value='kernel-irqchip=off'/>"
            "</qemu:commandline>")
-    host = HostFacts(qemu_flavour=flavour, flavour_source="test")
-    r = engine.resolve(dom(machine, "<cpu mode='custom'><model>Skylake-Client</model></cpu>", extra=off), host)
+    host = HostFacts(qemu_build=build, build_source="test")
+    r = resolve.resolve(dom(machine, "<cpu mode='custom'><model>Skylake-Client</model></cpu>", extra=off), host)
     assert r.irqchip == "off" and r.features["x2apic"].state == "off"
     assert "492a4c94be" in r.features["x2apic"].detail
     assert r.features["kvm-pv-unhalt"].state == "off"
-    assert policy.decide(r, "compat").rule == "accelerator-unsupported"
+    assert decide.decide(r, "compat").rule == "accelerator-unsupported"
 
 
 def test_decision_branches_reached_only_by_unusual_domains():
     arm = domain.extract(etree.fromstring(
         "<domain type='kvm'><name>a</name><os><type arch='aarch64' machine='virt'>hvm</type></os><devices/></domain>"))
-    assert policy.decide(engine.resolve(arm, NO_HOST), "compat").rule == "not-x86"
+    assert decide.decide(resolve.resolve(arm, NO_HOST), "compat").rule == "not-x86"
     no_unhalt = up(cpuid={(0x40000001, "eax"): 0x7B & ~0x80})
-    hp = engine.resolve(dom(cpu="<cpu mode='host-passthrough'/>"), no_unhalt)
+    hp = resolve.resolve(dom(cpu="<cpu mode='host-passthrough'/>"), no_unhalt)
     assert hp.features["kvm-pv-unhalt"].state == "off"
-    assert policy.decide(hp, "compat").rule == "cpu-mode"
+    assert decide.decide(hp, "compat").rule == "cpu-mode"
     # An Ubuntu codename between artful (2.10) and bionic (2.11): its compat level straddles 2.11.
-    between = engine.resolve(dom("pc-q35-aztec"), HostFacts(qemu_flavour="ubuntu", flavour_source="t"))
-    assert policy.decide(between, "compat").rule == "machine-version-unknown"
-    assert policy.decide(between, "always").rule == "policy-always"
+    between = resolve.resolve(dom("pc-q35-aztec"), HostFacts(qemu_build="ubuntu", build_source="t"))
+    assert decide.decide(between, "compat").rule == "machine-version-unknown"
+    assert decide.decide(between, "always").rule == "policy-always"
 
 
 def test_invalid_exemption_keeps_the_domain():
@@ -242,13 +242,13 @@ P.TABLE += (P._pv("kvm-asyncpf-vmexit", 10, (9, 0), "eba978061e"),)  # the one r
 P.BY_NAME = {p.name: p for p in P.TABLE}
 P.PROPERTIES = tuple(p.name for p in P.TABLE)
 from lxml import etree
-from virtxml_cpu.core import domain, resolve as engine
+from virtxml_cpu.core import domain, resolve
 from virtxml_cpu.core.hostfacts import HostFacts
 def state(mode, release, cpuid=None):
     xml = (f"<domain type='kvm'><name>t</name><vcpu>2</vcpu><os><type arch='x86_64' machine='pc-q35-9.0'>hvm"
            f"</type></os><cpu mode='{mode}'/><devices/></domain>")
-    host = HostFacts(cpuid=cpuid, qemu_flavour="upstream", flavour_source="t", qemu_version=release)
-    v = engine.resolve(domain.extract(etree.fromstring(xml)), host).features["kvm-asyncpf-vmexit"]
+    host = HostFacts(cpuid=cpuid, qemu_build="upstream", build_source="t", qemu_version=release)
+    v = resolve.resolve(domain.extract(etree.fromstring(xml)), host).features["kvm-asyncpf-vmexit"]
     return f"{v.state}/{v.source}"
 print(state("host-model", (8, 2, 0)), state("host-model", (9, 2, 0)),
       state("host-passthrough", (9, 2, 0), {(0x40000001, "eax"): 1 << 10}))
@@ -280,7 +280,7 @@ def test_each_libvirt_xml_row_reads_and_translates(xml, prop, state, source):
     cpu = "" if "<cpu" in xml else "<cpu mode='custom'><model>qemu64</model></cpu>"
     f = dom("pc-i440fx-2.7" if "cache" in xml else "pc-q35-7.2", cpu=cpu + ("" if "<features>" in xml else xml),
             features=xml[len("<features>"):-len("</features>")] if xml.startswith("<features>") else None)
-    v = engine.resolve(f, up(cpuid={(0x40000001, "eax"): 0xFFFF}, qemu_version=(7, 2, 0))).features[prop]
+    v = resolve.resolve(f, up(cpuid={(0x40000001, "eax"): 0xFFFF}, qemu_version=(7, 2, 0))).features[prop]
     assert (v.state, v.source) == (state, source), v
 
 
@@ -321,9 +321,9 @@ def _irqchip_domain(args, features):
 @pytest.mark.parametrize("release", [(5, 2), (7, 2), (10, 0), (11, 1)])
 def test_kernel_irqchip_as_qemu_reads_it(case, release):
     args, features, want, conflict = IRQCHIP_CASES[case]
-    r = engine.resolve(_irqchip_domain(args, features), up(qemu_version=release, version_source="test"))
+    r = resolve.resolve(_irqchip_domain(args, features), up(qemu_version=release, version_source="test"))
     refusal = "Conflict between 'kernel_irqchip' and 'kernel-irqchip'" if conflict and release >= (6, 0) else None
     assert (r.irqchip, r.qemu_refusal) == (want, refusal)
     if refusal:
-        assert policy.decide(r, "compat").rule == "qemu-refuses"
+        assert decide.decide(r, "compat").rule == "qemu-refuses"
 

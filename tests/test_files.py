@@ -215,10 +215,10 @@ def test_bad_config_is_one_line_exit_2_and_the_hook_fails_open(tmp_path, text, n
     r = run("explain", "--no-host-probe", "--config", str(cfg), str(SRC))
     one_line(r, 2)
     assert needle in r.stderr
-    from virtxml_cpu.hook import evaluate as hook
+    from virtxml_cpu.hook import evaluate
 
     logged = []
-    rc = hook.run(["vm", "prepare", "begin", "-"], mode="enforce", config_path=str(cfg),
+    rc = evaluate.run(["vm", "prepare", "begin", "-"], mode="enforce", config_path=str(cfg),
                   stdin=open(SRC, "rb"), log=lambda msg, **kw: logged.append(msg))
     assert rc == 0 and "config unusable" in logged[0]
 
@@ -320,7 +320,7 @@ def test_deciding_on_a_10_mib_domain_takes_at_most_10x_its_size(tmp_path, verb):
              "except SystemExit as e:\n    code = e.code\n"
              "hwm = re.search(r'VmHWM:\\s+(\\d+)', open('/proc/self/status').read()).group(1)\n"
              "sys.stderr.write(f'\\nMAXRSS {hwm} {code}\\n')\n")
-    r = subprocess.run([sys.executable, "-c", probe, *verb, "--no-host-probe", "--qemu-flavour", "upstream",
+    r = subprocess.run([sys.executable, "-c", probe, *verb, "--no-host-probe", "--qemu-build", "upstream",
                         str(big)], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=120)
     kib, code = r.stderr.decode().rsplit("MAXRSS ", 1)[1].split()
     assert code in ("0", "1", "None"), r.stderr[-500:]

@@ -1,17 +1,17 @@
 """Every form of an explicit choice is kept, <cpu><cache> is read, and insertions land where libvirt's
-formatter puts them without touching any other character (the cases of the flavours issue, each a test)."""
+formatter puts them without touching any other character (the cases of the builds issue, each a test)."""
 
 from __future__ import annotations
 
 import pytest
 
-from virtxml_cpu.core import domain, resolve as engine
+from virtxml_cpu.core import domain, resolve as core_resolve
 from virtxml_cpu.core.config import Config
 from virtxml_cpu.core.hostfacts import HostFacts
 from virtxml_cpu.core.pipeline import process
 from virtxml_cpu.xml.text import parse_domain
 
-UP = HostFacts(qemu_flavour="upstream", flavour_source="test")
+UP = HostFacts(qemu_build="upstream", build_source="test")
 QNS = "xmlns:qemu='http://libvirt.org/schemas/domain/qemu/1.0'"
 
 
@@ -34,7 +34,7 @@ def only_inserted(before: bytes, after: bytes) -> bool:
 
 
 def resolve(data: bytes):
-    return engine.resolve(domain.extract(parse_domain(data).getroot()), UP)
+    return core_resolve.resolve(domain.extract(parse_domain(data).getroot()), UP)
 
 
 # --- explicit choices -----------------------------------------------------------------------------------

@@ -10,7 +10,7 @@ import re
 
 import pytest
 
-from virtxml_cpu.render import explain as report
+from virtxml_cpu.render import explain
 from virtxml_cpu.core.config import Config
 from virtxml_cpu.core.hostfacts import HostFacts
 from virtxml_cpu.core.pipeline import process
@@ -41,7 +41,7 @@ def host_of(host):
             cpuid[(0x80000001, "ecx")] = cpuid.get((0x80000001, "ecx"), 0) | 1 << 2
         return HostFacts(cpuid=cpuid, sources=("recorded KVM_GET_SUPPORTED_CPUID", "fixture header"),
                          qemu_version=tuple(int(p) for p in kv["qemu_version"].split(".")),
-                         qemu_flavour=kv["qemu_flavour"], flavour_source="fixture header: " + m.group(1).decode(),
+                         qemu_build=kv["qemu_build"], build_source="fixture header: " + m.group(1).decode(),
                          version_source="fixture header")
     return facts
 
@@ -63,7 +63,7 @@ def test_rewrite_golden(name, host_of, regen):
 @pytest.mark.parametrize("name", CASES)
 def test_explain_golden(name, host_of, regen):
     data = SOURCES[name].read_bytes()
-    doc = report.to_json(process(data, name, host_of(data), Config()))
+    doc = explain.to_json(process(data, name, host_of(data), Config()))
     _check(EXPECTED / name.replace(".xml", ".explain.json"),
            (json.dumps(doc, indent=1, sort_keys=True) + "\n").encode(), regen)
 

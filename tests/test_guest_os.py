@@ -9,7 +9,7 @@ import re
 import pytest
 
 from virtxml_cpu.tables import guest_os
-from virtxml_cpu.render import explain as report
+from virtxml_cpu.render import explain
 from virtxml_cpu.core.config import Config
 from virtxml_cpu.core.pipeline import process
 
@@ -132,23 +132,23 @@ def test_an_os_no_row_covers_decides_exactly_as_no_os_at_all(host, os_id):
 
 def test_explain_shows_the_guest_os_it_read(host):
     o = process(RHEL73, "rhel73.xml", host, Config(), render=False)
-    doc = report.to_json(o)
+    doc = explain.to_json(o)
     assert doc["guest_os"]["libosinfo_id"] == "http://redhat.com/rhel/7.3"
     assert doc["guest_os"]["kernel"] == guest_os.MISHANDLES and "b783267f" in doc["guest_os"]["source"]
-    assert json.loads(report.to_json_line(o)) == doc
-    assert "   guest OS: http://redhat.com/rhel/7.3 (RHEL 7.3: mishandles-pv-spinlocks)" in report.table(o).splitlines()
+    assert json.loads(explain.to_json_line(o)) == doc
+    assert "   guest OS: http://redhat.com/rhel/7.3 (RHEL 7.3: mishandles-pv-spinlocks)" in explain.table(o).splitlines()
 
     unknown = process(with_os(RHEL73, "http://ubuntu.com/ubuntu/22.04"), "u.xml", host, Config(), render=False)
-    assert report.to_json(unknown)["guest_os"] == {"libosinfo_id": "http://ubuntu.com/ubuntu/22.04"}
-    assert "guest OS: http://ubuntu.com/ubuntu/22.04 (no finding about its kernel)" in report.table(unknown)
+    assert explain.to_json(unknown)["guest_os"] == {"libosinfo_id": "http://ubuntu.com/ubuntu/22.04"}
+    assert "guest OS: http://ubuntu.com/ubuntu/22.04 (no finding about its kernel)" in explain.table(unknown)
 
     none = process(with_os(RHEL73, None), "n.xml", host, Config(), render=False)
-    assert "guest_os" not in report.to_json(none) and "guest OS" not in report.table(none)
+    assert "guest_os" not in explain.to_json(none) and "guest OS" not in explain.table(none)
 
 
 def test_an_unprintable_os_id_is_shown_escaped(host):
     o = process(with_os(RHEL73, "http://x/&#10;== forged&#x202E;/1.0"), "x.xml", host, Config(), render=False)
-    table = report.table(o)
+    table = explain.table(o)
     assert "== forged" not in "".join(l for l in table.splitlines() if l.startswith("=="))
     line = next(l for l in table.splitlines() if "guest OS" in l)
     assert "\u202e" not in line and "\\n== forged\\u202e" in line

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from virtxml_cpu.hook import evaluate as hook, act as hookact, install as hookinstall
+from virtxml_cpu.hook import evaluate, act, install
 
 from .conftest import FIXTURES, ROOT, Capture
 
@@ -28,7 +28,7 @@ def cfg(tmp_path, mode, extra=""):
 
 def run_hook(tmp_path, mode, xml, op="prepare", capsys=None):
     log = Capture()
-    rc = hook.run(["scratch", op, "begin", "-"], config_path=cfg(tmp_path, mode), stdin=io.BytesIO(xml), log=log)
+    rc = evaluate.run(["scratch", op, "begin", "-"], config_path=cfg(tmp_path, mode), stdin=io.BytesIO(xml), log=log)
     return rc, log.lines
 
 
@@ -68,7 +68,7 @@ def test_the_prepare_after_restore_or_migrate_is_not_a_cold_start(tmp_path, caps
     rc, lines = run_hook(tmp_path, mode, WITH_UUID)
     assert rc == 0 and capsys.readouterr() == ("", "")
     assert len(lines) == 1 and f"op=prepare after={op} " in lines[0] and "decision=cold-boot" in lines[0]
-    assert lines[0].endswith(hookact.COLD_BOOT) and "decision=inject" not in lines[0]
+    assert lines[0].endswith(act.COLD_BOOT) and "decision=inject" not in lines[0]
     assert not (tmp_path / "spool").exists() or not list((tmp_path / "spool").glob("*.json"))
     rc, lines = run_hook(tmp_path, mode, WITH_UUID)  # the mark counted once
     assert rc == (1 if mode == "enforce" else 0) and "decision=inject" in lines[-1] and "after=" not in lines[-1]
@@ -105,7 +105,7 @@ def test_broken_config_fails_open(tmp_path):
     bad = tmp_path / "bad.toml"
     bad.write_text("mode = [")
     log = Capture()
-    assert hook.run(["x", "prepare", "begin", "-"], config_path=str(bad), stdin=io.BytesIO(NEEDS_FIX), log=log) == 0
+    assert evaluate.run(["x", "prepare", "begin", "-"], config_path=str(bad), stdin=io.BytesIO(NEEDS_FIX), log=log) == 0
     assert "config unusable" in log.lines[0]
 
 
@@ -114,7 +114,7 @@ def test_syslog_socket_receives_the_line(tmp_path):
     with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as s:
         s.bind(str(sock_path))
         s.settimeout(2)
-        hook.run(["scratch", "prepare", "begin", "-"], stdin=io.BytesIO(NEEDS_FIX),
+        evaluate.run(["scratch", "prepare", "begin", "-"], stdin=io.BytesIO(NEEDS_FIX),
                  config_path=cfg(tmp_path, "audit", f'syslog_socket = "{sock_path}"\n'))
         msg = s.recv(65536).decode()
     assert msg.startswith("<14>virtxml-cpu[") and "decision=inject" in msg
@@ -126,8 +126,8 @@ ENV = {"LC_ALL": "C", "PATH": "/usr/bin:/bin", "HOME": "/root"}  # what libvirt 
 def _front(tmp_path, python=sys.executable, lib=None, config=None, mode="enforce", digest_dir=""):
     """The hook as `hook install` renders it, in tmp_path."""
     path = tmp_path / "virtxml-cpu"
-    lib = hookinstall.lib_dirs() if lib is None else lib
-    path.write_text(hookinstall.render(hookinstall.template(), python, hookinstall.PACKAGE_PARENT, mode, config, lib,
+    lib = install.lib_dirs() if lib is None else lib
+    path.write_text(install.render(install.template(), python, install.PACKAGE_PARENT, mode, config, lib,
                                        digest_dir))
     path.chmod(0o755)
     return path
@@ -171,7 +171,7 @@ def test_the_unrendered_front_imports_nothing_and_runs_no_site(tmp_path):
     (tree / "sitecustomize.py").write_text(f"open({str(tmp_path / 'ran')!r}, 'a').write('site')\n")
     (tree / "hooks").mkdir()
     front = tree / "hooks" / "qemu"
-    front.write_text(hookinstall.template())
+    front.write_text(install.template())
     front.chmod(0o755)
     r = subprocess.run(["/bin/sh", str(front), "scratch", "prepare", "begin", "-"], input=NEEDS_FIX,
                        capture_output=True, env=ENV, timeout=60)
@@ -196,8 +196,8 @@ def test_the_front_refuses_a_package_tree_root_does_not_own(tmp_path, where):
         (ROOT / "virtxml_cpu" / "hook" / "entry.py").read_text()
         + f"\nopen({str(tmp_path / 'ran')!r}, 'a').write('imported')\n")
     front = tmp_path / "virtxml-cpu"
-    front.write_text(hookinstall.render(hookinstall.template(), sys.executable, str(parent), "audit",
-                                        cfg(tmp_path, "audit"), hookinstall.lib_dirs(), ""))
+    front.write_text(install.render(install.template(), sys.executable, str(parent), "audit",
+                                        cfg(tmp_path, "audit"), install.lib_dirs(), ""))
     front.chmod(0o755)
     r = subprocess.run([str(front), "scratch", "prepare", "begin", "-"], input=NEEDS_FIX, capture_output=True,
                        env=ENV, timeout=60)
@@ -246,34 +246,34 @@ def test_hook_run_ignores_virtxml_cpu_config(tmp_path, monkeypatch):
     (tmp_path / "env.toml").write_text('[hook]\nmode = "enforce"\n')
     monkeypatch.setenv("VIRTXML_CPU_CONFIG", str(tmp_path / "env.toml"))
     log = Capture()
-    rc = hook.run(["scratch", "prepare", "begin", "-"], mode="audit", stdin=io.BytesIO(NEEDS_FIX), log=log)
+    rc = evaluate.run(["scratch", "prepare", "begin", "-"], mode="audit", stdin=io.BytesIO(NEEDS_FIX), log=log)
     if not os.path.exists("/etc/virtxml-cpu/config.toml"):
         assert rc == 0 and "mode=audit" in log.lines[0]
 
 
 def test_install_uninstall_status_never_touch_foreign_hooks(tmp_path):
     hooks = tmp_path / "hooks"
-    lines = hookinstall.install(str(hooks), "queue", None, legacy=False)
+    lines = install.install(str(hooks), "queue", None, legacy=False)
     path = hooks / "qemu.d" / "virtxml-cpu"
     text = path.read_text()
-    settings = hookinstall.installed_settings(text)
+    settings = install.installed_settings(text)
     assert os.access(path, os.X_OK) and text.startswith("#!/bin/sh\n")
     assert settings["PYTHON"] == sys.executable and settings["MODE"] == "queue"
-    assert hookinstall.MARKER in text and "SIGHUP" in lines[-1]
-    installed, status = hookinstall.status(str(hooks))
+    assert install.MARKER in text and "SIGHUP" in lines[-1]
+    installed, status = install.status(str(hooks))
     assert installed and any("mode queue" in s for s in status)
     # legacy location: refuses to overwrite someone else's script, explains how to chain
     (hooks / "qemu").write_text("#!/bin/sh\necho theirs\n")
     with pytest.raises(Exception, match="not written by virtxml-cpu"):
-        hookinstall.install(str(hooks), None, None, legacy=True)
+        install.install(str(hooks), None, None, legacy=True)
     assert (hooks / "qemu").read_text() == "#!/bin/sh\necho theirs\n"
-    hookinstall.uninstall(str(hooks))
+    install.uninstall(str(hooks))
     assert not path.exists() and (hooks / "qemu").exists()
 
 
 def test_installed_copy_runs_standalone(tmp_path):
     hooks = tmp_path / "hooks"
-    hookinstall.install(str(hooks), "enforce", cfg(tmp_path, "enforce"), legacy=False, digest_dir=str(tmp_path / "d"))
+    install.install(str(hooks), "enforce", cfg(tmp_path, "enforce"), legacy=False, digest_dir=str(tmp_path / "d"))
     installed = hooks / "qemu.d" / "virtxml-cpu"
     r = subprocess.run([str(installed), "scratch", "prepare", "begin", "-"], input=NEEDS_FIX, capture_output=True,
                        env=ENV, timeout=60)
@@ -296,10 +296,10 @@ def _imports(tmp_path, lib, config=None, digest_dir="", xml=NEEDS_FIX, python=sy
 
 
 def test_prepare_path_imports_from_the_rendered_directories_without_site(tmp_path):
-    r, modules = _imports(tmp_path, hookinstall.lib_dirs())
+    r, modules = _imports(tmp_path, install.lib_dirs())
     assert r.returncode == 1 and b"refusing to start 'scratch'" in r.stderr  # the full evaluation ran
     lxml_alone = subprocess.run([sys.executable, "-I", "-S", "-X", "importtime", "-c",
-                                 f"import sys; sys.path += {list(hookinstall.lib_dirs())!r}; import lxml.etree"],
+                                 f"import sys; sys.path += {list(install.lib_dirs())!r}; import lxml.etree"],
                                 capture_output=True, timeout=60).stderr.decode()
     ours = modules - {line.rsplit("|", 1)[-1].strip() for line in lxml_alone.splitlines() if "|" in line}
     assert "lxml.etree" in modules and not NOT_ON_PREPARE_PATH & ours, sorted(ours)
@@ -333,7 +333,7 @@ def test_a_comments_only_config_costs_no_toml_parser(tmp_path):
     """The Debian package ships its config as comments only: the hook must not pay for tomllib there."""
     conf = tmp_path / "config.toml"
     conf.write_text((ROOT / "contrib" / "config.toml").read_text())
-    r, modules = _imports(tmp_path, hookinstall.lib_dirs(), str(conf))
+    r, modules = _imports(tmp_path, install.lib_dirs(), str(conf))
     assert r.returncode == 1 and b"refusing to start 'scratch'" in r.stderr
     assert not TOML_READERS & modules
 
@@ -349,8 +349,8 @@ def test_lib_dirs_name_where_lxml_is_unless_beside_the_package():
     import lxml
 
     where = os.path.dirname(os.path.dirname(os.path.realpath(lxml.__file__)))
-    assert hookinstall.lib_dirs() == (() if where == os.path.realpath(hookinstall.PACKAGE_PARENT) else (where,))
-    assert hookinstall.lib_dirs(where) == ()
+    assert install.lib_dirs() == (() if where == os.path.realpath(install.PACKAGE_PARENT) else (where,))
+    assert install.lib_dirs(where) == ()
 
 
 def test_front_decides_without_the_cyclic_collector_and_freezes_before_exit(tmp_path):
@@ -368,7 +368,7 @@ def test_front_decides_without_the_cyclic_collector_and_freezes_before_exit(tmp_
         "    atexit.register(lambda: sys.stdout.write(f'frozen={gc.get_freeze_count() > 0}\\n'))\n"
         "    return 3\n")
     path = tmp_path / "virtxml-cpu"
-    path.write_text(hookinstall.render(hookinstall.template(), sys.executable, str(tmp_path / "pkg"), "audit", None,
+    path.write_text(install.render(install.template(), sys.executable, str(tmp_path / "pkg"), "audit", None,
                                        (), ""))
     path.chmod(0o755)
     r = subprocess.run([str(path), "vm", "prepare", "begin", "-"], input=b"", capture_output=True, env=ENV,
@@ -385,7 +385,7 @@ def test_the_refusals_fix_runs_as_shown_with_just_that_name(tmp_path, name):
     `--`, and the CLI takes it as a domain; the line itself holds no control or bidi character."""
     from virtxml_cpu.cli import build_parser
 
-    msg = hookact.enforce_message(name, "off from the machine type")
+    msg = act.enforce_message(name, "off from the machine type")
     assert msg.isprintable()
     command = msg.split(" Fix: ", 1)[1].rsplit(", then start it. Exempt:", 1)[0]
     stub = tmp_path / "bin" / "virtxml-cpu"

@@ -12,9 +12,9 @@ import sys
 import pytest
 
 from virtxml_cpu.core import config, domain
-from virtxml_cpu.hook import digest, act as hookact, entry as hookentry
-from virtxml_cpu.host import caps_cache as qemucaps
-from virtxml_cpu.xml import text as xmlio
+from virtxml_cpu.hook import digest, act, entry as hook_entry
+from virtxml_cpu.host import caps_cache
+from virtxml_cpu.xml import text
 
 from .conftest import FIXTURES, ROOT
 
@@ -39,7 +39,7 @@ class Host:
         self.root = tmp_path
         self.caps = tmp_path / "caps"
         self.caps.mkdir(mode=0o755)
-        monkeypatch.setattr(qemucaps, "CACHE_DIR", str(self.caps))
+        monkeypatch.setattr(caps_cache, "CACHE_DIR", str(self.caps))
         self.digests = tmp_path / "decisions"
         self.config = tmp_path / "config.toml"
         self.sock_path = tmp_path / "log.sock"
@@ -54,14 +54,14 @@ class Host:
                                f'syslog_socket = "{self.sock_path}"\n')
 
     def cache(self, package: str) -> None:
-        path = qemucaps.cache_file(EMULATOR, str(self.caps))
+        path = caps_cache.cache_file(EMULATOR, str(self.caps))
         tmp = path + ".new"
         with open(tmp, "w") as fh:
             fh.write(CAPS.format(package=package))
         os.replace(tmp, path)  # as libvirt rewrites it
 
     def start(self, xml: bytes = XML, op: str = "prepare", name: str = "scratch") -> str:
-        rc = hookentry.main(["enforce", str(self.config), str(self.digests), name, op, "begin", "-"],
+        rc = hook_entry.main(["enforce", str(self.config), str(self.digests), name, op, "begin", "-"],
                             stdin=io.BytesIO(xml))
         assert rc == 0
         return self.sock.recv(65536).decode().split(": ", 1)[1]
@@ -119,7 +119,7 @@ def test_a_changed_capabilities_cache_is_never_answered_from_the_digest(host):
     host.cache("1:8.2.2+ds-0ubuntu1")
     line = host.start()
     assert "cached=yes" not in line and "qemu=ubuntu" in line
-    os.unlink(qemucaps.cache_file(EMULATOR, str(host.caps)))
+    os.unlink(caps_cache.cache_file(EMULATOR, str(host.caps)))
     line = host.start()
     assert "cached=yes" not in line and "qemu=unknown" in line
 
@@ -183,7 +183,7 @@ def test_enforce_refuses_from_the_digest_too(host, capsys):
     host.configure()
     host.config.write_text(host.config.read_text().replace('mode = "audit"', 'mode = "enforce"'))
     for cached in (False, True):
-        rc = hookentry.main(["", str(host.config), str(host.digests), "scratch", "prepare", "begin", "-"],
+        rc = hook_entry.main(["", str(host.config), str(host.digests), "scratch", "prepare", "begin", "-"],
                             stdin=io.BytesIO(XML))
         line = host.sock.recv(65536).decode()
         assert rc == 1 and "result=refused" in line and ("cached=yes" in line) == cached
@@ -197,7 +197,7 @@ def test_a_restores_prepare_answered_from_the_digest_is_not_refused(host, capsys
     xml = XML.replace(b"</name>", b"</name><uuid>0b7e2d1c-6a51-4f0e-8d7b-3c2f9e1a4b66</uuid>", 1)
 
     def run(op):
-        return hookentry.main(["", str(host.config), str(host.digests), "scratch", op, "begin", "-"],
+        return hook_entry.main(["", str(host.config), str(host.digests), "scratch", op, "begin", "-"],
                               stdin=io.BytesIO(xml))
 
     assert run("prepare") == 1 and "result=refused" in host.sock.recv(65536).decode()
@@ -212,14 +212,14 @@ def test_a_restores_prepare_answered_from_the_digest_is_not_refused(host, capsys
 def test_the_hit_path_imports_neither_lxml_nor_the_tables(host, tmp_path):
     """Through the rendered front, as libvirt runs it: the second start imports no lxml, no rule table, no
     typing, no regular expression engine."""
-    from virtxml_cpu.hook import install as hookinstall
+    from virtxml_cpu.hook import install
 
     wrap = tmp_path / "python-importtime"
     wrap.write_text(f"#!/bin/sh\nexec {sys.executable} -X importtime \"$@\"\n")
     wrap.chmod(0o755)
     front = tmp_path / "hook"
-    front.write_text(hookinstall.render(hookinstall.template(), str(wrap), hookinstall.PACKAGE_PARENT, "audit",
-                                        str(host.config), hookinstall.lib_dirs(), str(host.digests)))
+    front.write_text(install.render(install.template(), str(wrap), install.PACKAGE_PARENT, "audit",
+                                        str(host.config), install.lib_dirs(), str(host.digests)))
     front.chmod(0o755)
     env = {"LC_ALL": "C", "PATH": "/usr/bin:/bin", "HOME": "/root"}
     runs = [subprocess.run([str(front), "scratch", "prepare", "begin", "-"], input=XML, capture_output=True,
@@ -233,9 +233,9 @@ def test_the_hit_path_imports_neither_lxml_nor_the_tables(host, tmp_path):
 
 
 def test_the_entry_keeps_the_limits_and_names_of_the_modules_it_avoids():
-    assert hookentry.MAX_DEFINITION_BYTES == xmlio.MAX_INPUT_BYTES
-    assert hookact.OWN_NS == domain.OWN_NS
-    assert hookact.DEFAULT_SPOOL == config.DEFAULT_SPOOL
+    assert hook_entry.MAX_DEFINITION_BYTES == text.MAX_INPUT_BYTES
+    assert act.OWN_NS == domain.OWN_NS
+    assert act.DEFAULT_SPOOL == config.DEFAULT_SPOOL
     assert (ROOT / "virtxml_cpu" / "tables" / "builds").is_dir()  # one of package_identity's directories
 
 
@@ -344,10 +344,10 @@ def test_any_exception_fails_open_with_one_line(host, monkeypatch, capsys, where
     if where == "store":
         monkeypatch.setattr(digest, "store", boom)
     else:
-        from virtxml_cpu.hook import evaluate as hook
+        from virtxml_cpu.hook import evaluate
 
-        monkeypatch.setattr(hook, "act", boom)
-    rc = hookentry.main(["enforce", str(host.config), str(host.digests), "scratch", "prepare", "begin", "-"],
+        monkeypatch.setattr(evaluate, "act", boom)
+    rc = hook_entry.main(["enforce", str(host.config), str(host.digests), "scratch", "prepare", "begin", "-"],
                         stdin=io.BytesIO(XML))
     err = capsys.readouterr().err
     assert rc == 0 and err.count("\n") == 1 and "RuntimeError: no space left" in err and "not checked" in err

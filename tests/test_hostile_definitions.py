@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from virtxml_cpu.hook import install as hookinstall
+from virtxml_cpu.hook import install
 
 from .conftest import ROOT
 
@@ -51,7 +51,7 @@ def installed(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("hook")
     conf = tmp / "c.toml"
     conf.write_text(f'[hook]\nmode = "audit"\nsyslog_socket = "{tmp}/none.sock"\n')
-    hookinstall.install(str(tmp / "hooks"), "audit", str(conf), legacy=False)
+    install.install(str(tmp / "hooks"), "audit", str(conf), legacy=False)
     return str(tmp / "hooks" / "qemu.d" / "virtxml-cpu")
 
 
@@ -86,7 +86,7 @@ def test_explain_of_a_file_with_a_huge_vcpu_count_takes_no_gigabytes(tmp_path):
     a file is not libvirt: now it is not dedicated, said in one sentence."""
     vm = tmp_path / "vm.xml"
     vm.write_bytes(_doc("<vcpu>300000000</vcpu><cputune><vcpupin vcpu='0' cpuset='1'/></cputune>"))
-    r = subprocess.run([sys.executable, "-m", "virtxml_cpu", "explain", "--no-host-probe", "--qemu-flavour",
+    r = subprocess.run([sys.executable, "-m", "virtxml_cpu", "explain", "--no-host-probe", "--qemu-build",
                         "upstream", str(vm)], capture_output=True, text=True, cwd=ROOT, timeout=30,
                        preexec_fn=_limited)
     assert r.returncode == 0, r.stderr[-600:]
@@ -116,7 +116,7 @@ def test_a_number_of_thousands_of_digits_is_libvirts_refusal_not_a_crash(install
     the number (out of a C int's range); so does the reader now, and the hook decides."""
     took, log = hook_seconds(installed, _doc(f"<vcpu>4</vcpu><cputune>{tune}</cputune>"), 30)
     assert b"rule=policy-compat" in log  # not dedicated: libvirt refuses these elements
-    r = subprocess.run([sys.executable, "-m", "virtxml_cpu", "explain", "--no-host-probe", "--qemu-flavour",
+    r = subprocess.run([sys.executable, "-m", "virtxml_cpu", "explain", "--no-host-probe", "--qemu-build",
                         "upstream", "-"], input=_doc(f"<vcpu>4</vcpu><cputune>{tune}</cputune>"),
                        capture_output=True, cwd=ROOT, timeout=30)
     assert r.returncode == 0 and error.encode() in r.stdout, r.stderr[-400:]
@@ -175,12 +175,12 @@ def test_a_long_lived_process_keeps_no_memory_per_crafted_redefinition(what, doc
 
 @pytest.mark.parametrize("machine", ["pc-q35-{d}.2", "pc-i440fx-2.{d}", "pc-{d}.1", "pc-q35-rhel{d}.0.0",
                                      "pc-i440fx-rhel9.{d}.0"])
-@pytest.mark.parametrize("flavour", ["upstream", "rhel", "ubuntu"])
-def test_a_machine_version_of_thousands_of_digits_is_an_unknown_machine_not_a_traceback(machine, flavour):
+@pytest.mark.parametrize("build", ["upstream", "rhel", "ubuntu"])
+def test_a_machine_version_of_thousands_of_digits_is_an_unknown_machine_not_a_traceback(machine, build):
     """A user's file, explained by root (libvirt itself refuses a machine its QEMU does not offer, so the
     hook never sees one): `pc-q35-111...1.2` with 5000 digits was a ValueError traceback (exit 1). No QEMU
-    has a version part of ten digits; such a name is now no versioned machine of any flavour."""
+    has a version part of ten digits; such a name is now no versioned machine of any build."""
     doc = _doc("<vcpu>4</vcpu>").replace(b"pc-q35-7.2", machine.format(d="1" * 5000).encode())
-    r = subprocess.run([sys.executable, "-m", "virtxml_cpu", "explain", "--no-host-probe", "--qemu-flavour",
-                        flavour, "-"], input=doc, capture_output=True, cwd=ROOT, timeout=30)
+    r = subprocess.run([sys.executable, "-m", "virtxml_cpu", "explain", "--no-host-probe", "--qemu-build",
+                        build, "-"], input=doc, capture_output=True, cwd=ROOT, timeout=30)
     assert r.returncode == 0 and b"Traceback" not in r.stderr, r.stderr[-400:]

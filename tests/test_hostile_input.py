@@ -19,8 +19,8 @@ import pytest
 from lxml import etree
 
 from virtxml_cpu import cli
-from virtxml_cpu.hook import evaluate as hook, install as hookinstall
-from virtxml_cpu.xml import text as xmlio
+from virtxml_cpu.hook import evaluate, install
+from virtxml_cpu.xml import text as xml_text
 from virtxml_cpu.errors import EXIT_BAD_INPUT, EXIT_ENVIRONMENT, BadInput
 
 from .conftest import FIXTURES, ROOT, Capture
@@ -56,7 +56,7 @@ def crafted(size: int) -> bytes:
 def test_doctype_words_in_cdata_are_no_declaration_and_cost_linear_time():
     """64 KiB of this took 5.3 s in the hook, 4 MiB would take hours, and it was refused as a DOCTYPE."""
     doc = crafted(4 * MiB)
-    r = cli_run("explain", "--no-host-probe", "--qemu-flavour", "upstream", "--format", "json", "-", stdin=doc,
+    r = cli_run("explain", "--no-host-probe", "--qemu-build", "upstream", "--format", "json", "-", stdin=doc,
                 timeout=60)
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["decision"]["action"] == "inject"
@@ -82,8 +82,8 @@ def test_every_module_the_installed_hook_imports_has_its_crafted_shapes(tmp_path
     conf = tmp_path / "c.toml"
     conf.write_text(f'[hook]\nmode = "audit"\nsyslog_socket = "{tmp_path}/none.sock"\n')
     front = tmp_path / "hook"
-    front.write_text(hookinstall.render(hookinstall.template(), str(wrap), hookinstall.PACKAGE_PARENT, "audit",
-                                        str(conf), hookinstall.lib_dirs(), str(tmp_path / "decisions")))
+    front.write_text(install.render(install.template(), str(wrap), install.PACKAGE_PARENT, "audit",
+                                        str(conf), install.lib_dirs(), str(tmp_path / "decisions")))
     front.chmod(0o755)
     doc = bench.shapes(64 * 1024)["plain (disks)"].replace(b"<cpu mode='host-model'/>", b"")
     r = subprocess.run([str(front), "big", "prepare", "begin", "-"], input=doc, capture_output=True, env=bench.ENV,
@@ -110,13 +110,13 @@ def test_the_installed_hook_decides_every_crafted_4_mib_definition_in_bounded_ti
     over the bound, each next to a run of the plain definition, so a busy moment of the machine does not
     count against one shape (the bound itself is the same)."""
     bench = _crafted_bench()
-    hook, digests = bench.install(str(tmp_path))
+    evaluate, digests = bench.install(str(tmp_path))
     docs = bench.shapes(4 * MiB)
     plain = "plain (disks)"
     took: dict = {name: [] for name in docs}
 
     def run(name):
-        took[name].append(bench.starts(hook, digests, docs[name], name))
+        took[name].append(bench.starts(evaluate, digests, docs[name], name))
 
     def over():
         plain_first = min(f for f, _ in took[plain])
@@ -139,7 +139,7 @@ def _seconds(doc: bytes, render: bool) -> float:
     from virtxml_cpu.core.pipeline import process
 
     t = time.perf_counter()
-    assert process(doc, "x", HostFacts(), Config(qemu_flavour="upstream"), render=render).decision.action == "inject"
+    assert process(doc, "x", HostFacts(), Config(qemu_build="upstream"), render=render).decision.action == "inject"
     return time.perf_counter() - t
 
 
@@ -155,7 +155,7 @@ def _disks(size: int) -> bytes:
     # the rendering check read attributes through a dict, one lookup by name each (512 KiB: ~10 s)
     # (elements of as many attributes as one may have: one element of more is refused before parsing)
     (True, MiB // 2, lambda size: with_metadata(NO_COMMENTS, (b"<m:y " + b" ".join(b"a%07d='1'" % i for i in
-                                                range(xmlio.MAX_ATTRIBUTES - 1)) + b"/>") * (size // 12 // 255))),
+                                                range(xml_text.MAX_ATTRIBUTES - 1)) + b"/>") * (size // 12 // 255))),
 ], ids=["cdata-text-decide", "attributes-rewrite"])
 def test_crafted_text_and_attributes_cost_about_what_plain_xml_of_that_size_costs(render, size, doc):
     plain, crafted_doc = _disks(size), doc(size)
@@ -174,12 +174,12 @@ def test_crafted_text_and_attributes_cost_about_what_plain_xml_of_that_size_cost
 ])
 def test_only_the_prolog_is_looked_at_for_declarations(prolog, declares):
     body = with_metadata(NEEDS_FIX, b"<![CDATA[<!DOCTYPE x><!ENTITY y 'z'>]]><!-- <!DOCTYPE -->")
-    assert xmlio.prolog_declares(prolog + body) is declares
+    assert xml_text.prolog_declares(prolog + body) is declares
     if declares:
         with pytest.raises(BadInput, match="DOCTYPE or entity"):
-            xmlio.parse_domain(prolog + body)
+            xml_text.parse_domain(prolog + body)
     else:
-        assert xmlio.parse_domain(prolog + body).getroot().findtext("name") == "scratch"
+        assert xml_text.parse_domain(prolog + body).getroot().findtext("name") == "scratch"
 
 
 # --- an inert parser: only UTF-8, nothing external ---------------------------------------------------------
@@ -218,7 +218,7 @@ def test_a_document_naming_a_fifo_in_another_encoding_is_refused_before_parsing(
     DOCTYPE): root's explain hung on the FIFO, or opened whatever path the user wrote."""
     doc = tmp_path / "vm.xml"
     doc.write_bytes(encode(_naming(fifo)))
-    r = cli_run(*verb, "--no-host-probe", "--qemu-flavour", "upstream", str(doc))
+    r = cli_run(*verb, "--no-host-probe", "--qemu-build", "upstream", str(doc))
     assert r.returncode == EXIT_BAD_INPUT, r
     assert len(r.stderr.splitlines()) == 1 and b"only UTF-8 is read" in r.stderr, r.stderr
 
@@ -228,37 +228,37 @@ def test_a_document_naming_a_fifo_in_another_encoding_is_refused_before_parsing(
 def test_a_declared_encoding_other_than_utf8_is_refused(declared, ok):
     doc = f"<?xml version='1.0' encoding='{declared}'?>".encode() + NEEDS_FIX
     if ok:
-        assert xmlio.parse_domain(doc).getroot().findtext("name") == "scratch"
+        assert xml_text.parse_domain(doc).getroot().findtext("name") == "scratch"
     else:
         with pytest.raises(BadInput, match="only UTF-8 is read"):
-            xmlio.parse_domain(doc)
+            xml_text.parse_domain(doc)
 
 
 def test_a_nul_byte_is_refused():
     with pytest.raises(BadInput, match="NUL byte"):
-        xmlio.parse_domain(NEEDS_FIX.replace(b"<name>scratch", b"<name>scr\0atch"))
+        xml_text.parse_domain(NEEDS_FIX.replace(b"<name>scratch", b"<name>scr\0atch"))
 
 
 @pytest.mark.parametrize("lean", [False, True])
 def test_the_parser_itself_refuses_every_external_resource(fifo, lean):
     """Behind the byte checks: a parser that is handed a document naming a FIFO refuses it (libxml2 asks for
     the external subset even with load_dtd=False) instead of opening it."""
-    code = (f"from lxml import etree; from virtxml_cpu.xml import text as xmlio\n"
-            f"p = xmlio.safe_parser(etree.XMLPullParser) if {lean} else xmlio.safe_parser()\n"
+    code = (f"from lxml import etree; from virtxml_cpu.xml import text\n"
+            f"p = text.safe_parser(etree.XMLPullParser) if {lean} else text.safe_parser()\n"
             f"try:\n    p.feed({_naming(fifo).encode()!r})\n    p.close()\n"
-            f"except xmlio.BadInput as e:\n    print('refused', e)\n")
+            f"except text.BadInput as e:\n    print('refused', e)\n")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=20)
     assert r.stdout.startswith("refused names an external resource"), r
 
 
 def test_a_large_document_takes_the_same_checks():
     """parse_domain_lean (what a decision reads of a large domain) refuses what parse_domain refuses."""
-    big = NEEDS_FIX.replace(b"</devices>", b"<disk/>" * (xmlio.LEAN_FROM_BYTES // 7) + b"</devices>")
-    assert xmlio.parse_domain_lean(big).findtext("name") == "scratch"
+    big = NEEDS_FIX.replace(b"</devices>", b"<disk/>" * (xml_text.LEAN_FROM_BYTES // 7) + b"</devices>")
+    assert xml_text.parse_domain_lean(big).findtext("name") == "scratch"
     for bad, why in ((b"<!DOCTYPE domain>" + big, "DOCTYPE"), (big.replace(b"<disk/>", b"<disk>\0</disk>", 1), "NUL"),
                      (big.decode().encode("utf-16"), "UTF-16")):
         with pytest.raises(BadInput, match=why):
-            xmlio.parse_domain_lean(bad)
+            xml_text.parse_domain_lean(bad)
 
 
 # --- one bad domain stays one bad domain -------------------------------------------------------------------
@@ -266,7 +266,7 @@ def test_a_large_document_takes_the_same_checks():
 # one is open) holds the domains: what libvirt keeps, as the verbs read it.
 
 TEST_URI = "test:///default"
-LIVE = ["--connect", TEST_URI, "--no-host-probe", "--qemu-flavour", "upstream"]
+LIVE = ["--connect", TEST_URI, "--no-host-probe", "--qemu-build", "upstream"]
 
 
 def _domain(name: str, metadata: str = "", uuid: str = "") -> str:
@@ -326,7 +326,7 @@ def test_watch_logs_a_bad_domain_as_failed_and_goes_on(fleet):
     from virtxml_cpu.live.watch import watch
 
     logged, stop = [], threading.Event()
-    cfg = Config(qemu_flavour="upstream")
+    cfg = Config(qemu_build="upstream")
     opts = ApplyOptions(cfg, sources=HostSources(config=cfg, kvm=Off("--no-host-probe")))
     t = threading.Thread(target=watch, args=(TEST_URI, opts, stop, lambda m, warning=False: logged.append((m, warning))))
     t.start()
@@ -451,7 +451,7 @@ def test_the_hook_cannot_evaluate_line_cannot_gain_fields(tmp_path):
     log = Capture()
     conf = tmp_path / "c.toml"
     conf.write_text('[hook]\nmode = "audit"\n')
-    assert hook.run([FORGER, "prepare", "begin", "-"], config_path=str(conf), stdin=io.BytesIO(b"<domain"),
+    assert evaluate.run([FORGER, "prepare", "begin", "-"], config_path=str(conf), stdin=io.BytesIO(b"<domain"),
                     log=log) == 0
     (line,) = log.lines
     assert set(_fields(line)) == {"domain", "op", "result", "error"}, line
@@ -463,7 +463,7 @@ def test_the_hook_config_unusable_line_cannot_gain_fields(tmp_path):
     d.mkdir()
     (d / "c.toml").write_text("mode = [")
     log = Capture()
-    assert hook.run(["vm", "prepare", "begin", "-"], config_path=str(d / "c.toml"), stdin=io.BytesIO(NEEDS_FIX),
+    assert evaluate.run(["vm", "prepare", "begin", "-"], config_path=str(d / "c.toml"), stdin=io.BytesIO(NEEDS_FIX),
                     log=log) == 0
     (line,) = log.lines
     assert set(_fields(line)) == {"domain", "op", "result", "error"}, line
@@ -475,7 +475,7 @@ def test_the_hook_fix_not_queued_line_cannot_gain_fields(tmp_path):
     conf.write_text(f'[hook]\nmode = "queue"\nspool = "{tmp_path / "spool"}"\n')
     xml = NEEDS_FIX.replace(b"<name>scratch</name>", f"<name>scratch</name><uuid>{FORGER}</uuid>".encode())
     log = Capture()
-    assert hook.run(["vm", "prepare", "begin", "-"], config_path=str(conf), stdin=io.BytesIO(xml), log=log) == 0
+    assert evaluate.run(["vm", "prepare", "begin", "-"], config_path=str(conf), stdin=io.BytesIO(xml), log=log) == 0
     (line,) = [x for x in log.lines if "not queued" in x]
     assert set(_fields(line)) == {"domain", "spool", "result", "error"}, line
 
@@ -484,7 +484,7 @@ def test_explain_shows_a_name_and_a_machine_type_escaped(tmp_path):
     doc = tmp_path / "vm.xml"
     doc.write_bytes(NEEDS_FIX.replace(b"<name>scratch</name>", "<name>web\u202e01\x85x</name>".encode())
                     .replace(b"machine='pc'", b"machine='pc&#x2028;forged'"))
-    r = cli_run("explain", "--no-host-probe", "--qemu-flavour", "upstream", str(doc))
+    r = cli_run("explain", "--no-host-probe", "--qemu-build", "upstream", str(doc))
     assert r.returncode == 0, r.stderr
     text = r.stdout.decode()
     assert "== web\\u202e01\\x85x" in text and "pc\\u2028forged" in text
@@ -509,16 +509,16 @@ def test_an_element_of_too_many_attributes_is_refused_before_parsing_and_the_hoo
     took about 10 s to parse on Debian 11. One element with MAX_ATTRIBUTES is refused in one line (the hook
     starts the guest unchecked), one fewer is read; `>` in the values changes nothing, and `=` in text or in
     values is no attribute."""
-    assert _seconds(_one_element(xmlio.MAX_ATTRIBUTES - 1), render=True) < 5
-    crowded = _one_element(xmlio.MAX_ATTRIBUTES)
+    assert _seconds(_one_element(xml_text.MAX_ATTRIBUTES - 1), render=True) < 5
+    crowded = _one_element(xml_text.MAX_ATTRIBUTES)
     with pytest.raises(BadInput, match=r"^x has an element with 256 or more attributes"):
         _seconds(crowded, render=False)
-    assert xmlio.has_crowded_element(crowded.replace(b"='1'", b"='>'"))
+    assert xml_text.has_crowded_element(crowded.replace(b"='1'", b"='>'"))
     text = b"<!-- " + b" ".join(b"a=b" for _ in range(4000)) + b" --><m:z v='" + b"k=v," * 4000 + b"'/>"
-    assert not xmlio.has_crowded_element(with_metadata(NO_COMMENTS, text))  # `=` in text and in values
+    assert not xml_text.has_crowded_element(with_metadata(NO_COMMENTS, text))  # `=` in text and in values
     bench = _crafted_bench()
-    hook, _digests = bench.install(str(tmp_path))
-    r = subprocess.run(hook, input=crowded, capture_output=True, env=bench.ENV, timeout=60, check=False)
+    evaluate, _digests = bench.install(str(tmp_path))
+    r = subprocess.run(evaluate, input=crowded, capture_output=True, env=bench.ENV, timeout=60, check=False)
     assert r.returncode == 0 and r.stderr.count(b"\n") == 1 and b'result="guest not checked"' in r.stderr
     assert b"256 or more attributes" in r.stderr, r.stderr
 
@@ -537,7 +537,7 @@ docs = hook_crafted.shapes(4 * 1024 * 1024)
 for name in ("plain (disks)", "one element, many attributes") * 2:
     t = time.perf_counter()
     try:
-        process(docs[name], "big", HostFacts(), Config(qemu_flavour="upstream"), render=False)
+        process(docs[name], "big", HostFacts(), Config(qemu_build="upstream"), render=False)
         said = "decided"
     except BadInput as e:
         said = str(e)

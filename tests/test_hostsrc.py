@@ -22,9 +22,9 @@ import pytest
 
 from virtxml_cpu.live import audit
 from virtxml_cpu import cli
-from virtxml_cpu.hook import evaluate as hook
-from virtxml_cpu.host import sources as hostsrc, connection as libvirt_conn
-from virtxml_cpu.core import pipeline, build as qemu_build
+from virtxml_cpu.hook import evaluate
+from virtxml_cpu.host import sources, connection
+from virtxml_cpu.core import pipeline, precedence
 from virtxml_cpu.verify import run as verify
 from virtxml_cpu.core.config import Config
 from virtxml_cpu.core.hostfacts import HostFacts
@@ -84,11 +84,11 @@ def world(monkeypatch):
     qemu.write_text("#!/bin/sh\nif [ \"$1\" = --version ]; then echo 'QEMU emulator version 9.1.0'; "
                     f"else cat <<'EOF'\n{MACHINE_HELP}EOF\nfi\n")
     qemu.chmod(0o755)
-    monkeypatch.setattr(hostsrc, "probe_kvm", lambda: HostFacts(cpuid=recorded_host().cpuid, sources=("kvm",)))
-    monkeypatch.setattr(hostsrc.qemucaps, "CACHE_DIR", str(base / "caps"))
-    monkeypatch.setattr(libvirt_conn, "libvirt_module", lambda: FakeLibvirt)
+    monkeypatch.setattr(sources, "probe_kvm", lambda: HostFacts(cpuid=recorded_host().cpuid, sources=("kvm",)))
+    monkeypatch.setattr(sources.caps_cache, "CACHE_DIR", str(base / "caps"))
+    monkeypatch.setattr(connection, "libvirt_module", lambda: FakeLibvirt)
     monkeypatch.setattr(audit, "libvirt_module", lambda: FakeLibvirt)
-    monkeypatch.setattr(libvirt_conn, "open_for_reading", lambda uri, timeout=None: FakeConn(str(qemu)))
+    monkeypatch.setattr(connection, "open_for_reading", lambda uri, timeout=None: FakeConn(str(qemu)))
     monkeypatch.setattr(audit, "open_for_reading", lambda uri, timeout=None: FakeConn(str(qemu)))
     monkeypatch.delenv("VIRTXML_CPU_CONFIG", raising=False)
     yield base
@@ -176,7 +176,7 @@ def setup(world: Path, combo, monkeypatch) -> str:
 def build_release_decision(facts: HostFacts, machine="q35"):
     o = pipeline.process(DOMAIN.format(machine=machine, qemu="/x").encode(), "g", facts, Config(), render=False)
     m = o.resolution.machine
-    return (facts.qemu_flavour, facts.qemu_version, o.decision.action, o.decision.rule, m.alias_of or m.name,
+    return (facts.qemu_build, facts.qemu_version, o.decision.action, o.decision.rule, m.alias_of or m.name,
             o.resolution.features["kvm-pv-unhalt"].state, o.decision.reason)
 
 
@@ -191,7 +191,7 @@ def via_explain(world, combo, capsys):
     assert cli.main(args + [str(xml)]) == 0
     d = json.loads(capsys.readouterr().out)
     m = re.match(r"release (\S+) \(from ", d["qemu_release"])
-    build = d["qemu_flavour"] if "|" not in d["qemu_flavour"] else None
+    build = d["qemu_build"] if "|" not in d["qemu_build"] else None
     return (build, parse_version(m.group(1)) if m else None, d["decision"]["action"], d["decision"]["rule"],
             d["machine_resolved"], d["features"]["kvm-pv-unhalt"]["state"], d["decision"]["reason"])
 
@@ -207,12 +207,12 @@ def via_audit(world, combo, monkeypatch):
     monkeypatch.setattr(audit, "process", spy)
     args = cli.build_parser().parse_args(["audit", "--config", str(world / "config.toml")]
                                          + (["--qemu-version", "2.10"] if "flag" in combo else []))
-    cfg = cli.configmod.load(args.config)
+    cfg = cli.config.load(args.config)
     res = audit.audit_host("test:///fake", audit.AuditOptions(cfg, sources=cli.live_sources(args, cfg)))
     assert res.error is None, res.error
     row = res.rows[0]
     host = seen[0]
-    return (host.qemu_flavour, host.qemu_version, row.decision.action, row.decision.rule,
+    return (host.qemu_build, host.qemu_version, row.decision.action, row.decision.rule,
             build_release_decision(host)[4], row.pv_unhalt, row.decision.reason)
 
 
@@ -221,7 +221,7 @@ def via_hook(world, combo):
     log = Capture()
     cfg = world / "hook.toml"
     cfg.write_text((world / "config.toml").read_text() + f'[hook]\nspool = "{world}/spool"\n')
-    assert hook.run(["g", "prepare", "begin", "-"], config_path=str(cfg), log=log,
+    assert evaluate.run(["g", "prepare", "begin", "-"], config_path=str(cfg), log=log,
                     stdin=io.BytesIO(DOMAIN.format(machine="q35", qemu=qemu).encode())) == 0
     f = dict(re.findall(r'(\w+)=("[^"]*"|\S+)', log.lines[-1]))
     build = None if f["qemu"] == "unknown" else f["qemu"]
@@ -232,11 +232,11 @@ def via_hook(world, combo):
 
 def via_verify(world, combo):
     """verify's sources for the QEMU it started (here: what it would have read over QMP from the local one)."""
-    build = verify.Build(str(world / "bin" / "qemu-system-x86_64"), (9, 1, 0), "",
+    binary = verify.QemuBinary(str(world / "bin" / "qemu-system-x86_64"), (9, 1, 0), "",
                          [{"name": "pc-i440fx-9.1", "alias": "pc", "is-default": True},
                           {"name": "pc-q35-9.1", "alias": "q35"}], False, frozenset())
-    cfg = cli.configmod.load(str(world / "config.toml"))
-    return build_release_decision(assemble(verify.sources(verify.VerifyOptions(config=cfg), build)))
+    cfg = cli.config.load(str(world / "config.toml"))
+    return build_release_decision(assemble(verify.sources(verify.VerifyOptions(config=cfg), binary)))
 
 
 SHELLS = {  # which sources each shell can be given (the others it has no way to take)
@@ -282,15 +282,15 @@ def test_each_pair_is_run_by_two_shells_where_two_can_take_it():
 
 
 def test_the_documented_order_is_the_codes():
-    """The order hostsrc's docstring and docs/qemu-build.md write down is hostsrc.ORDER, the table
+    """The order hostsrc's docstring and docs/qemu-build.md write down is sources.ORDER, the table
     assemble() builds the claims from (the test above checks what that table does)."""
-    titles = [title for title, _row in hostsrc.ORDER]
-    heads = re.findall(r"^  (\d)\. (.*)$", hostsrc.__doc__, re.M)
+    titles = [title for title, _row in sources.ORDER]
+    heads = re.findall(r"^  (\d)\. (.*)$", sources.__doc__, re.M)
     assert [int(n) for n, _ in heads] == list(range(1, len(titles) + 1))
     assert [re.sub(r"[:(].*", "", t).strip() for _, t in heads] == titles
     docs = (Path(__file__).resolve().parent.parent / "docs" / "qemu-build.md").read_text()
     assert re.findall(r"^\d\. \*\*(.*?)\*\*", docs, re.M) == titles
-    assert "hostsrc.ORDER" in qemu_build.__doc__ and not re.search(r"^  \d\. ", qemu_build.__doc__, re.M)
+    assert "sources.ORDER" in precedence.__doc__ and not re.search(r"^  \d\. ", precedence.__doc__, re.M)
 
 
 def test_a_source_that_could_not_be_used_says_why(world, monkeypatch, capsys):
@@ -326,37 +326,37 @@ def test_the_hook_honours_the_configs_release_reads_the_cache_with_a_configured_
     qemu = str(world / "bin" / "qemu-system-x86_64")
     cache(world, qemu)
     cfg = world / "hook.toml"
-    cfg.write_text(f'qemu_flavour = "ubuntu"\n[hook]\nspool = "{world}/spool"\n')
+    cfg.write_text(f'qemu_build = "ubuntu"\n[hook]\nspool = "{world}/spool"\n')
     log = Capture()
     xml = DOMAIN.format(machine="q35", qemu=qemu).encode()
-    assert hook.run(["g", "prepare", "begin", "-"], config_path=str(cfg), log=log, stdin=io.BytesIO(xml)) == 0
+    assert evaluate.run(["g", "prepare", "begin", "-"], config_path=str(cfg), log=log, stdin=io.BytesIO(xml)) == 0
     line = log.lines[-1]
     # the configured build, and still the cache's release and aliases (q35 is pc-q35-noble there)
     assert "qemu=ubuntu" in line and "release=8.2.2" in line and 'machine="q35 = pc-q35-noble"' in line, line
     cfg.write_text(f'qemu_version = "2.5"\n[hook]\nspool = "{world}/spool"\n')
-    assert hook.run(["g", "prepare", "begin", "-"], config_path=str(cfg), log=log, stdin=io.BytesIO(xml)) == 0
+    assert evaluate.run(["g", "prepare", "begin", "-"], config_path=str(cfg), log=log, stdin=io.BytesIO(xml)) == 0
     assert "release=2.5" in log.lines[-1] and "qemu=ubuntu" in log.lines[-1], log.lines[-1]
 
 
 def test_a_configured_build_and_the_flags_go_through_the_same_order_in_explain_audit_and_verify(world, monkeypatch,
                                                                                                 capsys):
-    """--qemu-flavour (rank 1) over the local QEMU (5), in explain and verify; the config's build (3) over
+    """--qemu-build (rank 1) over the local QEMU (5), in explain and verify; the config's build (3) over
     libvirt's upstream-only names (6), in explain and audit."""
     setup(world, ("local",), monkeypatch)
     xml = world / "g.xml"
     xml.write_text(DOMAIN.format(machine="pc-q35-rhel9.2.0", qemu="/x"))
-    assert cli.main(["explain", "--format", "json", "--qemu-flavour", "rhel", str(xml)]) == 0
+    assert cli.main(["explain", "--format", "json", "--qemu-build", "rhel", str(xml)]) == 0
     d = json.loads(capsys.readouterr().out)
-    build = verify.Build(str(world / "bin" / "qemu-system-x86_64"), (9, 1, 0), "", [], False, frozenset())
-    v = assemble(verify.sources(verify.VerifyOptions(qemu_flavour="rhel"), build))
-    assert d["qemu_flavour"] == v.qemu_flavour == "rhel" and d["qemu_flavour_basis"] == "rhel: --qemu-flavour"
-    assert v.flavour_source == "--qemu-flavour" and v.qemu_version == (9, 1, 0)
-    (world / "config.toml").write_text('qemu_flavour = "rhel"\n')
+    binary = verify.QemuBinary(str(world / "bin" / "qemu-system-x86_64"), (9, 1, 0), "", [], False, frozenset())
+    v = assemble(verify.sources(verify.VerifyOptions(qemu_build="rhel"), binary))
+    assert d["qemu_build"] == v.qemu_build == "rhel" and d["qemu_build_basis"] == "rhel: --qemu-build"
+    assert v.build_source == "--qemu-build" and v.qemu_version == (9, 1, 0)
+    (world / "config.toml").write_text('qemu_build = "rhel"\n')
     assert cli.main(["explain", "--format", "json", "--config", str(world / "config.toml"), "--connect", "test:///x",
                      str(xml)]) == 0
     d = json.loads(capsys.readouterr().out)
-    a = hostsrc.connection_facts(None, cli.configmod.load(str(world / "config.toml")), FakeConn("/x"), "test:///x")
-    assert d["qemu_flavour"] == a.qemu_flavour == "rhel" and d["qemu_release"].startswith("release 7.2.22 (from libvirt")
+    a = sources.connection_facts(None, cli.config.load(str(world / "config.toml")), FakeConn("/x"), "test:///x")
+    assert d["qemu_build"] == a.qemu_build == "rhel" and d["qemu_release"].startswith("release 7.2.22 (from libvirt")
     assert format_version(a.qemu_version) == "7.2.22"
 
 
@@ -382,7 +382,7 @@ def test_told_only_rhels_binary_q35_is_what_its_machine_help_says(world, capsys)
                    "</os><cpu mode='custom'><model>EPYC</model></cpu><devices/></domain>")
     assert cli.main(["explain", "--format", "json", "--emulator", str(qemu), str(xml)]) == 0
     d = json.loads(capsys.readouterr().out)
-    assert d["qemu_flavour"] == "rhel" and d["machine_resolved"] == "pc-q35-rhel9.2.0"
+    assert d["qemu_build"] == "rhel" and d["machine_resolved"] == "pc-q35-rhel9.2.0"
     assert [p for p, v in d["features"].items() if v["state"] == "host-dependent"] == []
     assert f"{qemu} -machine help" in d["host_facts"]
 
@@ -394,7 +394,7 @@ def test_machine_help_gives_names_aliases_the_default_and_descriptions():
     assert f.aliases == {"pc": "pc-i440fx-rhel7.6.0", "q35": "pc-q35-rhel9.2.0", "": "pc-q35-rhel9.2.0"}
     assert f.machines == {"pc", "pc-i440fx-rhel7.6.0", "q35", "pc-q35-rhel9.2.0", "pc-q35-rhel8.6.0"}
     assert f.descriptions["pc-q35-rhel8.6.0"] == "RHEL-8.6.0 PC (Q35 + ICH9, 2009)" and "q35" not in f.descriptions
-    assert f.qemu_flavour == "rhel"
+    assert f.qemu_build == "rhel"
 
 
 def test_one_ascii_version_parser_and_one_libvirt_version_decoder():
@@ -412,19 +412,19 @@ def test_one_ascii_version_parser_and_one_libvirt_version_decoder():
 
 
 def test_one_candidate_list_and_one_unprivileged_user_rule(world, monkeypatch):
-    from virtxml_cpu.host import local_qemu as localqemu
-    from virtxml_cpu.verify import runner as qemu_runner
+    from virtxml_cpu.host import local_qemu as host_local_qemu
+    from virtxml_cpu.verify import runner
 
-    assert localqemu.CANDIDATES == ("qemu-system-x86_64", "/usr/libexec/qemu-kvm")
+    assert host_local_qemu.CANDIDATES == ("qemu-system-x86_64", "/usr/libexec/qemu-kvm")
     monkeypatch.setenv("PATH", str(world / "empty"))
     rhel = world / "bin" / "qemu-kvm"
     rhel.write_text("#!/bin/sh\n")
     rhel.chmod(0o755)
-    monkeypatch.setattr(localqemu, "CANDIDATES", ("qemu-system-x86_64", str(rhel)))  # as /usr/libexec/qemu-kvm
-    assert localqemu.find() == str(rhel)
-    monkeypatch.setattr(localqemu, "UNPRIVILEGED_USERS", ("root", "nobody"))  # uid 0 is never the unprivileged one
-    assert [u.name for u in localqemu.unprivileged_users()] == ["nobody"]
-    assert not hasattr(qemu_runner, "QEMU_USERS")
+    monkeypatch.setattr(host_local_qemu, "CANDIDATES", ("qemu-system-x86_64", str(rhel)))  # as /usr/libexec/qemu-kvm
+    assert host_local_qemu.find() == str(rhel)
+    monkeypatch.setattr(host_local_qemu, "UNPRIVILEGED_USERS", ("root", "nobody"))  # uid 0 is never the unprivileged one
+    assert [u.name for u in host_local_qemu.unprivileged_users()] == ["nobody"]
+    assert not hasattr(runner, "QEMU_USERS")
 
 
 RHEL_CAPS = ("<capabilities><host/><guest><os_type>hvm</os_type><arch name='x86_64'>"
@@ -444,10 +444,10 @@ class RhelConn(FakeConn):
 
 
 def _rhel_machine(facts: HostFacts, machine: str):
-    from virtxml_cpu.core import domain, resolve as engine
+    from virtxml_cpu.core import domain, resolve
     from lxml import etree
 
-    return engine.resolve(domain.extract(etree.fromstring(
+    return resolve.resolve(domain.extract(etree.fromstring(
         f"<domain type='kvm'><name>g</name><os><type arch='x86_64' machine='{machine}'>hvm</type></os><devices/>"
         "</domain>")), facts)
 
@@ -457,9 +457,9 @@ def _rhel_machine(facts: HostFacts, machine: str):
 def test_a_host_name_in_the_uri_never_gives_the_rhel_major(uri, world):
     """The live verbs write the URI into the host facts' wording; the RHEL major comes from the package
     string alone, which libvirt does not give: pc-q35-rhel8.6.0 is neither "RHEL 7" nor deprecated here."""
-    facts = hostsrc.connection_facts(None, Config(), RhelConn("/x"), uri)
-    assert facts.qemu_flavour == "rhel" and facts.qemu_version == (10, 1, 0)
-    assert uri in facts.flavour_source + facts.version_source  # the wording does name the host
+    facts = sources.connection_facts(None, Config(), RhelConn("/x"), uri)
+    assert facts.qemu_build == "rhel" and facts.qemu_version == (10, 1, 0)
+    assert uri in facts.build_source + facts.version_source  # the wording does name the host
     r = _rhel_machine(facts, "pc-q35-rhel8.6.0")
     assert r.machine_status == "offered" and "of RHEL" not in r.machine_status_why, r.machine_status_why
     assert facts.package == ""

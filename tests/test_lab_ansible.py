@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.lab import harness
-from virtxml_cpu.hook import install as hookinstall
+from virtxml_cpu.hook import install
 
 from .conftest import ROOT, require_lab
 
@@ -68,7 +68,7 @@ def test_role_installs_hooks_audits_and_is_idempotent(lab, tmp_path):
         assert recap(first.stdout)["changed"] >= 4 and (tmp_path / "reloaded").exists()  # venv, pip, config, hook
         hook = tmp_path / "hooks" / "qemu.d" / "virtxml-cpu"
         text = hook.read_text()
-        settings = hookinstall.installed_settings(text)
+        settings = install.installed_settings(text)
         assert os.access(hook, os.X_OK) and text.startswith("#!/bin/sh\n")
         assert settings["PYTHON"].startswith(f"{tmp_path}/venv/bin/python"), settings
         assert settings["MODE"] == "queue" and settings["CONFIG"] == str(tmp_path / "etc" / "config.toml")

@@ -35,7 +35,7 @@ from tests.lab import harness
 from tests.lab.debroot import LogSocket, apt_get, copy_in, in_root, packages, settle_after_reload
 from tests.lab.matrix import CPU_MODES, domain_xml, pc_machines, run_all
 from virtxml_cpu.core import lifecycle
-from virtxml_cpu.tables import qemu as rules
+from virtxml_cpu.tables import qemu
 from virtxml_cpu.host.sources import HostSources, assemble
 
 from .conftest import require_lab
@@ -172,7 +172,7 @@ def test_hook_audits_enforces_and_the_guest_starts_once_apply_fixed_it(installed
 def test_a_sample_of_machine_types_times_cpu_modes_agrees_with_qemu(end):
     lab, conn = end
     host = assemble(HostSources(connect=lab.uri, kvm=True))  # as explain --connect reads it
-    assert host.qemu_flavour == "upstream", host.flavour_source
+    assert host.qemu_build == "upstream", host.build_source
     machines = pc_machines(host)
     assert len(machines) >= 30, machines  # QEMU 5.2: pc-i440fx-1.4 ... 5.2, pc-q35-2.4 ... 5.2; 11.1: 5.2 ... 11.1
     cases = [(f"{m}/{mode}", domain_xml(harness.unique_name("s"), m, CPU_MODES[mode]))
@@ -181,7 +181,7 @@ def test_a_sample_of_machine_types_times_cpu_modes_agrees_with_qemu(end):
     results = run_all(conn, host, cases)
     bad = {label: diffs for label, _got, diffs in results if diffs}
     print(f"\nsample on {lab.title}: {len(machines)} machine types x {len(SAMPLE_MODES)} CPU modes = "
-          f"{len(results)} guests, {len(results) * len(rules.PROPERTIES)} property checks, "
+          f"{len(results)} guests, {len(results) * len(qemu.PROPERTIES)} property checks, "
           f"{sum(len(d) for d in bad.values())} disagreements, {time.monotonic() - t0:.0f} s")
     assert not bad, json.dumps(bad, indent=1)
 
@@ -252,7 +252,7 @@ def test_verify_passes_against_qemu_11_1(forky):
     finally:
         with suppress(FileNotFoundError):
             report.unlink()
-    assert s["disagreements"] == 0 and s["not_started"] == 0 and s["properties"] == len(rules.PROPERTIES), s
+    assert s["disagreements"] == 0 and s["not_started"] == 0 and s["properties"] == len(qemu.PROPERTIES), s
     assert s["machine_types"] >= 30, s
     print(f"\nverify on {lab.title}: {s['checks']} checks over {s['machine_types']} machine types, "
           f"0 disagreements, {time.monotonic() - t0:.0f} s")

@@ -17,7 +17,7 @@ import pytest
 
 from tests.lab import harness
 from virtxml_cpu.core.config import Config
-from virtxml_cpu.live.apply import ApplyOptions, Selection, apply as live_apply
+from virtxml_cpu.live.apply import ApplyOptions, Selection, apply
 
 from .conftest import ROOT, require_lab
 
@@ -123,7 +123,7 @@ def test_a_definition_changed_meanwhile_is_not_overwritten(lab):
             lab.defineXML(xml)
             return True
 
-        res = live_apply(harness.URI, Selection((dom.name(),)), ApplyOptions(Config(), confirm=someone_else_edits))
+        res = apply(harness.URI, Selection((dom.name(),)), ApplyOptions(Config(), confirm=someone_else_edits))
         assert res.tally == {"skipped": 1}
         xml = dom.XMLDesc(SECURE_INACTIVE)
         assert "<description>edited</description>" in xml and "pvspinlock" not in xml

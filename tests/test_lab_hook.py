@@ -236,13 +236,13 @@ def test_libvirtd_restart_leaves_running_guest_running(lab_up, hook):
 def test_hook_learns_the_build_from_libvirts_capabilities_cache_and_prepare_stays_lean(lab_up, hook):
     """The installed hook reads what this libvirtd cached for /usr/bin/qemu-system-x86_64 (never runs it):
     the same release, machines and default as libvirt's own capabilities, and the Debian build (upstream)."""
-    from virtxml_cpu.host import caps_cache as qemucaps
+    from virtxml_cpu.host import caps_cache
     from virtxml_cpu.core.hostfacts import parse_capabilities
 
     lab = harness.connect()  # its own: an earlier test of this module restarts libvirtd
-    facts, why = qemucaps.lookup("/usr/bin/qemu-system-x86_64")
+    facts, why = caps_cache.lookup("/usr/bin/qemu-system-x86_64")
     version = subprocess.run(["qemu-system-x86_64", "--version"], capture_output=True, text=True).stdout
-    assert why == "" and facts.qemu_flavour == "upstream" and "package Debian" in facts.flavour_source
+    assert why == "" and facts.qemu_build == "upstream" and "package Debian" in facts.build_source
     assert ".".join(map(str, facts.qemu_version[:2])) in version.split("(")[0]
     libvirts = parse_capabilities(lab.getCapabilities().encode())
     assert facts.machines >= libvirts.machines - {""} and facts.aliases[""] == libvirts.aliases[""]

@@ -13,7 +13,7 @@ import pytest
 from lxml import etree
 
 from tests.lab import harness
-from virtxml_cpu.core import domain, resolve as engine
+from virtxml_cpu.core import domain, resolve
 from virtxml_cpu.core.hostfacts import HostFacts
 
 from .test_engine import IRQCHIP_CASES
@@ -56,8 +56,8 @@ def _engine(release, args: list[str], features: str) -> str:
     xml = (f"<domain type='kvm' xmlns:qemu='http://libvirt.org/schemas/domain/qemu/1.0'><name>t</name><vcpu>1</vcpu>"
            f"<os><type arch='x86_64' machine='pc-q35-7.2'>hvm</type></os><features>{features}</features><devices/>"
            f"<qemu:commandline>{cmd}</qemu:commandline></domain>")
-    r = engine.resolve(domain.extract(etree.fromstring(xml)),
-                       HostFacts(qemu_flavour="upstream", flavour_source="test", qemu_version=release,
+    r = resolve.resolve(domain.extract(etree.fromstring(xml)),
+                       HostFacts(qemu_build="upstream", build_source="test", qemu_version=release,
                                  version_source="test"))
     return f"refused: {r.qemu_refusal}" if r.qemu_refusal else r.irqchip
 

@@ -59,7 +59,7 @@ def test_machine_status_matches_the_qemus_machine_help(key, tmp_path):
                         "</domain>")
         files.append(str(path))
     proc = subprocess.run([sys.executable, "-m", "virtxml_cpu", "explain", "--no-host-probe", "--format", "json",
-                           "--qemu-flavour", "upstream", "--qemu-version", ".".join(map(str, release)), *files],
+                           "--qemu-build", "upstream", "--qemu-version", ".".join(map(str, release)), *files],
                           capture_output=True, text=True, cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)),
                           timeout=120)
     docs = [json.loads(line) for line in proc.stdout.splitlines() if line.strip()]

@@ -1,7 +1,7 @@
 """Dedicated host CPUs against the real libvirt and QEMU (9.0/7.2 on the host, 11.3/10.0 in the chroot).
 
 1. Every cpuset string of tests/test_pinning.py: libvirt defines it and writes back what cpuset.parse reads
-   (virBitmapFormat), or refuses it; and libvirt refuses the placement elements pinning.read refuses, with the
+   (virBitmapFormat), or refuses it; and libvirt refuses the placement elements placement.read refuses, with the
    message it reports.
 2. A 2-vCPU guest pinned to host CPUs 0 and 1 (this host has 2): audit through libvirt says dedicated-vcpus,
    keep; started, its `CPU n/KVM` threads are allowed on host CPU n only; the guest's CPUID 0x40000001, read
@@ -21,7 +21,7 @@ import pytest
 from lxml import etree
 
 from tests.lab import harness
-from virtxml_cpu.core import cpuset, placement as pinning
+from virtxml_cpu.core import cpuset, placement
 from virtxml_cpu.core.domain import extract
 
 from .conftest import ROOT, require_lab
@@ -88,7 +88,7 @@ def test_cpuset_syntax_is_libvirts(conns, key):
         tune = etree.Element("cputune")
         etree.SubElement(tune, "vcpupin", vcpu="0", cpuset=text)
         written, error = _define(conn, _domain(harness.unique_name("cpuset"), 1, tune))
-        placed = pinning.read(extract(etree.fromstring(_domain("x", 1, tune))))
+        placed = placement.read(extract(etree.fromstring(_domain("x", 1, tune))))
         if cpus is None:
             ok = error is not None and "Failed to parse bitmap" in error and placed.error in error
         elif not cpus:
@@ -123,7 +123,7 @@ def test_libvirt_refuses_what_pinning_refuses_with_the_same_message(conns, key):
         el = etree.fromstring(tune) if tune else None
         _, error = _define(conn, _domain(harness.unique_name("refused"), 2, el, attrs))
         el = etree.fromstring(tune) if tune else None
-        placed = pinning.read(extract(etree.fromstring(_domain("x", 2, el, attrs))))
+        placed = placement.read(extract(etree.fromstring(_domain("x", 2, el, attrs))))
         if error is None or placed.error is None or placed.error not in error:
             disagree.append((tune, attrs, error, placed.error))
     assert not disagree, disagree

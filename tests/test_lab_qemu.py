@@ -17,8 +17,8 @@ from tests.lab import harness
 from tests.lab.matrix import CPU_MODES, domain_xml, pc_machines, run_all
 
 from .conftest import require_lab
-from virtxml_cpu.core import resolve as engine
-from virtxml_cpu.tables import qemu as rules
+from virtxml_cpu.core import resolve
+from virtxml_cpu.tables import qemu as tables_qemu
 from virtxml_cpu.core.domain import extract
 from virtxml_cpu.host.sources import HostSources, assemble
 from virtxml_cpu.xml.text import parse_domain
@@ -108,7 +108,7 @@ VARIANTS = [
     ("cmdline-plus-feature", Q35, CUSTOM, "", "kvm", qargs("-cpu", "qemu64,+kvm_pv_unhalt")),
     ("cmdline-minus-feature", Q35, CUSTOM, "<pvspinlock state='on'/>", "kvm", qargs("-cpu", "qemu64,-kvm_pv_unhalt")),
     ("cmdline-bare-feature", Q35, CUSTOM, "", "kvm", qargs("-cpu", "qemu64,kvm-pv-unhalt")),
-    # QEMU's bool grammar (rules.GRAMMAR): y/n taken, 1/0/On refused with its own message (the start fails).
+    # QEMU's bool grammar (qemu.GRAMMAR): y/n taken, 1/0/On refused with its own message (the start fails).
     ("cmdline-y-n", Q35, CUSTOM, "", "kvm", qargs("-cpu", "qemu64,kvm-pv-unhalt=y,kvm-pv-eoi=n")),
     ("cmdline-refused-1", Q35, CUSTOM, "", "kvm", qargs("-cpu", "qemu64,kvm-pv-eoi=1")),
     ("cmdline-refused-On", Q35, CUSTOM, "", "kvm", qargs("-cpu", "qemu64,kvm_pv_unhalt=On")),
@@ -164,13 +164,13 @@ def test_every_machine_type_times_every_cpu_mode(qlab):
     machines = pc_machines(host)
     # QEMU 7.2: pc-i440fx-1.4..7.2 and pc-q35-2.4..7.2 (55); 10.0.2: pc-*-2.4..10.0 (61)
     assert len(machines) >= 50, machines
-    assert host.qemu_flavour == "upstream", host.flavour_source
+    assert host.qemu_build == "upstream", host.build_source
     cases = [(f"{m}/{mode}", domain_xml(harness.unique_name("m"), m, cpu))
              for m in machines for mode, cpu in CPU_MODES.items()]
     results = run_all(conn, host, cases)
     _write_report(f"matrix-{lab.key}", results)
     bad = {label: diffs for label, _got, diffs in results if diffs}
-    checked = len(results) * len(rules.PROPERTIES)
+    checked = len(results) * len(tables_qemu.PROPERTIES)
     print(f"\nmatrix on {lab.title}: {len(machines)} machine types x {len(CPU_MODES)} CPU modes = {len(results)} "
           f"guests, {checked} property checks, {sum(len(d) for d in bad.values())} disagreements")
     assert not bad, json.dumps(bad, indent=1)
@@ -188,7 +188,7 @@ def test_xml_variants(qlab):
     bad = {label: diffs for label, _got, diffs in results if diffs}
     refused = sum(1 for _l, got, _d in results if got == {"start": "refused"})
     print(f"\nvariants on {lab.title}: {len(results)} guests ({refused} refused by libvirt, as predicted), "
-          f"{len(results) * len(rules.PROPERTIES)} property checks, {sum(len(d) for d in bad.values())} "
+          f"{len(results) * len(qemu.PROPERTIES)} property checks, {sum(len(d) for d in bad.values())} "
           f"disagreements; not offered by this QEMU: {', '.join(skipped) or 'none'}")
     assert not bad, json.dumps(bad, indent=1)
 
@@ -207,11 +207,11 @@ def test_compat_props_of_every_machine_match_the_upstream_rows():
     rows_used, checked = set(), 0
     for m in machines:
         qemu = {(c["property"], c["value"]) for c in m.get("compat-props", [])
-                if c["qom-type"].endswith("x86_64-cpu") and c["property"] in rules.PROPERTIES}
+                if c["qom-type"].endswith("x86_64-cpu") and c["property"] in tables_qemu.PROPERTIES}
         machine = classify(m["name"], UPSTREAM)
         ours = set()
         for rule in UPSTREAM.machine_rows:
-            applies = engine.rule_applies(rule, machine, "on")
+            applies = resolve.rule_applies(rule, machine, "on")
             assert applies is not None, (m["name"], rule)
             if applies:
                 if rule.layer == "compat":
@@ -230,7 +230,7 @@ def test_cpu_feature_kvm_pv_unhalt_is_rejected_at_start_as_the_tool_warns(qlab):
     lab, conn, host = qlab
     xml = (harness.startable(domain_xml(harness.unique_name("lit"), "q35",
                                         "<cpu mode='host-model'><feature policy='require' name='kvm_pv_unhalt'/></cpu>", "")))
-    res = engine.resolve(extract(parse_domain(xml).getroot()), host)
+    res = resolve.resolve(extract(parse_domain(xml).getroot()), host)
     assert any("unknown CPU feature" in w for w in res.warnings)
     dom = conn.defineXML(xml.decode())
     try:

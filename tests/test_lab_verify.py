@@ -21,7 +21,7 @@ import pytest
 from tests.lab import harness
 
 from .conftest import ROOT, require_lab
-from virtxml_cpu.tables import qemu as rules
+from virtxml_cpu.tables import qemu
 
 require_lab()
 pytestmark = pytest.mark.lab
@@ -66,7 +66,7 @@ def full_run(emulator: str, shared_dir: Path, name: str) -> dict:
     data = json.loads(report.read_text())
     s = data["summary"]
     assert s["disagreements"] == 0 and s["not_started"] == 0, proc.stdout
-    assert s["cpu_models"] == 5 and s["properties"] == len(rules.PROPERTIES) == 18
+    assert s["cpu_models"] == 5 and s["properties"] == len(qemu.PROPERTIES) == 18
     assert s["checks"] == s["machine_types"] * 5 * 18 == len(data["runs"]) * 18
     assert data["build"] == "upstream" and data["package"].startswith("Debian 1:")
     for r in data["runs"]:  # the report carries both answers for every pair
@@ -106,7 +106,7 @@ def changed_copy(where: Path) -> Path:
     table = where / "virtxml_cpu" / "tables" / "builds" / "upstream.py"
     text = table.read_text()
     changed, n = re.subn(r"(\"l3-cache\", \"off\",.{0,200}?up_to=\(2, )7\)", r"\g<1>8)", text, flags=re.S)
-    assert n == 1, "the l3-cache compat row of flavours/upstream.py changed shape: update changed_copy()"
+    assert n == 1, "the l3-cache compat row of builds/upstream.py changed shape: update changed_copy()"
     table.write_text(changed)
     return where
 

@@ -17,7 +17,7 @@ from virtxml_cpu.core.pipeline import process
 from .conftest import FIXTURES, ROOT
 
 SOURCES = sorted(p.read_bytes() for d in (FIXTURES, ROOT / "examples") for p in d.glob("*.xml"))
-HOST = HostFacts(qemu_flavour="upstream", flavour_source="test")
+HOST = HostFacts(qemu_build="upstream", build_source="test")
 SNIPPETS = [b"<pvspinlock/>", b"<pvspinlock state='off'/>", b"<features/>", b"<features>", b"</features>",
             b"<!-- x -->", b"<![CDATA[ < ]]>", b"\r", b"\r\n", b"\n", b"\t", b"<cpu mode='custom'/>",
             b"<cpu/>", b"<vmcoreinfo/>", b"<feature policy='require' name='kvm_pv_unhalt'/>", b"&amp;",

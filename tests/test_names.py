@@ -26,7 +26,7 @@ from virtxml_cpu.render import commands
 
 from .conftest import ROOT
 
-FLAGS = ["--no-host-probe", "--qemu-flavour", "upstream"]
+FLAGS = ["--no-host-probe", "--qemu-build", "upstream"]
 SHELL_SYNTAX = ["web01;sh .p;#", "a b'c\"d$(touch pwned)`touch pwned`", "back\\slash %s %n", "*"]
 CONTROLS = ["tab\there", "csi\u009b2J", "rlo\u202eevil"]
 
@@ -196,7 +196,7 @@ def test_apply_on_a_wedged_host_says_the_command_that_finishes_it(monkeypatch, c
     deciding options, those names after `--`, and nothing else."""
     import threading
 
-    from virtxml_cpu.live import apply as live
+    from virtxml_cpu.live import apply
 
     pytest.importorskip("libvirt", reason="libvirt-python is not installed: SKIPPED")
     release = threading.Event()
@@ -207,7 +207,7 @@ def test_apply_on_a_wedged_host_says_the_command_that_finishes_it(monkeypatch, c
         res.done.append(res.todo.pop(0))
         release.wait(30)
 
-    monkeypatch.setattr(live, "apply_into", wedged)
+    monkeypatch.setattr(apply, "apply_into", wedged)
     try:
         code = cli.main(["apply", "--connect", "qemu+tcp://wedged/system", "--timeout", "0.05", "--yes",
                          "--policy", "numa", "--all"])

@@ -8,7 +8,7 @@ import json
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from virtxml_cpu.hook import evaluate as hook, spool
+from virtxml_cpu.hook import evaluate, spool
 from virtxml_cpu.core.config import Config
 from virtxml_cpu.core.hostfacts import HostFacts
 from virtxml_cpu.core.pipeline import process
@@ -17,7 +17,7 @@ from virtxml_cpu.render import prometheus
 
 from .conftest import FIXTURES, ROOT
 
-UP = HostFacts(qemu_flavour="upstream", flavour_source="test")
+UP = HostFacts(qemu_build="upstream", build_source="test")
 
 
 def row(domain, pv="off", needs=True, **kw):
@@ -69,7 +69,7 @@ def test_orchestrator_managed_domains_are_recognised_and_explained(metadata, who
     assert o.resolution.facts.orchestrator == who
     assert any(n.startswith(f"managed by {who}") and says in n for n in o.decision.notes)
     logged = []
-    hook.run(["vm", "prepare", "begin", "-"], mode="audit", config_path=None,
+    evaluate.run(["vm", "prepare", "begin", "-"], mode="audit", config_path=None,
              stdin=__import__("io").BytesIO(data), log=lambda m, **kw: logged.append(m))
     assert f'managed_by="{who}"' in logged[0] or f"managed_by={who}" in logged[0]
 
@@ -135,7 +135,7 @@ def test_audit_stream_hands_out_fast_hosts_first_and_times_out_a_stalled_one(mon
 def test_apply_names_what_a_wedged_host_did_and_did_not_handle(monkeypatch):
     import threading
 
-    from virtxml_cpu.live import apply as live
+    from virtxml_cpu.live import apply
 
     release = threading.Event()
 
@@ -145,9 +145,9 @@ def test_apply_names_what_a_wedged_host_did_and_did_not_handle(monkeypatch):
         res.tally["changed"] += 1
         release.wait(30)  # wedged before b
 
-    monkeypatch.setattr(live, "apply_into", fake_apply_into)
-    res, problem = live.apply_with_deadline("qemu+tcp://wedged/system", live.Selection(all_domains=True),
-                                            live.ApplyOptions(Config()), host_timeout=0.5)
+    monkeypatch.setattr(apply, "apply_into", fake_apply_into)
+    res, problem = apply.apply_with_deadline("qemu+tcp://wedged/system", apply.Selection(all_domains=True),
+                                            apply.ApplyOptions(Config()), host_timeout=0.5)
     release.set()
     assert res.tally == {"changed": 1}
     assert "timed out" in problem and "handled: a;" in problem and "not handled: b, c" in problem

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from lxml import etree
 
-from virtxml_cpu.core import domain, resolve as engine, decide as policy
+from virtxml_cpu.core import domain, resolve as core_resolve, decide
 from virtxml_cpu.core.hostfacts import HostFacts
 
 QEMU_7_2, QEMU_10_0 = (7, 2, 22), (10, 0, 2)
@@ -53,7 +53,7 @@ def _domain(values) -> domain.DomainFacts:
 
 
 def resolve(values, release):
-    return engine.resolve(_domain(values), HostFacts(qemu_flavour="upstream", flavour_source="test",
+    return core_resolve.resolve(_domain(values), HostFacts(qemu_build="upstream", build_source="test",
                                                      qemu_version=release))
 
 
@@ -64,11 +64,11 @@ def test_overcommit_as_qemu_reads_it(values, on_7_2, on_10_0):
         unhalt = r.features["kvm-pv-unhalt"]
         if isinstance(want, str):
             assert r.qemu_refusal == want
-            assert policy.decide(r, "compat").rule == "qemu-refuses"
+            assert decide.decide(r, "compat").rule == "qemu-refuses"
             continue
         assert r.qemu_refusal is None
         assert unhalt.qemu_property == "on"  # QEMU sets it either way (<pvspinlock state='on'/>)
-        assert (unhalt.state, unhalt.source == engine.SRC_CPU_PM) == (("off", True) if want else ("on", False)), \
+        assert (unhalt.state, unhalt.source == core_resolve.SRC_CPU_PM) == (("off", True) if want else ("on", False)), \
             (release, unhalt)
 
 
@@ -83,6 +83,6 @@ def test_double_dash_and_bare_spelling_reach_the_decision():
            "<os><type arch='x86_64' machine='pc-q35-7.2'>hvm</type></os><cpu mode='custom'><model>qemu64</model></cpu>"
            "<devices/><qemu:commandline><qemu:arg value='--overcommit'/><qemu:arg value='cpu-pm'/></qemu:commandline>"
            "</domain>")
-    r = engine.resolve(domain.extract(etree.fromstring(xml)), HostFacts(qemu_flavour="upstream", flavour_source="t",
+    r = core_resolve.resolve(domain.extract(etree.fromstring(xml)), HostFacts(qemu_build="upstream", build_source="t",
                                                                        qemu_version=QEMU_7_2))
-    assert policy.decide(r, "compat").rule == "cpu-pm"
+    assert decide.decide(r, "compat").rule == "cpu-pm"

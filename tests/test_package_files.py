@@ -18,7 +18,7 @@ import pytest
 
 from virtxml_cpu import __version__
 from virtxml_cpu.core import config
-from virtxml_cpu.hook import install as hookinstall
+from virtxml_cpu.hook import install
 from virtxml_cpu.cli import build_parser
 
 from .conftest import ROOT
@@ -156,7 +156,7 @@ def test_completion_offers_every_option_of_every_verb(completion_script):
 
 def test_installed_hook_runs_the_system_python_on_the_system_package():
     text = gen.hook()
-    settings = hookinstall.installed_settings(text)
+    settings = install.installed_settings(text)
     assert text.startswith("#!/bin/sh\n") and settings["PYTHON"] == "/usr/bin/python3"
     assert settings["PACKAGE_DIR"] == "/usr/lib/python3/dist-packages" and settings["MODE"] == "audit"
     assert settings["CONFIG"] == "" and settings["LIB_DIRS"] == ""  # the default config; lxml beside the package

@@ -15,8 +15,8 @@ import time
 import pytest
 from lxml import etree
 
-from virtxml_cpu.core import cpuset, placement as pinning, decide as policy
-from virtxml_cpu.hook import evaluate as hook
+from virtxml_cpu.core import cpuset, placement, decide as core_decide
+from virtxml_cpu.hook import evaluate
 from virtxml_cpu import cli
 from virtxml_cpu.core.config import Config
 from virtxml_cpu.core.domain import extract
@@ -137,7 +137,7 @@ def facts(n=2, pins=(), vattrs="", extra="", features=""):
     (dict(pins=[(0, "2"), (1, "0,^0")]), False),  # empty cpuset: refused
 ])
 def test_dedicated_means_one_host_cpu_of_its_own_per_vcpu(kw, dedicated):
-    assert pinning.read(facts(**kw)).dedicated is dedicated
+    assert placement.read(facts(**kw)).dedicated is dedicated
 
 
 @pytest.mark.parametrize("kw,error", [
@@ -154,19 +154,19 @@ def test_dedicated_means_one_host_cpu_of_its_own_per_vcpu(kw, dedicated):
     (dict(vattrs=" placement='numad'"), "Invalid value for attribute 'placement' in element 'vcpu': 'numad'."),
 ])
 def test_what_libvirt_refuses_is_named_with_its_message(kw, error):
-    placed = pinning.read(facts(**kw))
+    placed = placement.read(facts(**kw))
     assert placed.error == error and not placed.dedicated and error in placed.why
 
 
 def test_a_bare_vcpu_places_nothing_and_says_nothing():
-    assert not pinning.read(facts()).written
+    assert not placement.read(facts()).written
     assert not any("placement" in n or "dedicated" in n for n in decide(facts()).notes)
 
 
 def decide(f, pol="compat"):
     from virtxml_cpu.core.resolve import resolve
 
-    return policy.decide(resolve(f, HostFacts(qemu_version=(7, 2, 0), qemu_flavour="upstream")), pol)
+    return core_decide.decide(resolve(f, HostFacts(qemu_version=(7, 2, 0), qemu_build="upstream")), pol)
 
 
 @pytest.mark.parametrize("pol", ["compat", "numa"])
@@ -204,7 +204,7 @@ NOVA = (FIXTURES / "openstack-nova-dedicated-realtime.xml").read_bytes()
 
 
 def test_nova_guest_says_no_flavor_or_image_setting_carries_the_hint():
-    o = process(NOVA, "nova", HostFacts(qemu_version=(7, 2, 0), qemu_flavour="upstream"), Config(), render=False)
+    o = process(NOVA, "nova", HostFacts(qemu_version=(7, 2, 0), qemu_build="upstream"), Config(), render=False)
     assert o.decision.rule == "dedicated-vcpus"
     nova = [n for n in o.decision.notes if n.startswith("managed by OpenStack Nova, on dedicated CPUs")]
     assert nova and "hw:cpu_policy=dedicated" in nova[0] and "no Nova setting carries the hint" in nova[0]
@@ -214,19 +214,19 @@ def test_kubevirt_guest_names_dedicatedCpuPlacement():
     xml = NOVA.replace(b'<nova:instance xmlns:nova="http://openstack.org/xmlns/libvirt/nova/1.1">',
                        b'<kubevirt xmlns="http://kubevirt.io"><nova:instance xmlns:nova="urn:x">').replace(
         b"</nova:instance>", b"</nova:instance></kubevirt>")
-    o = process(xml, "kv", HostFacts(qemu_version=(7, 2, 0), qemu_flavour="upstream"), Config(), render=False)
+    o = process(xml, "kv", HostFacts(qemu_version=(7, 2, 0), qemu_build="upstream"), Config(), render=False)
     assert any("KubeVirt, on dedicated CPUs" in n and "dedicatedCpuPlacement: true" in n for n in o.decision.notes)
 
 
 def test_explain_and_the_hook_show_the_rule(tmp_path, capsys):
     path = FIXTURES / "dedicated-vcpupin.xml"
-    assert cli.main(["explain", "--no-host-probe", "--qemu-flavour", "upstream", str(path)]) == 0
+    assert cli.main(["explain", "--no-host-probe", "--qemu-build", "upstream", str(path)]) == 0
     out = capsys.readouterr().out
     assert "keep as is [dedicated-vcpus, policy compat" in out and "note: dedicated host CPUs:" in out
     conf = tmp_path / "c.toml"
     conf.write_text(f'[hook]\nmode = "enforce"\nspool = "{tmp_path / "spool"}"\n')
     log = Capture()
-    rc = hook.run(["dedicated-vcpupin", "prepare", "begin", "-"], config_path=str(conf),
+    rc = evaluate.run(["dedicated-vcpupin", "prepare", "begin", "-"], config_path=str(conf),
                   stdin=io.BytesIO(path.read_bytes()), log=log)
     assert rc == 0 and "rule=dedicated-vcpus" in log.lines[0] and "decision=keep" in log.lines[0]
 
@@ -238,7 +238,7 @@ def test_audit_shows_the_rule(capsys):
     dom = conn.defineXML((FIXTURES / "dedicated-vcpupin.xml").read_text().replace(
         "<name>dedicated-vcpupin</name>", "<name>vxc-dedicated-audit</name>"))
     try:
-        cli.main(["audit", "--connect", "test:///default", "--no-host-probe", "--qemu-flavour", "upstream",
+        cli.main(["audit", "--connect", "test:///default", "--no-host-probe", "--qemu-build", "upstream",
                   "--format", "json", "vxc-dedicated-audit"])
     finally:
         dom.undefine()
@@ -251,15 +251,15 @@ def test_audit_shows_the_rule(capsys):
 def test_a_decision_reads_the_placement_once(monkeypatch):
     """A placement too long to keep between calls (a 4 MiB cpuset) is parsed once per decision, not once for
     the rule and again for the notes."""
-    from virtxml_cpu.core import resolve as engine
+    from virtxml_cpu.core import resolve as core_resolve
 
     pins = "".join(f"<vcpupin vcpu='{i}' cpuset='{i + 2}'/>" for i in range(4))
-    long = ",".join(["2"] * (pinning.KEPT_TEXT // 2 + 1))
+    long = ",".join(["2"] * (placement.KEPT_TEXT // 2 + 1))
     xml = ("<domain type='kvm'><name>g</name><vcpu cpuset='" + long + "'>4</vcpu><os><type arch='x86_64' "
            f"machine='pc-q35-7.2'>hvm</type></os><cputune>{pins}</cputune><devices/></domain>")
-    res = engine.resolve(extract(etree.fromstring(xml)), HostFacts(qemu_flavour="upstream", flavour_source="t"))
+    res = core_resolve.resolve(extract(etree.fromstring(xml)), HostFacts(qemu_build="upstream", build_source="t"))
     calls = []
-    real = pinning.read
-    monkeypatch.setattr(pinning, "read", lambda facts: calls.append(1) or real(facts))
-    d = policy.decide(res, "compat")
+    real = placement.read
+    monkeypatch.setattr(placement, "read", lambda facts: calls.append(1) or real(facts))
+    d = core_decide.decide(res, "compat")
     assert d.rule == "dedicated-vcpus" and len(calls) == 1

@@ -8,8 +8,8 @@ import types
 
 import pytest
 
-from virtxml_cpu.core import domain, resolve as engine, pipeline, decide as policy
-from virtxml_cpu.render import explain as report
+from virtxml_cpu.core import domain, resolve as core_resolve, pipeline, decide as core_decide
+from virtxml_cpu.render import explain
 from virtxml_cpu.core.config import Config
 from virtxml_cpu.core.hostfacts import HostFacts, combine
 from virtxml_cpu.core.memo import FrozenDict, Memo
@@ -32,10 +32,10 @@ def clone(data: bytes, n: int) -> bytes:
 
 @pytest.fixture
 def calls(monkeypatch):
-    """A fresh memo, and how often the pipeline asked engine.resolve and policy.decide."""
+    """A fresh memo, and how often the pipeline asked resolve.resolve and decide.decide."""
     monkeypatch.setattr(pipeline, "MEMO", Memo())
     counted = {"resolve": 0, "decide": 0}
-    resolve, decide = engine.resolve, policy.decide
+    resolve, decide = core_resolve.resolve, core_decide.decide
 
     def counting_resolve(*a):
         counted["resolve"] += 1
@@ -45,8 +45,8 @@ def calls(monkeypatch):
         counted["decide"] += 1
         return decide(*a)
 
-    monkeypatch.setattr(engine, "resolve", counting_resolve)
-    monkeypatch.setattr(policy, "decide", counting_decide)
+    monkeypatch.setattr(core_resolve, "resolve", counting_resolve)
+    monkeypatch.setattr(core_decide, "decide", counting_decide)
     return counted
 
 
@@ -85,12 +85,12 @@ def test_a_kept_answer_is_the_answer_computed_afresh(path, calls, host):
     process(clone(data, 7), "clone.xml", host, Config(), render=False)
     kept = process(data, path.name, host, Config(), render=False)
     facts = domain.extract(parse_domain_lean(data, path.name))
-    fresh = engine.resolve(facts, host)
+    fresh = core_resolve.resolve(facts, host)
     assert kept.resolution == fresh
     if kept.decision.rule != "metadata-invalid":
-        chosen, _ = policy.effective_policy(None, None, facts.override_policy)
-        assert kept.decision == policy.decide(fresh, chosen, "pvspinlock")
-    assert json.loads(report.json_line(kept)) == report.to_json(kept) == json.loads(report.to_json_line(kept))
+        chosen, _ = core_decide.effective_policy(None, None, facts.override_policy)
+        assert kept.decision == core_decide.decide(fresh, chosen, "pvspinlock")
+    assert json.loads(explain.json_line(kept)) == explain.to_json(kept) == json.loads(explain.to_json_line(kept))
 
 
 @pytest.mark.parametrize("path", SOURCES, ids=lambda p: p.name)
@@ -98,9 +98,9 @@ def test_name_and_uuid_decide_nothing(path, host):
     """What lets the key drop them: engine and policy answer the same whatever the name and uuid."""
     facts = domain.extract(parse_domain_lean(path.read_bytes(), path.name))
     other = facts._replace(name="someone-else", uuid="00000000-0000-4000-8000-000000000009")
-    a, b = engine.resolve(facts, host), engine.resolve(other, host)
+    a, b = core_resolve.resolve(facts, host), core_resolve.resolve(other, host)
     assert a._replace(facts=other) == b
-    assert policy.decide(a, "compat") == policy.decide(b, "compat")
+    assert core_decide.decide(a, "compat") == core_decide.decide(b, "compat")
 
 
 def _state(module) -> dict:
@@ -118,11 +118,11 @@ def _state(module) -> dict:
 
 
 def test_engine_policy_and_report_keep_no_state(host):
-    before = {m.__name__: _state(m) for m in (engine, policy, report)}
+    before = {m.__name__: _state(m) for m in (core_resolve, core_decide, explain)}
     for path in SOURCES:
         o = process(clone(path.read_bytes(), 3), path.name, host, Config(), render=False)
-        report.to_json_line(o), report.table(o)
-    assert {m.__name__: _state(m) for m in (engine, policy, report)} == before
+        explain.to_json_line(o), explain.table(o)
+    assert {m.__name__: _state(m) for m in (core_resolve, core_decide, explain)} == before
 
 
 def test_assembled_host_facts_are_a_hashable_value():
@@ -148,15 +148,15 @@ def test_the_lean_parse_keeps_all_but_the_devices_and_each_emulator_across_chunk
     <devices> elements deeper in the tree (kept whole) are read as the full parse reads them."""
     from lxml import etree
 
-    from virtxml_cpu.xml import text as xmlio
+    from virtxml_cpu.xml import text
 
     disk = b"<disk type='file'><source file='/d.img'/><target dev='vda'/></disk>"
     devices = lambda n: (b"<devices>" + disk * n + b"<emulator>/usr/bin/a</emulator>" + disk * 3000
                          + b"<emulator>/usr/bin/b</emulator>" + disk * 4000 + b"<emulator>/e</emulator></devices>")
     doc = (b"<domain type='kvm'><name>d</name><metadata><m:x xmlns:m='urn:x'><devices>" + disk * 5000
            + b"</devices></m:x></metadata>" + devices(2500) + b"<os><type>hvm</type></os>" + devices(7) + b"</domain>")
-    assert len(doc) > 3 * xmlio.LEAN_FROM_BYTES
-    lean, full = xmlio.parse_domain_lean(doc), etree.fromstring(doc)
+    assert len(doc) > 3 * text.LEAN_FROM_BYTES
+    lean, full = text.parse_domain_lean(doc), etree.fromstring(doc)
     for el in full.findall("devices"):
         for child in el.findall("disk"):
             el.remove(child)

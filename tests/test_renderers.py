@@ -16,7 +16,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from virtxml_cpu.live import audit
 from virtxml_cpu import cli
-from virtxml_cpu.host import connection as libvirt_conn
+from virtxml_cpu.host import connection
 from virtxml_cpu.hook import spool
 from virtxml_cpu.errors import EXIT_BAD_INPUT, EXIT_ENVIRONMENT, EXIT_OK, EXIT_WORK_FOUND
 from virtxml_cpu.render.records import (
@@ -70,7 +70,7 @@ def fake_audit(monkeypatch, capsys):
             yield h
 
     monkeypatch.setattr(audit, "audit_stream", stream)
-    monkeypatch.setattr(libvirt_conn, "libvirt_module", lambda: None)  # the binding is part of the libvirt side
+    monkeypatch.setattr(connection, "libvirt_module", lambda: None)  # the binding is part of the libvirt side
     monkeypatch.setattr(time, "time", lambda: NOW)
     return seen_before
 
@@ -201,7 +201,7 @@ TIMED = re.compile(r"^virtxml_cpu_(host_audit_seconds|audit_timestamp_seconds)\b
 
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_test_driver_stdout_and_output_file_match(fmt, test_driver, capsys, tmp_path):
-    args = ["audit", "--connect", "test:///default", "--no-host-probe", "--qemu-flavour", "upstream",
+    args = ["audit", "--connect", "test:///default", "--no-host-probe", "--qemu-build", "upstream",
             "--format", fmt]
     assert cli.main(args) == EXIT_WORK_FOUND
     streamed = capsys.readouterr().out
@@ -215,7 +215,7 @@ def test_test_driver_stdout_and_output_file_match(fmt, test_driver, capsys, tmp_
 
 
 def test_test_driver_rows(test_driver, capsys):
-    args = ["audit", "--connect", "test:///default", "--no-host-probe", "--qemu-flavour", "upstream",
+    args = ["audit", "--connect", "test:///default", "--no-host-probe", "--qemu-build", "upstream",
             "--format", "json"]
     cli.main(args)
     records = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
@@ -249,7 +249,7 @@ def test_test_driver_audit_by_name_costs_no_round_trip_per_name(test_driver, cap
 
     monkeypatch.setattr(libvirt.virConnect, "lookupByName", counting)
     names = ["vxc-render-transient", "vxc-no-such-domain", "vxc-render-run", "vxc-render-fix", "vxc-render-fix"]
-    args = ["audit", "--connect", "test:///default", "--no-host-probe", "--qemu-flavour", "upstream",
+    args = ["audit", "--connect", "test:///default", "--no-host-probe", "--qemu-build", "upstream",
             "--format", "json", "--"]
     assert cli.main(args + names) == EXIT_BAD_INPUT
     records = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
@@ -283,7 +283,7 @@ def test_test_driver_fetched_ahead_errors_stay_their_domains_rows(test_driver, m
     monkeypatch.setattr(libvirt.virDomain, "XMLDesc", failing)
     monkeypatch.setattr(live_audit, "FETCH_AHEAD", 2)
     names = ("vxc-render-fix", "vxc-render-has", "vxc-render-run", "vxc-render-transient", "vxc-render-fix")
-    sources = HostSources(flavour="upstream", config=Config(), kvm=Off("--no-host-probe"))
+    sources = HostSources(build="upstream", config=Config(), kvm=Off("--no-host-probe"))
     (result,) = live_audit.audit(["test:///default"], live_audit.AuditOptions(Config(), names=names, sources=sources))
     rows = [(r.domain, (r.error or "").split(":")[0], r.state) for r in result.rows]
     assert rows == [("vxc-render-fix", "cannot be audited", None), ("vxc-render-has", "vanished while auditing", None),
@@ -316,7 +316,7 @@ def test_apply_lines_for_every_kind_and_the_summary():
     assert applylines.summary(tally, [B]).endswith(f"failed 1; unreachable: {B}")
 
 
-APPLY = ["apply", "--connect", "test:///default", "--no-host-probe", "--qemu-flavour", "upstream"]
+APPLY = ["apply", "--connect", "test:///default", "--no-host-probe", "--qemu-build", "upstream"]
 
 
 def test_test_driver_apply_reports_each_outcome_and_exits_by_kind(test_driver, capsys):
@@ -376,7 +376,7 @@ def test_watch_logs_the_lines_apply_prints(test_driver, capsys):
     from virtxml_cpu.live.watch import watch
 
     logged, stop = [], threading.Event()
-    cfg = Config(qemu_flavour="upstream")
+    cfg = Config(qemu_build="upstream")
     opts = ApplyOptions(cfg, sources=HostSources(config=cfg, kvm=Off("--no-host-probe")))
     t = threading.Thread(target=watch, args=("test:///default", opts, stop,
                                              lambda m, warning=False: logged.append((m, warning))))
@@ -404,7 +404,7 @@ def test_watch_logs_the_lines_apply_prints(test_driver, capsys):
 def test_watch_refuses_to_apply_without_its_host_facts(test_driver, monkeypatch, tmp_path):
     """libvirt failing to give the capabilities (libvirt's own error, from the call on a connection that is
     gone, as when a daemon drops it mid-call): watch says so in one warning and exits 3, applying neither a
-    new definition nor the queue. Deciding with empty facts would drop --qemu-flavour, --qemu-version and
+    new definition nor the queue. Deciding with empty facts would drop --qemu-build, --qemu-version and
     the config's values."""
     import threading
 
@@ -428,8 +428,8 @@ def test_watch_refuses_to_apply_without_its_host_facts(test_driver, monkeypatch,
     spool.write(str(spool_dir), queued.UUIDString(), {"name": queued.name(), "rule": "policy-compat"})
     monkeypatch.setattr(libvirt.virConnect, "getCapabilities", unreadable)
     logged, stop, box = [], threading.Event(), {}
-    cfg = Config(qemu_flavour="upstream", spool=str(spool_dir))
-    opts = ApplyOptions(cfg, sources=HostSources(flavour="upstream", release="7.2.0", config=cfg,
+    cfg = Config(qemu_build="upstream", spool=str(spool_dir))
+    opts = ApplyOptions(cfg, sources=HostSources(build="upstream", release="7.2.0", config=cfg,
                                                  kvm=Off("--no-host-probe")))
     t = threading.Thread(target=lambda: box.setdefault("code", watch(
         "test:///default", opts, stop, lambda m, warning=False: logged.append((m, warning)))))

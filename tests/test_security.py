@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from virtxml_cpu.hook import evaluate as hook, spool
+from virtxml_cpu.hook import evaluate, spool
 from virtxml_cpu.core.domain import canonical_uuid
 from virtxml_cpu.render.records import ApplyOutcome
 from virtxml_cpu.fs.trusted import remove_stale_temps
@@ -63,7 +63,7 @@ def test_an_emulator_named_in_metadata_or_devices_is_never_executed(shared, tmp_
                             + str(evil).encode() + b"</emulator></x:y></metadata>")
     for doc in (xml, xml.replace(b"</devices>", f"<emulator>{evil}</emulator></devices>".encode())):
         log = Capture()
-        rc = hook.run(["scratch", "prepare", "begin", "-"], config_path=config(tmp_path, "audit", tmp_path / "spool"),
+        rc = evaluate.run(["scratch", "prepare", "begin", "-"], config_path=config(tmp_path, "audit", tmp_path / "spool"),
                       stdin=io.BytesIO(doc), log=log)
         assert rc == 0 and ran.read_text() == "", ran.read_text()  # never ran, as root or anyone
         assert "qemu=unknown" in log.lines[-1] and "build unknown" in log.lines[-1]
@@ -71,17 +71,17 @@ def test_an_emulator_named_in_metadata_or_devices_is_never_executed(shared, tmp_
 
 @ROOT_ONLY
 def test_only_a_root_owned_capabilities_cache_nobody_else_can_write_is_believed(tmp_path):
-    from virtxml_cpu.host import caps_cache as qemucaps
+    from virtxml_cpu.host import caps_cache as host_caps_cache
 
-    from .test_flavours import caps_cache
+    from .test_builds import caps_cache
 
     emulator = "/usr/bin/qemu-system-x86_64"
     caps = tmp_path / "caps"
     caps_cache(caps, emulator, "Debian 1:8.2.2+ds-0ubuntu1.4")
     (f,) = caps.iterdir()
     digests = str(tmp_path / "digests")
-    assert qemucaps.lookup(emulator, str(caps), digests)[0].qemu_flavour == "ubuntu"
-    assert qemucaps.lookup(emulator, str(caps), digests)[0].qemu_flavour == "ubuntu"  # from the digest
+    assert host_caps_cache.lookup(emulator, str(caps), digests)[0].qemu_build == "ubuntu"
+    assert host_caps_cache.lookup(emulator, str(caps), digests)[0].qemu_build == "ubuntu"  # from the digest
     for spoil, undo, why in (
             (lambda: f.chmod(0o666), lambda: f.chmod(0o644), "writable by group or others"),
             (lambda: os.chown(f, NOBODY, NOBODY), lambda: os.chown(f, 0, 0), "owned by uid 65534"),
@@ -89,17 +89,17 @@ def test_only_a_root_owned_capabilities_cache_nobody_else_can_write_is_believed(
             (lambda: (f.rename(tmp_path / "real.xml"), f.symlink_to(tmp_path / "real.xml")),
              lambda: (f.unlink(), (tmp_path / "real.xml").rename(f)), "not a regular file")):
         spoil()
-        facts, reason = qemucaps.lookup(emulator, str(caps), digests)
-        assert facts.qemu_flavour is None and why in reason, reason
+        facts, reason = host_caps_cache.lookup(emulator, str(caps), digests)
+        assert facts.qemu_build is None and why in reason, reason
         undo()
     # a digest someone else could have written is not believed: the cache file is read again
     (d,) = Path(digests).iterdir()
     d.write_text(d.read_text().replace("ubuntu", "el9"))
     os.chown(d, NOBODY, NOBODY)
-    assert qemucaps.lookup(emulator, str(caps), digests)[0].qemu_flavour == "ubuntu"
+    assert host_caps_cache.lookup(emulator, str(caps), digests)[0].qemu_build == "ubuntu"
     # a cache file that describes another emulator is not this one's
     f.write_text(f.read_text().replace(emulator, "/usr/bin/other"))
-    assert "describes /usr/bin/other" in qemucaps.lookup(emulator, str(caps))[1]
+    assert "describes /usr/bin/other" in host_caps_cache.lookup(emulator, str(caps))[1]
 
 
 # --- a uuid is a uuid ------------------------------------------------------------------------------------
@@ -121,7 +121,7 @@ def test_queue_mode_never_writes_outside_its_spool(tmp_path, uuid):
     uuid = str(tmp_path / "abs") if uuid == "ABSOLUTE" else uuid
     before = set(Path("/").iterdir())
     log = Capture()
-    rc = hook.run(["scratch", "prepare", "begin", "-"], config_path=config(tmp_path, "queue", spool_dir),
+    rc = evaluate.run(["scratch", "prepare", "begin", "-"], config_path=config(tmp_path, "queue", spool_dir),
                   stdin=io.BytesIO(with_uuid(NEEDS_FIX, uuid)), log=log)
     written = [p for p in tmp_path.rglob("*") if p.is_file() and p.name != "c.toml"]
     assert rc == 0 and written == [] and set(Path("/").iterdir()) == before, written
@@ -149,7 +149,7 @@ def test_hook_refuses_a_spool_others_can_write_and_follows_no_planted_link(share
     spool_dir.chmod(0o777) if how == "world-writable" else os.chown(spool_dir, NOBODY, NOBODY)
     _plant_as_nobody(spool_dir, victim)
     log = Capture()
-    rc = hook.run(["scratch", "prepare", "begin", "-"], config_path=config(shared, "queue", spool_dir),
+    rc = evaluate.run(["scratch", "prepare", "begin", "-"], config_path=config(shared, "queue", spool_dir),
                   stdin=io.BytesIO(with_uuid(NEEDS_FIX, UUID)), log=log)
     assert rc == 0 and victim.read_text() == "root's secret" and stat.S_IMODE(victim.stat().st_mode) == 0o600
     assert (spool_dir / f"{UUID}.json").is_symlink()  # left as the attacker made it: never written through
@@ -164,14 +164,14 @@ def test_hook_refuses_a_spool_that_is_a_link_or_a_file(shared, tmp_path):
     (shared / "file").write_text("")
     for spool_dir, why in ((shared / "link", "symbolic link"), (shared / "file", "not a directory")):
         log = Capture()
-        rc = hook.run(["scratch", "prepare", "begin", "-"], config_path=config(tmp_path, "queue", spool_dir),
+        rc = evaluate.run(["scratch", "prepare", "begin", "-"], config_path=config(tmp_path, "queue", spool_dir),
                       stdin=io.BytesIO(with_uuid(NEEDS_FIX, UUID)), log=log)
         assert rc == 0 and list(target.iterdir()) == [] and sum(why in line for line in log.lines) == 1, log.lines
 
 
 def test_a_good_spool_is_private_and_entries_are_whole(tmp_path):
     spool_dir = tmp_path / "new" / "spool"
-    rc = hook.run(["scratch", "prepare", "begin", "-"], config_path=config(tmp_path, "queue", spool_dir),
+    rc = evaluate.run(["scratch", "prepare", "begin", "-"], config_path=config(tmp_path, "queue", spool_dir),
                   stdin=io.BytesIO(with_uuid(NEEDS_FIX, UUID.upper())), log=Capture())
     st = spool_dir.stat()
     assert rc == 0 and stat.S_IMODE(st.st_mode) == 0o700 and st.st_uid == os.geteuid()
@@ -191,8 +191,8 @@ def test_a_fifo_or_device_config_is_one_line_exit_2_and_the_hook_fails_open(tmp_
         err = r.stderr.decode()
         assert r.returncode == 2 and err.count("\n") == 1 and "not a regular file" in err, err
         assert time.monotonic() - t < 15
-    r = in_subprocess(f"import io; from virtxml_cpu.hook import evaluate as hook; lines = []\n"
-                      f"rc = hook.run(['vm', 'prepare', 'begin', '-'], config_path={str(fifo)!r}, "
+    r = in_subprocess(f"import io; from virtxml_cpu.hook import evaluate; lines = []\n"
+                      f"rc = evaluate.run(['vm', 'prepare', 'begin', '-'], config_path={str(fifo)!r}, "
                       f"stdin=io.BytesIO(b'<domain/>'), log=lambda m, **k: lines.append(m))\n"
                       f"print(rc, len(lines), lines[0])")
     assert r.stdout.startswith("0 1 ") and "config unusable" in r.stdout and "not a regular file (a FIFO)" in r.stdout
@@ -229,7 +229,7 @@ def test_a_control_character_in_a_name_stays_one_log_line(tmp_path, name):
     with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as s:
         s.bind(str(sock_path))
         s.settimeout(5)
-        hook.run([name, "prepare", "begin", "-"], stdin=io.BytesIO(xml),
+        evaluate.run([name, "prepare", "begin", "-"], stdin=io.BytesIO(xml),
                  config_path=config(tmp_path, "audit", tmp_path / "spool", f'syslog_socket = "{sock_path}"\n'))
         msg = s.recv(65536).decode()
     assert "decision=inject" in msg and not any(c in msg for c in "\n\r\u2028\x85"), msg
@@ -245,7 +245,7 @@ def test_an_enforce_refusal_with_a_huge_name_still_reaches_syslog(tmp_path):
     with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as s:
         s.bind(str(sock_path))
         s.settimeout(5)
-        rc = hook.run([name, "prepare", "begin", "-"], stdin=io.BytesIO(xml),
+        rc = evaluate.run([name, "prepare", "begin", "-"], stdin=io.BytesIO(xml),
                       config_path=config(tmp_path, "enforce", tmp_path / "spool", f'syslog_socket = "{sock_path}"\n'))
         msg = s.recv(65536).decode()
     assert rc == 1 and "result=refused" in msg and len(msg) < 4096, len(msg)
@@ -265,8 +265,8 @@ def test_a_syslog_that_stopped_reading_does_not_hold_the_guest_start(tmp_path):
                 pass
         cfg = config(tmp_path, "audit", tmp_path / "spool", f'syslog_socket = "{sock_path}"\n')
         t = time.monotonic()
-        r = in_subprocess(f"import io; from virtxml_cpu.hook import evaluate as hook\n"
-                          f"print(hook.run(['vm', 'prepare', 'begin', '-'], config_path={cfg!r}, "
+        r = in_subprocess(f"import io; from virtxml_cpu.hook import evaluate\n"
+                          f"print(evaluate.run(['vm', 'prepare', 'begin', '-'], config_path={cfg!r}, "
                           f"stdin=io.BytesIO({NEEDS_FIX!r})))")
     assert r.stdout.strip() == "0" and "decision=inject" in r.stderr and time.monotonic() - t < 15
 
@@ -456,7 +456,7 @@ def test_a_process_of_the_qemu_user_cannot_make_root_open_a_file_through_verifys
     try:
         subprocess.run([sys.executable, "-m", "virtxml_cpu", "verify", "--emulator", str(wrapper),
                         "--machine", "pc-q35-*", "--cpu", "default", "--workers", "1", "-q",
-                        "--record", str(shared / "verified.json")], capture_output=True, cwd=ROOT, timeout=120)
+                        "--record", str(shared / "record.json")], capture_output=True, cwd=ROOT, timeout=120)
     finally:
         wrapper.unlink()
     assert victim.read_bytes() == b"root's data\n"
@@ -518,7 +518,7 @@ def test_hook_refuses_a_spool_below_a_directory_another_user_can_change(shared):
     (parent / "spool").mkdir(parents=True, mode=0o700)
     os.chown(parent, NOBODY, NOBODY)
     log = Capture()
-    rc = hook.run(["scratch", "prepare", "begin", "-"], config_path=config(shared, "queue", parent / "spool"),
+    rc = evaluate.run(["scratch", "prepare", "begin", "-"], config_path=config(shared, "queue", parent / "spool"),
                   stdin=io.BytesIO(with_uuid(NEEDS_FIX, UUID)), log=log)
     assert rc == 0 and not (parent / "spool" / f"{UUID}.json").exists(), log.lines
     assert any("fix not queued" in line for line in log.lines), log.lines

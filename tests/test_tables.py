@@ -14,11 +14,11 @@ import re
 import pytest
 from lxml import etree
 
-from virtxml_cpu.core import cpu_option, domain, resolve as engine, lifecycle, decide as policy
+from virtxml_cpu.core import cpu_option, domain, resolve as core_resolve, lifecycle, decide
 from virtxml_cpu.verify import run as verify
-from virtxml_cpu.render import explain as report
+from virtxml_cpu.render import explain
 from virtxml_cpu.core.config import Config
-from virtxml_cpu.tables import qemu as rules
+from virtxml_cpu.tables import qemu as tables_qemu
 from virtxml_cpu.tables.builds.known import UBUNTU, UPSTREAM
 from virtxml_cpu.core.hostfacts import HostFacts
 from virtxml_cpu.core.pipeline import process
@@ -37,12 +37,12 @@ def dom(machine: str, cpu: str = "<cpu mode='custom'><model>qemu64</model></cpu>
             f"</os>{cpu}{extra}<devices/>{cmd}</domain>").encode()
 
 
-def resolve(xml: bytes, **host) -> engine.Resolution:
-    return engine.resolve(domain.extract(etree.fromstring(xml)), HostFacts(**host))
+def resolve(xml: bytes, **host) -> core_resolve.Resolution:
+    return core_resolve.resolve(domain.extract(etree.fromstring(xml)), HostFacts(**host))
 
 
 def up(release, **kw):
-    return dict(qemu_flavour="upstream", flavour_source="test", qemu_version=release, version_source="test", **kw)
+    return dict(qemu_build="upstream", build_source="test", qemu_version=release, version_source="test", **kw)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -92,24 +92,24 @@ def test_boards_h_arithmetic_for_development_snapshots():
 
 def test_a_guest_the_qemu_will_not_start_is_kept_and_said_so():
     r = resolve(dom("pc-i440fx-2.11"), **up((11, 1, 3)))
-    d = policy.decide(r, "compat")
+    d = decide.decide(r, "compat")
     assert r.machine_status == "not-offered" and d.action == "keep" and d.rule == "machine-not-offered"
     assert "QEMU 11.1.3" in d.reason and "change its machine type" in d.reason and "3dfa5a5c71" in d.reason
-    doc = report.to_json(process(dom("pc-i440fx-2.11"), "t.xml", HostFacts(**up((11, 1, 3))), Config()))
+    doc = explain.to_json(process(dom("pc-i440fx-2.11"), "t.xml", HostFacts(**up((11, 1, 3))), Config()))
     assert doc["machine_status"] == "not-offered" and doc["machine_base"] == "pc-i440fx-2.11"
-    text = report.table(process(dom("pc-i440fx-2.11"), "t.xml", HostFacts(**up((11, 1, 3))), Config()))
+    text = explain.table(process(dom("pc-i440fx-2.11"), "t.xml", HostFacts(**up((11, 1, 3))), Config()))
     assert "machine status: not-offered (QEMU 11.1.3" in text
 
 
 def test_a_configured_release_older_than_the_machine_is_not_offered():
     r = resolve(dom("pc-q35-2.11"), **up((2, 10)))
     assert r.machine_status == "not-offered" and "newer than itself" in r.machine_status_why
-    assert policy.decide(r, "compat").rule == "machine-not-offered"
+    assert decide.decide(r, "compat").rule == "machine-not-offered"
 
 
 def test_a_deprecated_machine_is_decided_as_before_with_a_note():
     r = resolve(dom("pc-q35-5.2"), **up((11, 1, 3)))
-    d = policy.decide(r, "compat")
+    d = decide.decide(r, "compat")
     assert r.machine_status == "deprecated" and d.rule == "policy-compat"
     assert any("deprecated" in n and "plan a change of machine type" in n for n in d.notes)
 
@@ -187,13 +187,13 @@ UBUNTU_2604 = [  # (name, base) as the 26.04 build's define-ubuntu-machine-types
 
 @pytest.mark.parametrize("name,base", UBUNTU_2604)
 def test_ubuntu_2604_names_and_their_bases(name, base):
-    r = resolve(dom(name), qemu_flavour="ubuntu", flavour_source="test", qemu_version=(10, 2, 1),
+    r = resolve(dom(name), qemu_build="ubuntu", build_source="test", qemu_version=(10, 2, 1),
                 version_source="test")
     assert (r.machine.base, r.machine_status) == (base, "offered"), r.machine.how
 
 
 def test_explain_names_the_upstream_machine_a_downstream_one_is_built_from():
-    r = resolve(dom("pc-q35-plucky"), qemu_flavour="ubuntu", flavour_source="t", qemu_version=(10, 2, 1))
+    r = resolve(dom("pc-q35-plucky"), qemu_build="ubuntu", build_source="t", qemu_version=(10, 2, 1))
     assert r.machine.described() == "pc-q35-plucky (Ubuntu 25.04, built as pc-q35-9.1)"
     upstream = resolve(dom("pc-q35-9.1"), **up((10, 2, 0)))
     assert upstream.machine.base == "pc-q35-9.1" and upstream.machine.described() == "pc-q35-9.1"
@@ -203,7 +203,7 @@ def test_explain_names_the_upstream_machine_a_downstream_one_is_built_from():
 
 @pytest.mark.parametrize("name", ["pc-q35-questing-v2", "pc-i440fx-trusty", "pc-q35-xenial"])
 def test_names_the_2604_build_does_not_have(name):
-    r = resolve(dom(name), qemu_flavour="ubuntu", flavour_source="t", qemu_version=(10, 2, 1))
+    r = resolve(dom(name), qemu_build="ubuntu", build_source="t", qemu_version=(10, 2, 1))
     assert r.machine.base is None or r.machine_status == "not-offered", (r.machine_status, r.machine.how)
 
 
@@ -218,7 +218,7 @@ def test_ubuntu_suffix_variants_all_have_rows():
     ("pc-q35-rhel9.8.0", (10, 0, 0), "not-offered", "pc-q35-10.1"),
 ])
 def test_rhel_9_8_and_10_2_machines(name, release, status, base):
-    r = resolve(dom(name), qemu_flavour="rhel", flavour_source="test", qemu_version=release)
+    r = resolve(dom(name), qemu_build="rhel", build_source="test", qemu_version=release)
     assert (r.machine_status, r.machine.base, r.features["kvm-pv-unhalt"].state) == (status, base, "on")
     assert r.machine.downstream == f"RHEL {name.split('rhel')[1]}"
 
@@ -232,8 +232,8 @@ def test_rhel_9_8_and_10_2_machines(name, release, status, base):
     ("qemu-kvm-10.1.0", "pc-q35-rhel8.6.0", "offered"),  # RHEL major not said: not assumed
 ])
 def test_rhel_age_rule_counts_rhel_majors(package, name, status):
-    r = resolve(dom(name), qemu_flavour="rhel", qemu_version=(10, 1, 0), package=package,
-                flavour_source=f"/usr/libexec/qemu-kvm --version: QEMU emulator version 10.1.0 ({package})")
+    r = resolve(dom(name), qemu_build="rhel", qemu_version=(10, 1, 0), package=package,
+                build_source=f"/usr/libexec/qemu-kvm --version: QEMU emulator version 10.1.0 ({package})")
     assert r.machine_status == status, r.machine_status_why
 
 
@@ -273,7 +273,7 @@ def test_tdx_guests_lose_what_tdx_does_not_support():
 
 def test_a_model_own_property_the_model_table_lacks_is_unknown(monkeypatch):
     """Adding a model-own property row before tables/cpu_models.py is regenerated: unknown, never a KeyError."""
-    monkeypatch.setitem(engine.MODEL_BITS, "qemu64", {"x2apic": False})  # as if svm were a new row
+    monkeypatch.setitem(core_resolve.MODEL_BITS, "qemu64", {"x2apic": False})  # as if svm were a new row
     r = resolve(dom("pc-q35-7.2"), **up((7, 2, 22)))
     assert r.features["svm"].state == "off"  # svm=off in kvm_default_props still applies on top
     r = resolve(dom("pc-i440fx-2.1"), **up((7, 2, 22)))  # pc_compat_2_1: svm keeps the model's bit
@@ -295,7 +295,7 @@ def test_qemu_takes_these_spellings(value, want):
 def test_qemu_refuses_these_spellings(value):
     r = resolve(dom("pc-q35-7.2", qemu=f"<qemu:arg value='-cpu'/><qemu:arg value='qemu64,kvm-pv-eoi={value}'/>"),
                 **up((7, 2, 22)))
-    d = policy.decide(r, "compat")
+    d = decide.decide(r, "compat")
     assert (d.action, d.rule) == ("keep", "qemu-refuses")
     assert (f"can't apply global qemu64-x86_64-cpu.kvm-pv-eoi={value}: Parameter 'kvm-pv-eoi' expects 'on' or "
             "'off'") in d.reason
@@ -313,7 +313,7 @@ def test_flags_bare_names_and_underscores():
 # u=on and a bare u are taken for every property the release has.
 UNDERSCORE_FLAG_TAKEN = {"kvm-pv-unhalt", "kvm-pv-eoi", "kvm-nopiodelay", "kvm-asyncpf", "kvm-asyncpf-int",
                          "kvm-steal-time", "kvm-poll-control"}
-DASHED = sorted(p for p in rules.PROPERTIES if "-" in p)
+DASHED = sorted(p for p in tables_qemu.PROPERTIES if "-" in p)
 
 
 @pytest.mark.parametrize("prop", DASHED)
@@ -327,7 +327,7 @@ def test_flag_spellings_as_qemu_runs_them(prop, sign):
         assert cpu_option.parse_cpu_option(f"qemu64,{sign}{u}", (7, 2, 22)).props == [(prop, sign == "+")]
     else:
         assert r.qemu_refusal == f"Property 'qemu64-x86_64-cpu.{u}' not found"
-        assert policy.decide(r, "compat").rule == "qemu-refuses"
+        assert decide.decide(r, "compat").rule == "qemu-refuses"
     for form in (f"{u}=on", u):  # feat2prop: `_` reads as `-`
         assert cpu_option.parse_cpu_option(f"qemu64,{form}", (7, 2, 22)) == ("qemu64", [(prop, True)], [])
 
@@ -370,7 +370,7 @@ def test_flag_spellings_by_release(cpu, release, refusal, state):
                 **up(release, cpuid=KVM_ALL))
     assert r.qemu_refusal == refusal
     if refusal:  # the way out names no on/off value: the spelling is what QEMU refuses
-        assert "on/off" not in policy.decide(r, "compat").reason
+        assert "on/off" not in decide.decide(r, "compat").reason
     if state:
         assert r.features["kvm-pv-unhalt"].state == state
 
@@ -378,30 +378,30 @@ def test_flag_spellings_by_release(cpu, release, refusal, state):
 def test_a_refused_global_value_is_refused_too():
     r = resolve(dom("pc-q35-7.2", qemu="<qemu:arg value='-global'/><qemu:arg value='x86_64-cpu.kvm-pv-unhalt=1'/>"),
                 **up((7, 2, 22)))
-    d = policy.decide(r, "compat")
+    d = decide.decide(r, "compat")
     assert d.rule == "qemu-refuses" and "x86_64-cpu.kvm-pv-unhalt=1" in d.reason
 
 
 def test_explain_json_has_18_properties_and_the_machine_fields():
-    doc = json.loads(json.dumps(report.to_json(process(dom("pc-q35-7.2"), "t.xml", HostFacts(**up((7, 2, 22))),
+    doc = json.loads(json.dumps(explain.to_json(process(dom("pc-q35-7.2"), "t.xml", HostFacts(**up((7, 2, 22))),
                                                        Config()))))
     assert len(doc["features"]) == 18 and "kvm-asyncpf-vmexit" in doc["features"]
     assert (doc["machine_status"], doc["machine_base"]) == ("offered", "pc-q35-7.2")
 
 
 def test_rhel_9_has_no_rhel7_0_to_7_5_machines():
-    r = resolve(dom("pc-q35-rhel7.5.0"), qemu_flavour="rhel", qemu_version=(9, 1, 0),
-                flavour_source="QEMU emulator version 9.1.0 (qemu-kvm-9.1.0-15.el9_6)", package="qemu-kvm-9.1.0-15.el9_6")
+    r = resolve(dom("pc-q35-rhel7.5.0"), qemu_build="rhel", qemu_version=(9, 1, 0),
+                build_source="QEMU emulator version 9.1.0 (qemu-kvm-9.1.0-15.el9_6)", package="qemu-kvm-9.1.0-15.el9_6")
     assert r.machine_status == "not-offered" and "8f7a74ab78" in r.machine_status_why
-    assert policy.decide(r, "compat").rule == "machine-not-offered"
+    assert decide.decide(r, "compat").rule == "machine-not-offered"
 
 
 def test_rhel_9_2_has_no_rhel7_5_machine_either():
-    r = resolve(dom("pc-i440fx-rhel7.5.0"), qemu_flavour="rhel", qemu_version=(7, 2, 0),
-                flavour_source="QEMU emulator version 7.2.0 (qemu-kvm-7.2.0-14.el9_2.5)", package="qemu-kvm-7.2.0-14.el9_2.5")
+    r = resolve(dom("pc-i440fx-rhel7.5.0"), qemu_build="rhel", qemu_version=(7, 2, 0),
+                build_source="QEMU emulator version 7.2.0 (qemu-kvm-7.2.0-14.el9_2.5)", package="qemu-kvm-7.2.0-14.el9_2.5")
     assert r.machine_status == "not-offered"
-    el8 = resolve(dom("pc-i440fx-rhel7.5.0"), qemu_flavour="rhel", qemu_version=(6, 2, 0),
-                  flavour_source="QEMU emulator version 6.2.0 (qemu-kvm-6.2.0-40.module+el8.9.0+20867+9a6a0901.2)",
+    el8 = resolve(dom("pc-i440fx-rhel7.5.0"), qemu_build="rhel", qemu_version=(6, 2, 0),
+                  build_source="QEMU emulator version 6.2.0 (qemu-kvm-6.2.0-40.module+el8.9.0+20867+9a6a0901.2)",
                   package="qemu-kvm-6.2.0-40.module+el8.9.0+20867+9a6a0901.2")
     assert el8.machine_status == "offered"
 
@@ -440,7 +440,7 @@ def test_qemus_message_names_the_property_as_qemu_does():
     assert other.qemu_refusal is None
 
 
-@pytest.mark.parametrize("flavour,release,alias,target,base", [
+@pytest.mark.parametrize("build,release,alias,target,base", [
     ("upstream", (10, 2, 0), "q35", "pc-q35-10.2", "pc-q35-10.2"),
     ("upstream", (7, 2, 22), "pc", "pc-i440fx-7.2", "pc-i440fx-7.2"),
     ("ubuntu", (10, 2, 1), "ubuntu", "pc-i440fx-resolute", "pc-i440fx-10.2"),
@@ -449,8 +449,8 @@ def test_qemus_message_names_the_property_as_qemu_does():
     ("ubuntu", (11, 0, 0), "ubuntu", None, None),  # a codename the tables have not read: not guessed
     ("upstream", (10, 1, 50), "q35", None, None),  # a development snapshot's newest machine is ahead of it
 ])
-def test_an_alias_in_a_known_release_is_its_target(flavour, release, alias, target, base):
-    r = resolve(dom(alias), qemu_flavour=flavour, flavour_source="t", qemu_version=release)
+def test_an_alias_in_a_known_release_is_its_target(build, release, alias, target, base):
+    r = resolve(dom(alias), qemu_build=build, build_source="t", qemu_version=release)
     assert (r.machine.alias_of, r.machine.base) == (target, base), r.machine.how
 
 

@@ -34,7 +34,7 @@ DOMAIN = f"""<domain type='kvm'>
   <cpu mode='host-model'/>
 </domain>
 """
-FLAGS = ["--no-host-probe", "--qemu-flavour", "upstream"]
+FLAGS = ["--no-host-probe", "--qemu-build", "upstream"]
 
 
 def run(argv, cwd, terminal: bool, answer: bytes = b"") -> tuple[int, bytes, bytes]:

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from virtxml_cpu.hook import evaluate as hook, install as hookinstall
-from virtxml_cpu.host import caps_cache as qemucaps
+from virtxml_cpu.hook import evaluate, install
+from virtxml_cpu.host import caps_cache as host_caps_cache
 
 from .conftest import FIXTURES, ROOT, Capture
 from .test_verify import fake  # noqa: F401 - a stand-in QEMU serving QMP (fixture)
@@ -64,7 +64,7 @@ def queue_config(d: Path, spool_dir: Path) -> str:
 def test_a_link_planted_above_the_spool_or_digest_dir_makes_root_create_nothing(shared):
     """spool = "/tmp/X/pending" is allowed (a sticky ancestor); another user plants /tmp/X as a link to a
     root-only directory. Root used to create pending/ (and qemu-caps/) there before refusing the spool."""
-    from .test_flavours import caps_cache
+    from .test_builds import caps_cache
 
     sticky = shared / "tmp"
     sticky.mkdir()
@@ -73,14 +73,14 @@ def test_a_link_planted_above_the_spool_or_digest_dir_makes_root_create_nothing(
     protected.mkdir(mode=0o700)
     as_nobody("ln", "-s", str(protected), str(sticky / "X"))
     log = Capture()
-    rc = hook.run(["scratch", "prepare", "begin", "-"], config_path=queue_config(shared, sticky / "X" / "pending"),
+    rc = evaluate.run(["scratch", "prepare", "begin", "-"], config_path=queue_config(shared, sticky / "X" / "pending"),
                   stdin=io.BytesIO(with_uuid(NEEDS_FIX)), log=log)
     assert rc == 0 and list(protected.iterdir()) == [], list(protected.iterdir())
     assert any("fix not queued" in line and "symbolic link" in line for line in log.lines), log.lines
     caps = shared / "caps"
     caps_cache(caps, "/usr/bin/qemu-system-x86_64", "Debian 1:8.2.2+ds-0ubuntu1.4")
-    facts, _ = qemucaps.lookup("/usr/bin/qemu-system-x86_64", str(caps), str(sticky / "X" / "qemu-caps"))
-    assert facts.qemu_flavour == "ubuntu" and list(protected.iterdir()) == []
+    facts, _ = host_caps_cache.lookup("/usr/bin/qemu-system-x86_64", str(caps), str(sticky / "X" / "qemu-caps"))
+    assert facts.qemu_build == "ubuntu" and list(protected.iterdir()) == []
 
 
 @ROOT_ONLY
@@ -90,10 +90,10 @@ def test_a_spool_created_in_a_sticky_directory_is_private_and_a_raced_directory_
     sticky.chmod(0o1777)
     as_nobody("mkdir", str(sticky / "Y"))  # theirs, made before root's run
     log = Capture()
-    hook.run(["scratch", "prepare", "begin", "-"], config_path=queue_config(shared, sticky / "Y" / "pending"),
+    evaluate.run(["scratch", "prepare", "begin", "-"], config_path=queue_config(shared, sticky / "Y" / "pending"),
              stdin=io.BytesIO(with_uuid(NEEDS_FIX)), log=log)
     assert not (sticky / "Y" / "pending").exists() and any("owned by uid 65534" in x for x in log.lines), log.lines
-    hook.run(["scratch", "prepare", "begin", "-"], config_path=queue_config(shared, sticky / "Z" / "pending"),
+    evaluate.run(["scratch", "prepare", "begin", "-"], config_path=queue_config(shared, sticky / "Z" / "pending"),
              stdin=io.BytesIO(with_uuid(NEEDS_FIX)), log=Capture())
     assert (sticky / "Z" / "pending" / f"{UUID}.json").is_file()
     assert oct((sticky / "Z" / "pending").stat().st_mode & 0o777) == "0o700"
@@ -192,7 +192,7 @@ def test_the_hooks_module_names_need_no_sys_stdlib_module_names(monkeypatch, tmp
     monkeypatch.delattr(sys, "stdlib_module_names", raising=False)
     (tmp_path / "formatter.py").write_text("")
     (tmp_path / "_bootlocale.cpython-39.pyc").write_text("")
-    names = hookinstall.module_names((str(tmp_path), str(tmp_path / "python39.zip")))
+    names = install.module_names((str(tmp_path), str(tmp_path / "python39.zip")))
     assert real <= names and set(sys.builtin_module_names) <= names, sorted(real - names)
     assert {"formatter", "_bootlocale", "winreg", "tomllib", "tomli", "toml", "lxml", "virtxml_cpu"} <= names
 
@@ -228,7 +228,7 @@ def test_the_hook_fails_open_on_a_config_another_user_can_change(shared, how):
     spool_dir = shared / "anywhere" / "pending"
     cfg = _their_config(shared, spool_dir, how)
     log = Capture()
-    rc = hook.run(["scratch", "prepare", "begin", "-"], config_path=str(cfg), stdin=io.BytesIO(with_uuid(NEEDS_FIX)),
+    rc = evaluate.run(["scratch", "prepare", "begin", "-"], config_path=str(cfg), stdin=io.BytesIO(with_uuid(NEEDS_FIX)),
                   log=log)
     assert rc == 0 and not (shared / "anywhere").exists(), log.lines
     assert len(log.lines) == 1 and "config unusable" in log.lines[0] and str(cfg) in log.lines[0], log.lines
@@ -279,7 +279,7 @@ def test_verify_emulator_link_re_pointed_after_the_first_qemu_never_runs_the_new
     as_nobody("ln", "-s", real, str(mine / "qemu"))
     root = subprocess.Popen([sys.executable, "-m", "virtxml_cpu", "verify", "--emulator", str(mine / "qemu"),
                              "--machine", "pc-q35-*", "--cpu", "default", "--workers", "1", "-q",
-                             "--record", str(shared / "verified.json")], cwd=ROOT,
+                             "--record", str(shared / "record.json")], cwd=ROOT,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 60
@@ -356,7 +356,7 @@ def test_as_root_their_directory_gets_only_a_fresh_file_and_nothing_of_theirs_is
 def _audit_to(prom: Path) -> subprocess.CompletedProcess:
     pytest.importorskip("libvirt", reason="libvirt-python is not installed: the audit through libvirt's test "
                                           "driver is SKIPPED")
-    return cli("audit", "--connect", "test:///default", "--no-host-probe", "--qemu-flavour", "upstream",
+    return cli("audit", "--connect", "test:///default", "--no-host-probe", "--qemu-build", "upstream",
                "--format", "prometheus", "-o", str(prom))
 
 
@@ -421,15 +421,15 @@ def test_postrm_honours_dpkg_root_on_every_path(tmp_path, action):
 @ROOT_ONLY
 def test_verify_record_goes_through_no_link_of_theirs(their_dir, fake):
     from virtxml_cpu.verify import run as verify
-    from virtxml_cpu.verify import record as verified, runner as qemu_runner
+    from virtxml_cpu.verify import record, runner
     from virtxml_cpu.host.sources import assemble
 
     home, protected = their_dir
     as_nobody("ln", "-s", str(protected), str(home / "lib"))
-    build = qemu_runner.probe(fake())
+    build = runner.probe(fake())
     host = assemble(verify.sources(verify.VerifyOptions(), build, kvm=False))
-    outcome = verify.Outcome(build, host, qemu_runner.Identity("test"), [], [], [], [], None, 0.0)
-    note = verified.write_record(outcome, str(home / "lib" / "verified.json"))
+    outcome = verify.Outcome(build, host, runner.Identity("test"), [], [], [], [], None, 0.0)
+    note = record.write_record(outcome, str(home / "lib" / "record.json"))
     assert note.startswith("not recorded") and list(protected.iterdir()) == [], note
 
 
@@ -447,15 +447,15 @@ def test_hook_install_renders_the_directories_it_checked(shared, monkeypatch):
     """`hook install` asked where lxml is twice, once for the check and once for the script: when the answer
     changed in between (another lxml found, another copy in sys.modules), the script imported from a
     directory nobody had checked, such as another user's. It asks once and renders what it checked."""
-    from virtxml_cpu.hook import install as hookinstall
+    from virtxml_cpu.hook import install
 
     theirs_dir = shared / "their-lib"
     (theirs_dir / "lxml").mkdir(parents=True)
     theirs(theirs_dir, theirs_dir / "lxml")
     answers = iter([(LXML_DIR,)] + [(str(theirs_dir),)] * 5)
-    monkeypatch.setattr(hookinstall, "lib_dirs", lambda package_dir=None: next(answers))
+    monkeypatch.setattr(install, "lib_dirs", lambda package_dir=None: next(answers))
     hooks = shared / "hooks"
-    hookinstall.install(str(hooks), "audit", None, legacy=True, digest_dir="")
-    settings = hookinstall.installed_settings((hooks / "qemu").read_text())
-    assert settings["LIB_DIRS"] == ("" if LXML_DIR == hookinstall.PACKAGE_PARENT else LXML_DIR), settings
-    assert not hookinstall.installed_problems(hooks / "qemu", settings["PYTHON"], settings)
+    install.install(str(hooks), "audit", None, legacy=True, digest_dir="")
+    settings = install.installed_settings((hooks / "qemu").read_text())
+    assert settings["LIB_DIRS"] == ("" if LXML_DIR == install.PACKAGE_PARENT else LXML_DIR), settings
+    assert not install.installed_problems(hooks / "qemu", settings["PYTHON"], settings)

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from virtxml_cpu.host.sources import assemble
-from virtxml_cpu.tables import qemu as rules
+from virtxml_cpu.tables import qemu
 from virtxml_cpu.verify import run as verify
-from virtxml_cpu.verify import record as verified, runner as qemu_runner
+from virtxml_cpu.verify import record as verify_record, runner as qemu_runner
 from virtxml_cpu.core.hostfacts import HostFacts
 from virtxml_cpu.host.qmp import QMP, QMPClosed, QMPError
 
@@ -195,38 +195,38 @@ def named(key="default"):
 
 
 def test_probe_reads_version_machines_models_and_copes_without_compat_props(fake):
-    build = qemu_runner.probe(fake())
-    assert (build.release, build.version, build.package, build.compat_props) == ((7, 2, 9), "7.2.9", "Fake 1:7.2-1", False)
-    assert "EPYC" in build.models
+    binary = qemu_runner.probe(fake())
+    assert (binary.release, binary.version, binary.package, binary.compat_props) == ((7, 2, 9), "7.2.9", "Fake 1:7.2-1", False)
+    assert "EPYC" in binary.models
     assert qemu_runner.probe(fake(compat=True)).compat_props
-    assert verify.x86_machines(build.machines) == ["pc", "pc-i440fx-2.7", "pc-i440fx-7.2", "pc-q35-7.2", "q35"]
-    assert verify.x86_machines(build.machines, ("pc-q35-*",)) == ["pc-q35-7.2"]
-    host = assemble(verify.sources(verify.VerifyOptions(), build, kvm=False))
+    assert verify.x86_machines(binary.machines) == ["pc", "pc-i440fx-2.7", "pc-i440fx-7.2", "pc-q35-7.2", "q35"]
+    assert verify.x86_machines(binary.machines, ("pc-q35-*",)) == ["pc-q35-7.2"]
+    host = assemble(verify.sources(verify.VerifyOptions(), binary, kvm=False))
     assert host.aliases == {"pc": "pc-i440fx-7.2", "q35": "pc-q35-7.2", "": "pc-i440fx-7.2"}
-    assert host.qemu_flavour == "upstream" and host.qemu_version == (7, 2, 9)
-    flag = assemble(verify.sources(verify.VerifyOptions(qemu_flavour="ubuntu"), build, kvm=False))
-    assert (flag.qemu_flavour, flag.flavour_source) == ("ubuntu", "--qemu-flavour")
+    assert host.qemu_build == "upstream" and host.qemu_version == (7, 2, 9)
+    flag = assemble(verify.sources(verify.VerifyOptions(qemu_build="ubuntu"), binary, kvm=False))
+    assert (flag.qemu_build, flag.build_source) == ("ubuntu", "--qemu-build")
 
 
 def test_query_versions_fields_are_the_facts_not_a_version_line_made_from_them(fake):
     """query-version's typed release and package become the host facts through the one function a parsed
     --version line and libvirt's cache go through (hostfacts.release_facts): the basis quotes what QMP
     said, never a `QEMU emulator version` line this QEMU did not print."""
-    from virtxml_cpu.core.hostfacts import flavour_from_version
+    from virtxml_cpu.core.hostfacts import build_from_version
     from virtxml_cpu.host.caps_cache import QemuCaps
 
-    build = qemu_runner.probe(fake())
-    facts = verify.qemu_facts(build)
-    what = f"{build.emulator} query-version"
-    assert (facts.qemu_version, facts.package, facts.qemu_flavour) == ((7, 2, 9), "Fake 1:7.2-1", "upstream")
-    assert facts.flavour_source == f"{what}: package Fake 1:7.2-1" and "emulator version" not in facts.flavour_source
-    assert facts.sources == (what, f"{build.emulator} query-machines")
+    binary = qemu_runner.probe(fake())
+    facts = verify.qemu_facts(binary)
+    what = f"{binary.emulator} query-version"
+    assert (facts.qemu_version, facts.package, facts.qemu_build) == ((7, 2, 9), "Fake 1:7.2-1", "upstream")
+    assert facts.build_source == f"{what}: package Fake 1:7.2-1" and "emulator version" not in facts.build_source
+    assert facts.sources == (what, f"{binary.emulator} query-machines")
     # the same release and package string, as QMP, a --version line or libvirt's cache says them: one answer
     package = "Debian 1:8.2.2+ds-0ubuntu1.4"
-    qmp = verify.qemu_facts(build._replace(release=(8, 2, 2), package=package))
-    line = flavour_from_version(f"QEMU emulator version 8.2.2 ({package})", "q --version")
+    qmp = verify.qemu_facts(binary._replace(release=(8, 2, 2), package=package))
+    line = build_from_version(f"QEMU emulator version 8.2.2 ({package})", "q --version")
     cache = QemuCaps("/q", (8, 2, 2), package, ()).host_facts("cache")
-    assert {(f.qemu_version, f.qemu_flavour, f.package) for f in (qmp, line, cache)} == {((8, 2, 2), "ubuntu", package)}
+    assert {(f.qemu_version, f.qemu_build, f.package) for f in (qmp, line, cache)} == {((8, 2, 2), "ubuntu", package)}
 
 
 def test_what_qemu_says_is_compared_with_what_the_tool_computes(fake, host):
@@ -271,8 +271,8 @@ def _cmdline(pid: str) -> str:
 
 
 def test_compat_props_are_checked_as_globals_on_the_newest_machine():
-    host = HostFacts(aliases={"pc": "pc-i440fx-7.2", "q35": "pc-q35-7.2"}, qemu_flavour="upstream",
-                     flavour_source="test")
+    host = HostFacts(aliases={"pc": "pc-i440fx-7.2", "q35": "pc-q35-7.2"}, qemu_build="upstream",
+                     build_source="test")
     l3 = {"qom-type": "x86_64-cpu", "property": "l3-cache", "value": "off"}
     msi = {"qom-type": "x86_64-cpu", "property": "kvm-msi-ext-dest-id", "value": "off"}
     other = {"qom-type": "virtio-net-pci", "property": "x-mtu-bypass-backend", "value": "off"}
@@ -299,28 +299,28 @@ def test_cpu_modes_and_version_line():
     assert parse_version_line("QEMU emulator version 7.2.22 (Debian 1:7.2+dfsg-7+deb12u18+b3)") == (
         "7.2.22", "Debian 1:7.2+dfsg-7+deb12u18+b3")
     assert parse_version_line("QEMU emulator version 10.0.2") == ("10.0.2", "")
-    assert len(rules.PROPERTIES) == 18
+    assert len(qemu.PROPERTIES) == 18
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="the record is root's: needs root")
 def test_the_record_is_trusted_only_when_root_owned_and_well_formed(tmp_path, fake):
     tmp_path.chmod(0o755)
-    record = tmp_path / "verified.json"
-    build = qemu_runner.probe(fake())
-    outcome = verify.Outcome(build, assemble(verify.sources(verify.VerifyOptions(), build, kvm=False)), qemu_runner.Identity("test"), [], [], [], [],
+    record = tmp_path / "record.json"
+    binary = qemu_runner.probe(fake())
+    outcome = verify.Outcome(binary, assemble(verify.sources(verify.VerifyOptions(), binary, kvm=False)), qemu_runner.Identity("test"), [], [], [], [],
                              None, 0.0)
-    assert verified.write_record(outcome, str(record)) == f"recorded in {record}"
-    assert build.key in verified.read_record(str(record))
+    assert verify_record.write_record(outcome, str(record)) == f"recorded in {record}"
+    assert binary.key in verify_record.read_record(str(record))
     assert record.stat().st_mode & 0o777 == 0o644
     record.chmod(0o666)  # writable by anyone: ignored
-    assert verified.read_record(str(record)) == {}
+    assert verify_record.read_record(str(record)) == {}
     record.chmod(0o644)
     link = tmp_path / "link.json"
     link.symlink_to(record)
-    assert verified.read_record(str(link)) == {}
+    assert verify_record.read_record(str(link)) == {}
     for bad in (b"[]", b"{\"format\": 2, \"verified\": {}}", b"not json", b"{\"format\": 1, \"verified\": []}"):
         record.write_bytes(bad)
-        assert verified.read_record(str(record)) == {}
+        assert verify_record.read_record(str(record)) == {}
 
 
 def test_cli_verify_bad_emulator_and_the_note(tmp_path, monkeypatch, capsys):
@@ -328,18 +328,18 @@ def test_cli_verify_bad_emulator_and_the_note(tmp_path, monkeypatch, capsys):
 
     assert cli.main(["verify", "--emulator", str(tmp_path / "missing")]) == 2
     assert "not an executable file" in capsys.readouterr().err
-    monkeypatch.setattr(verified, "local_build", lambda: ("/usr/bin/qemu-system-x86_64", "9.9.9", "Test 1"))
-    note = verified.unverified_note(str(tmp_path / "none.json"))
+    monkeypatch.setattr(verify_record, "local_binary", lambda: ("/usr/bin/qemu-system-x86_64", "9.9.9", "Test 1"))
+    note = verify_record.unverified_note(str(tmp_path / "none.json"))
     assert note == ("note: the rules were never verified against /usr/bin/qemu-system-x86_64 (QEMU 9.9.9, Test 1) "
                     "on this host: run `virtxml-cpu verify` first")
-    monkeypatch.setattr(verified, "local_build", lambda: None)
-    assert verified.unverified_note(str(tmp_path / "none.json")) is None
+    monkeypatch.setattr(verify_record, "local_binary", lambda: None)
+    assert verify_record.unverified_note(str(tmp_path / "none.json")) is None
 
 
 def test_hook_install_mentions_verify_for_an_unverified_build(tmp_path, monkeypatch, capsys):
     from virtxml_cpu import cli
 
-    monkeypatch.setattr(verified, "local_build", lambda: ("/opt/qemu/bin/qemu-system-x86_64", "9.9.9", "Test 1"))
+    monkeypatch.setattr(verify_record, "local_binary", lambda: ("/opt/qemu/bin/qemu-system-x86_64", "9.9.9", "Test 1"))
     assert cli.main(["hook", "install", "--hooks-dir", str(tmp_path / "hooks"), "--qemu-d"]) == 0
     out = capsys.readouterr()
     assert out.out.startswith("installed ") and "run `virtxml-cpu verify`" not in out.out
@@ -369,7 +369,7 @@ def test_this_hosts_qemu_is_libvirts_emulator_not_the_first_on_path(tmp_path, mo
         Path(caps_cache.cache_file(emulator, str(cache))).write_text(
             f"<qemuCaps>\n  <emulator>{emulator}</emulator>\n  <arch>{arch}</arch>\n</qemuCaps>\n")
     (cache / ("0" * 64 + ".xml")).write_text(f"<qemuCaps><emulator>{other}</emulator><arch>x86_64</arch></qemuCaps>")
-    build = verified.local_build()
-    assert build is not None and build[0] == real and build[1] != "1.2.3"
+    binary = verify_record.local_binary()
+    assert binary is not None and binary[0] == real and binary[1] != "1.2.3"
     assert cli.main(["hook", "status", "--hooks-dir", str(tmp_path / "hooks"), "--format", "json"]) == 1
     assert json.loads(capsys.readouterr().out)["qemu"]["emulator"] == real

@@ -1,4 +1,4 @@
-"""After a full run: every rule row of every QEMU flavour applied somewhere, every libvirt_xml row was read
+"""After a full run: every rule row of every QEMU build applied somewhere, every libvirt_xml row was read
 from some domain, and every decision rule was reached (the counterpart of virt-manager's test_checkprops). Runs last (file order); skipped when only
 part of the suite was selected."""
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from virtxml_cpu.tables.builds.known import FLAVOURS
+from virtxml_cpu.tables.builds.known import BUILDS
 from virtxml_cpu.tables.libvirt_xml import PLACEMENT, SETTINGS
 from virtxml_cpu.core.decide import DECISION_RULES
 from virtxml_cpu.core.pipeline import process
@@ -25,7 +25,7 @@ def test_every_rule_row_and_decision_rule_was_exercised(request):
     every = {p.name for p in HERE.glob("test_*.py")}
     if ran != every:
         pytest.skip(f"partial run ({len(ran)} of {len(every)} test files): totals are checked on full runs only")
-    rows = [(f.name, r) for f in FLAVOURS.values() for r in f.kvm_defaults + f.machine_rows]
+    rows = [(f.name, r) for f in BUILDS.values() for r in f.kvm_defaults + f.machine_rows]
     missing = [f"{name}: {r.layer} {r.prop}={r.value} ({r.source})" for name, r in rows
                if id(r) not in EXERCISED["rows"]]
     assert not missing, "rule rows no test exercised:\n" + "\n".join(missing)

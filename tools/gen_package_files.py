@@ -38,7 +38,7 @@ CONFIG_KEYS = (
     ("style", "how to add it: pvspinlock (<features><pvspinlock state='on'/>, the default) or "
               "cpu-feature (<cpu><feature policy='require' name='kvm_pv_unhalt'/>, which libvirt 9.0-11.3 "
               "refuse to start)"),
-    ("qemu_flavour", "the QEMU build the guests run on: upstream, ubuntu or rhel (default: detected)"),
+    ("qemu_build", "the QEMU build the guests run on: upstream, ubuntu or rhel (default: detected)"),
     ("qemu_version", "the QEMU release the guests run on, X.Y[.Z] (default: detected from libvirt or the "
                      "local QEMU); a property or compat row newer than it does not apply"),
     ("timeout", "seconds a libvirt host may stay silent while connecting or on any call (default 30)"),

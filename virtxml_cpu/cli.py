@@ -8,9 +8,9 @@ import os
 import sys
 
 from . import __version__
-from .core import config as configmod
+from .core import config
 from .core.config import HOOK_MODES
-from .tables.builds.known import NAMES as FLAVOUR_NAMES
+from .tables.builds.known import NAMES as BUILD_NAMES
 from .errors import (EXIT_BAD_INPUT, EXIT_ENVIRONMENT, EXIT_OK, EXIT_WORK_FOUND, BadInput, EnvironmentProblem,
                      VirtxmlCpuError)
 from .hook.install import DEFAULT_DIGEST_DIR, DEFAULT_HOOKS_DIR
@@ -29,8 +29,8 @@ EPILOG = """exit status: 0 done; 1 --check found work (rewrite) or a domain need
 def _policy_opts(p: argparse.ArgumentParser) -> None:
     p.add_argument("--policy", choices=POLICIES, help="when to add kvm-pv-unhalt (default: config, else compat)")
     p.add_argument("--style", choices=STYLES, help="how to add it (default: pvspinlock)")
-    p.add_argument("--config", help=f"config file (default {configmod.DEFAULT_PATH})")
-    p.add_argument("--qemu-flavour", choices=FLAVOUR_NAMES,
+    p.add_argument("--config", help=f"config file (default {config.DEFAULT_PATH})")
+    p.add_argument("--qemu-build", choices=BUILD_NAMES,
                    help="the QEMU build the guests run on (default: --emulator, config, libvirt, the local "
                         "QEMU, else the machine name; see docs: which QEMU build and release)")
     p.add_argument("--qemu-version", type=_release, metavar="X.Y[.Z]",
@@ -39,7 +39,7 @@ def _policy_opts(p: argparse.ArgumentParser) -> None:
 
 
 def _release(text: str) -> str:
-    if not configmod.is_release(text):
+    if not config.is_release(text):
         raise argparse.ArgumentTypeError(f"not a QEMU release X.Y[.Z]: {text!r}")
     return text
 
@@ -153,10 +153,10 @@ def build_parser() -> argparse.ArgumentParser:
     where = ve.add_mutually_exclusive_group()
     where.add_argument("--emulator", metavar="PATH", help="the QEMU to start (any executable, a wrapper script too)")
     where.add_argument("--connect", metavar="URI", help="the emulator this local libvirt uses for KVM domains")
-    ve.add_argument("--qemu-flavour", choices=FLAVOUR_NAMES, help="the QEMU build to check the rules of "
+    ve.add_argument("--qemu-build", choices=BUILD_NAMES, help="the QEMU build to check the rules of "
                     "(default: as explain decides it: what an --emulator QEMU shows, the config, else what the "
                     "QEMU shows)")
-    ve.add_argument("--config", help=f"config file (default {configmod.DEFAULT_PATH})")
+    ve.add_argument("--config", help=f"config file (default {config.DEFAULT_PATH})")
     ve.add_argument("--machine", action="append", default=[], metavar="PATTERN",
                     help="only machine types matching this shell pattern (repeatable)")
     ve.add_argument("--cpu", action="append", default=[], choices=("default", "intel", "amd", "host", "max"),
@@ -195,7 +195,7 @@ def host_sources(args, cfg) -> HostSources:
     first; not with --connect: that QEMU is on another host)."""
     off = Off("--no-host-probe") if args.no_host_probe else Off("--connect: that QEMU is on another host") \
         if args.connect else None
-    return HostSources(flavour=args.qemu_flavour, release=args.qemu_version, emulator=args.emulator, config=cfg,
+    return HostSources(build=args.qemu_build, release=args.qemu_version, emulator=args.emulator, config=cfg,
                        connect=args.connect, capabilities=args.capabilities, domcapabilities=args.domcapabilities,
                        caps_cache=LOCAL if off is None and not args.emulator else None,
                        local_qemu=(off or True) if not args.emulator else False,
@@ -204,7 +204,7 @@ def host_sources(args, cfg) -> HostSources:
 
 def live_sources(args, cfg) -> HostSources:
     """audit's, apply's and watch's sources besides each connection: the flags, the config, /dev/kvm."""
-    return HostSources(flavour=args.qemu_flavour, release=args.qemu_version, config=cfg,
+    return HostSources(build=args.qemu_build, release=args.qemu_version, config=cfg,
                        kvm=Off("--no-host-probe") if args.no_host_probe else True)
 
 
@@ -244,7 +244,7 @@ def main(argv: list[str] | None = None) -> int:
                 raise BadInput("-o takes exactly one input file")
             if args.in_place and "-" in args.files:
                 raise BadInput("--in-place needs files, not stdin")
-        cfg = configmod.load(args.config)
+        cfg = config.load(args.config)
         host = assemble(host_sources(args, cfg))
     except VirtxmlCpuError as e:
         _err(str(e))
@@ -272,7 +272,7 @@ def _explain_domains(args) -> int:
     from .host.connection import deadlines, libvirt_module, open_for_reading
 
     libvirt = libvirt_module()
-    cfg = configmod.load(args.config)
+    cfg = config.load(args.config)
     uri = args.connect or DEFAULT_URI
     conn = open_for_reading(uri, deadlines(None, cfg)[0])
     status = EXIT_OK
@@ -365,7 +365,7 @@ def _apply(args) -> int:
     confirm = _ask if not args.yes and sys.stdin.isatty() else None
     if confirm is None and not (args.yes or args.dry_run or args.diff):
         raise BadInput("not a terminal: pass --yes to define without asking, or --dry-run/--diff")
-    cfg = configmod.load(args.config)
+    cfg = config.load(args.config)
     timeout, host_timeout = deadlines(args.timeout, cfg)
     opts = ApplyOptions(cfg, args.policy, args.style, args.dry_run, args.diff, args.yes,
                         sources=live_sources(args, cfg), confirm=confirm, timeout=timeout, shown_diff=_for_stdout)
@@ -402,7 +402,7 @@ def _audit(args) -> int:
     from .host.connection import deadlines
     from .render.table import fix_lines, summary_line
 
-    cfg = configmod.load(args.config)
+    cfg = config.load(args.config)
     opts = audit.AuditOptions(cfg, args.policy, args.style, tuple(args.domains), args.observe,
                               live_sources(args, cfg), audit.stderr_progress(), *deadlines(args.timeout, cfg))
     chunks: list[str] = []
@@ -426,7 +426,7 @@ def _audit(args) -> int:
 def _deciding_options(args) -> list[str]:
     """The options a live verb was given that change a decision, as words for a suggested command."""
     words = [w for opt, value in (("--policy", args.policy), ("--style", args.style), ("--config", args.config),
-                                  ("--qemu-flavour", args.qemu_flavour), ("--qemu-version", args.qemu_version))
+                                  ("--qemu-build", args.qemu_build), ("--qemu-version", args.qemu_version))
              if value is not None for w in (opt, value)]
     return words + (["--no-host-probe"] if args.no_host_probe else [])
 
@@ -450,31 +450,31 @@ def _watch(args) -> int:
     from .live.apply import ApplyOptions
     from .live.watch import watch
 
-    cfg = configmod.load(args.config)
+    cfg = config.load(args.config)
     return watch(args.connect, ApplyOptions(cfg, args.policy, args.style, sources=live_sources(args, cfg),
                                             timeout=deadlines(args.timeout, cfg)[0]))
 
 
 def _hook(args) -> int:
-    from .hook import install as hookinstall
+    from .hook import install
 
     if args.action == "install":
-        lines = hookinstall.install(args.hooks_dir, args.mode, args.config, args.legacy, args.digest_dir)
+        lines = install.install(args.hooks_dir, args.mode, args.config, args.legacy, args.digest_dir)
         _unverified_note([DEFAULT_URI])
     elif args.action == "uninstall":
-        lines = hookinstall.uninstall(args.hooks_dir)
+        lines = install.uninstall(args.hooks_dir)
     elif args.format == "json":
-        from .verify.record import local_build, read_record, record_key
+        from .verify.record import local_binary, read_record, record_key
 
-        rec = hookinstall.status_record(args.hooks_dir)
-        build = local_build()
-        rec["qemu"] = None if build is None else {
-            "emulator": build[0], "version": build[1], "package": build[2],
-            "verified": read_record().get(record_key(*build))}
+        rec = install.status_record(args.hooks_dir)
+        binary = local_binary()
+        rec["qemu"] = None if binary is None else {
+            "emulator": binary[0], "version": binary[1], "package": binary[2],
+            "verified": read_record().get(record_key(*binary))}
         print(json.dumps(rec))
         return EXIT_OK if rec["trusted"] else EXIT_WORK_FOUND
     else:
-        installed, lines = hookinstall.status(args.hooks_dir)
+        installed, lines = install.status(args.hooks_dir)
         print("\n".join(lines))
         return EXIT_OK if installed else EXIT_WORK_FOUND
     print("\n".join(lines))
@@ -494,12 +494,12 @@ def _unverified_note(uris) -> None:
 def _verify(args) -> int:
     from .verify import run as verify
     from .render import verify as render_verify
-    from .verify import record as verified
+    from .verify import record
 
-    cfg = configmod.load(args.config)
-    opts = verify.VerifyOptions(args.emulator, args.connect, args.qemu_flavour, cfg, args.timeout, args.workers,
+    cfg = config.load(args.config)
+    opts = verify.VerifyOptions(args.emulator, args.connect, args.qemu_build, cfg, args.timeout, args.workers,
                                 tuple(args.machine), tuple(args.cpu), args.json,
-                                args.record or verified.DEFAULT_RECORD,
+                                args.record or record.DEFAULT_RECORD,
                                 None if args.quiet else lambda msg: print(msg, file=sys.stderr, flush=True))
     outcome = verify.run(opts)
     to_stdout = args.json == "-"
@@ -508,7 +508,7 @@ def _verify(args) -> int:
     if args.json and not to_stdout:
         write_output(args.json, render_verify.json_document(outcome).encode(), [])
     if outcome.exit_code == EXIT_OK and not outcome.failed:
-        note = verified.write_record(outcome, opts.record)
+        note = record.write_record(outcome, opts.record)
         if not args.quiet:
             print(note, file=sys.stderr, flush=True)
     if to_stdout:  # last, so a reader of both streams finds it as the final line

@@ -7,8 +7,8 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 
 from tests.lab import harness
-from virtxml_cpu.core import resolve as engine
-from virtxml_cpu.tables import qemu as rules
+from virtxml_cpu.core import resolve
+from virtxml_cpu.tables import qemu
 from virtxml_cpu.core.domain import extract
 from virtxml_cpu.xml.text import parse_domain
 
@@ -37,10 +37,10 @@ def compare(conn, host, label, xml):
     import libvirt
 
     started = harness.startable(xml)
-    res = engine.resolve(extract(parse_domain(started).getroot()), host)
-    want = {p: res.features[p].qemu_property for p in rules.PROPERTIES}
+    res = resolve.resolve(extract(parse_domain(started).getroot()), host)
+    want = {p: res.features[p].qemu_property for p in qemu.PROPERTIES}
     try:
-        got = harness.read_properties(conn, started, rules.PROPERTIES)
+        got = harness.read_properties(conn, started, qemu.PROPERTIES)
     except libvirt.libvirtError as e:
         msg = e.get_error_message()
         refusal = res.start_refusal or res.qemu_refusal  # libvirt's own check, or QEMU's error it passes on
@@ -49,7 +49,7 @@ def compare(conn, host, label, xml):
     if res.start_refusal or res.qemu_refusal:
         return label, got, {"start": (res.start_refusal or res.qemu_refusal, "started", "")}
     got = {p: "on" if v else "off" for p, v in got.items()}
-    diffs = {p: (want[p], got[p], res.features[p].detail) for p in rules.PROPERTIES if want[p] != got[p]}
+    diffs = {p: (want[p], got[p], res.features[p].detail) for p in qemu.PROPERTIES if want[p] != got[p]}
     return label, got, diffs
 
 

@@ -2,7 +2,7 @@
 
     policy = "compat"        # compat | never | always | numa
     style = "pvspinlock"     # pvspinlock | cpu-feature
-    qemu_flavour = "ubuntu"  # upstream | ubuntu | rhel (default: detected)
+    qemu_build = "ubuntu"  # upstream | ubuntu | rhel (default: detected)
     qemu_version = "8.2.2"   # the QEMU release (default: detected)
     [hook]
     mode = "audit"           # audit | enforce | queue
@@ -26,18 +26,18 @@ class Config:
     """The settings (a plain class, not a typing.NamedTuple: the hook's repeat starts import this module
     and pay for no typing machinery). Fields as named in __slots__; `_replace` as a named tuple's."""
 
-    __slots__ = ("policy", "style", "hook_mode", "spool", "syslog_socket", "path", "qemu_flavour", "timeout",
+    __slots__ = ("policy", "style", "hook_mode", "spool", "syslog_socket", "path", "qemu_build", "timeout",
                  "host_timeout", "qemu_version")
 
     def __init__(self, policy: str | None = None, style: str = "pvspinlock",
                  hook_mode: str | None = None,  # None: the mode `hook install` baked in, else audit
                  spool: str = DEFAULT_SPOOL, syslog_socket: str | None = None, path: str | None = None,
-                 qemu_flavour: str | None = None,
+                 qemu_build: str | None = None,
                  timeout: float | None = None,  # seconds a libvirt host may stay silent (connecting, any call)
                  host_timeout: float | None = None,  # seconds for a whole host (default: 10 x timeout)
                  qemu_version: str | None = None):  # the QEMU release the guests run on, X.Y[.Z] (default: detected)
         self.policy, self.style, self.hook_mode, self.spool = policy, style, hook_mode, spool
-        self.syslog_socket, self.path, self.qemu_flavour, self.timeout = syslog_socket, path, qemu_flavour, timeout
+        self.syslog_socket, self.path, self.qemu_build, self.timeout = syslog_socket, path, qemu_build, timeout
         self.host_timeout, self.qemu_version = host_timeout, qemu_version
 
     def _values(self) -> tuple:
@@ -57,7 +57,7 @@ class Config:
 
 
 MAX_CONFIG_BYTES = 64 * 1024  # a config is a few lines; /dev/zero or a log file by mistake is not
-KEYS = {"policy": str, "style": str, "qemu_flavour": str, "hook": dict, "timeout": (int, float),
+KEYS = {"policy": str, "style": str, "qemu_build": str, "hook": dict, "timeout": (int, float),
         "host_timeout": (int, float), "qemu_version": str}
 HOOK_KEYS = {"mode": str, "spool": str, "syslog_socket": str}
 
@@ -83,16 +83,16 @@ def parse(text: str, path: str = "<config>") -> Config:
     for key in ("timeout", "host_timeout"):
         if key in data and not 0 < data[key] <= 86400:
             raise BadInput(f"config {path}: {key} must be above 0 and at most 86400 seconds")
-    from ..tables.builds.known import NAMES as FLAVOURS  # here: the hook's repeat starts read the file, never parse it
+    from ..tables.builds.known import NAMES as BUILDS  # here: the hook's repeat starts read the file, never parse it
     from .decide import POLICIES, STYLES
 
     cfg = Config(data.get("policy"), data.get("style", "pvspinlock"), hook.get("mode"),
-                 hook.get("spool", DEFAULT_SPOOL), hook.get("syslog_socket"), path, data.get("qemu_flavour"),
+                 hook.get("spool", DEFAULT_SPOOL), hook.get("syslog_socket"), path, data.get("qemu_build"),
                  data.get("timeout"), data.get("host_timeout"), data.get("qemu_version"))
     if cfg.qemu_version is not None and not is_release(cfg.qemu_version):
         raise BadInput(f"config {path}: qemu_version = {cfg.qemu_version!r} is not a QEMU release X.Y[.Z]")
     for key, value, allowed in (("policy", cfg.policy, POLICIES + (None,)), ("style", cfg.style, STYLES),
-                                ("qemu_flavour", cfg.qemu_flavour, FLAVOURS + (None,)),
+                                ("qemu_build", cfg.qemu_build, BUILDS + (None,)),
                                 ("hook.mode", cfg.hook_mode, HOOK_MODES + (None,))):
         if value not in allowed:
             raise BadInput(f"config {path}: {key} = {value!r} is not one of {', '.join(a for a in allowed if a)}")

@@ -9,17 +9,17 @@ from __future__ import annotations
 from collections import namedtuple
 from functools import lru_cache
 
-from ..tables import lazyre, libvirt_xml, qemu as rules
+from ..tables import lazyre, libvirt_xml, qemu
 from ..tables.properties import BY_NAME, PROPERTIES, PV_UNHALT
 
 def qemu_bool(text: str, release: tuple[int, ...] | None = None) -> bool | None:
-    """A boolean as QEMU `release` reads it (rules.GRAMMAR); None: QEMU refuses the value."""
-    g = rules.grammar(release)
+    """A boolean as QEMU `release` reads it (qemu.GRAMMAR); None: QEMU refuses the value."""
+    g = qemu.grammar(release)
     return True if text in g.true else False if text in g.false else None
 
 
 qemu_name = libvirt_xml.qemu_name
-BOOL_PROPS = frozenset(PROPERTIES) | {rules.KVM_SWITCH}  # the boolean properties read here (kvm=off hides the KVM leaf)
+BOOL_PROPS = frozenset(PROPERTIES) | {qemu.KVM_SWITCH}  # the boolean properties read here (kvm=off hides the KVM leaf)
 
 
 class CpuOption(namedtuple("CpuOption", "model props refused")):
@@ -31,9 +31,9 @@ class CpuOption(namedtuple("CpuOption", "model props refused")):
 
 
 def _spelled(names) -> str:
-    """A regular expression alternative of `names` in each spelling QEMU reads as one (rules.FEAT2PROP: any `_`
+    """A regular expression alternative of `names` in each spelling QEMU reads as one (qemu.FEAT2PROP: any `_`
     for a `-`); which of them a release takes as +name/-name is flag_taken's."""
-    return "|".join(sorted(map(rules.either_spelling, names), key=len, reverse=True))
+    return "|".join(sorted(map(qemu.either_spelling, names), key=len, reverse=True))
 
 
 # The -cpu parts that can matter, after the model: `+p`/`-p`, `p=value` or a bare `p`, for p in BOOL_PROPS (no
@@ -48,7 +48,7 @@ def flag_taken(written: str, release: tuple[int, ...] | None = None) -> bool:
     prop = BY_NAME.get(qemu_name(written))
     if prop is None:
         return True  # `kvm`: one spelling
-    under, dash = rules.FEAT2PROP
+    under, dash = qemu.FEAT2PROP
     if written == prop.name:
         since = prop.dash_flag
     elif written == prop.name.replace(dash, under) and prop.underscore_flag:
@@ -59,12 +59,12 @@ def flag_taken(written: str, release: tuple[int, ...] | None = None) -> bool:
 
 
 def global_name_taken(written: str, release: tuple[int, ...] | None = None) -> bool:
-    """Whether QEMU `release` has a QOM property named `written` for -global (rules.GLOBAL_NOT_FOUND): the dash
+    """Whether QEMU `release` has a QOM property named `written` for -global (qemu.GLOBAL_NOT_FOUND): the dash
     name, or the underscore spelling once it is an alias (the later of underscore_flag and dash_flag)."""
     prop = BY_NAME.get(qemu_name(written))
     if prop is None or written == prop.name:
         return True
-    under, dash = rules.FEAT2PROP
+    under, dash = qemu.FEAT2PROP
     if written != prop.name.replace(dash, under) or not prop.underscore_flag:
         return False
     since = max(prop.underscore_flag, prop.dash_flag or prop.underscore_flag)
@@ -73,22 +73,22 @@ def global_name_taken(written: str, release: tuple[int, ...] | None = None) -> b
 
 @lru_cache(maxsize=2)  # the engine asks twice for one definition's -cpu (its refusal, its properties)
 def parse_cpu_option(text: str, release: tuple[int, ...] | None = None) -> CpuOption:
-    """`-cpu model,+feat,-feat,feat=on,feat` -> the properties by QEMU's grammar (rules.GRAMMAR): a bare `feat`
+    """`-cpu model,+feat,-feat,feat=on,feat` -> the properties by QEMU's grammar (qemu.GRAMMAR): a bare `feat`
     means feat=on, `_` reads as `-` in feat=value and a bare feat, +feat/-feat take the spellings flag_taken says;
     a value or a +/- spelling QEMU refuses for one of the properties resolved is listed apart (its value None for a
     spelling). Only the properties resolved here (and `kvm`) are listed: no other is read. A part repeated counts
     at its last occurrence (where it decides), a refused one at its first (the one QEMU names)."""
-    g = rules.grammar(release)
+    g = qemu.grammar(release)
     found = _CPU_PROP.findall(text)
     read: dict = {}
     for part in dict.fromkeys(found):  # each distinct part once, in order
         sign, flag, k, eq, v = part
         if flag:
             taken = flag_taken(flag, release)
-            read[part] = (qemu_name(flag), rules.FLAG_PREFIXES[sign]) if taken else (flag, None, None)
+            read[part] = (qemu_name(flag), qemu.FLAG_PREFIXES[sign]) if taken else (flag, None, None)
         elif not eq:
             if not v:  # `p` followed by more of a name is another property
-                read[part] = (qemu_name(k), rules.BARE_FLAG)
+                read[part] = (qemu_name(k), qemu.BARE_FLAG)
         elif v in g.true or v in g.false:
             read[part] = (qemu_name(k), v in g.true)
         else:
@@ -96,7 +96,7 @@ def parse_cpu_option(text: str, release: tuple[int, ...] | None = None) -> CpuOp
     last = list(dict.fromkeys(reversed(found)))[::-1]  # the parts in the order of their last occurrences
     props = [read[p] for p in last if len(read.get(p, ())) == 2]
     refused = [read[p][:2] for p in read if len(read[p]) == 3]
-    if rules.flag_refused(release).after_values:  # QEMU names a refused value before a refused +/- spelling
+    if qemu.flag_refused(release).after_values:  # QEMU names a refused value before a refused +/- spelling
         refused.sort(key=lambda r: r[1] is None)
     return CpuOption(text.split(",", 1)[0], props, refused)
 
@@ -105,20 +105,20 @@ def qemu_refusal(model: str | None, kind: str, text: str | None, globals_, relea
     """QEMU's own error for the first spelling it refuses: the -cpu's (x86_cpu_parse_featurestr turns each
     property into a -global of the model's type, its name in the dash spelling), then each -global that reaches
     the vCPU (named as written: a name QEMU lacks, or a value it refuses)."""
-    g = rules.grammar(release)
+    g = qemu.grammar(release)
     if text:
         opt = parse_cpu_option(text, release)
         if opt.refused:
             prop, value = opt.refused[0]
-            cpu_type = rules.cpu_type_names(rules.MAX_FEATURE_MODELS.get(kind, model or opt.model))[0]
+            cpu_type = qemu.cpu_type_names(qemu.MAX_FEATURE_MODELS.get(kind, model or opt.model))[0]
             if value is None:  # a +/- spelling
-                return rules.flag_refused(release).message.format(type=cpu_type, prop=prop)
+                return qemu.flag_refused(release).message.format(type=cpu_type, prop=prop)
             return g.refused.format(type=cpu_type, prop=qemu_name(prop), value=value)
     for driver, prop, value in globals_:
         if qemu_name(prop) in BOOL_PROPS and global_matches(driver, kind, model):
             if not global_name_taken(prop, release):  # QEMU looks the property up before it reads the value
-                cpu_type = rules.cpu_type_names(rules.MAX_FEATURE_MODELS.get(kind, model or ""))[0]
-                return rules.GLOBAL_NOT_FOUND.format(driver=driver, prop=prop, value=value, type=cpu_type)
+                cpu_type = qemu.cpu_type_names(qemu.MAX_FEATURE_MODELS.get(kind, model or ""))[0]
+                return qemu.GLOBAL_NOT_FOUND.format(driver=driver, prop=prop, value=value, type=cpu_type)
             if qemu_bool(value, release) is None:
                 return g.refused.format(type=driver, prop=prop, value=value)
     return None
@@ -126,11 +126,11 @@ def qemu_refusal(model: str | None, kind: str, text: str | None, globals_, relea
 
 def global_matches(driver: str, kind: str, model: str | None) -> bool:
     """Whether `-global driver.prop` reaches this vCPU: TYPE_X86_CPU, or the CPU's type or a QOM parent."""
-    if driver in rules.X86_CPU_DRIVERS:
+    if driver in qemu.X86_CPU_DRIVERS:
         return True
-    name = rules.MAX_FEATURE_MODELS.get(kind, model or "")
-    types = (name,) + rules.CPU_TYPE_PARENTS.get(name, ())
-    return any(driver in rules.cpu_type_names(t) for t in types)
+    name = qemu.MAX_FEATURE_MODELS.get(kind, model or "")
+    types = (name,) + qemu.CPU_TYPE_PARENTS.get(name, ())
+    return any(driver in qemu.cpu_type_names(t) for t in types)
 
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import namedtuple
 
 from ..tables import guest_os, libvirt_xml
-from . import lifecycle, placement as pinning
+from . import lifecycle, placement
 from .resolution import OFF, ON, SRC_CPU_PM, SRC_HIDDEN, SRC_TCG, Resolution
 from .machines import PC_FAMILIES, format_version, version_at_least
 from ..tables.orchestrators import DEDICATED_NOTES, NOTES as ORCHESTRATOR_NOTES
@@ -59,7 +59,7 @@ def decide(res: Resolution, policy: str, style: str = "pvspinlock") -> Decision:
     """Decide from the resolution and its provenance only: what QEMU/KVM did with kvm-pv-unhalt and why,
     and whether the accelerator could provide it (`res.support`). The domain's name and uuid are not read
     (pipeline keeps one decision for a template's clones)."""
-    placed = pinning.read(res.facts)  # once per decision: a placement of megabytes is not kept between calls
+    placed = placement.read(res.facts)  # once per decision: a placement of megabytes is not kept between calls
     notes = _notes(res, style, placed)
     unhalt = res.features["kvm-pv-unhalt"]
     can_have, why_not = res.support["kvm-pv-unhalt"]
@@ -147,7 +147,7 @@ DEDICATED_HINT = (f"on dedicated host CPUs use {libvirt_xml.HINT_DEDICATED} inst
                   "(none under TCG or with <kvm><hidden state='on'/>)")
 
 
-def _dedicated_vcpus(res: Resolution, policy: str, placed: pinning.Pinning) -> str | None:
+def _dedicated_vcpus(res: Resolution, policy: str, placed: placement.Pinning) -> str | None:
     """Rule dedicated-vcpus: under compat and numa, the reason to keep a guest on dedicated host CPUs."""
     if policy not in ("compat", "numa") or not placed.dedicated:
         return None
@@ -156,7 +156,7 @@ def _dedicated_vcpus(res: Resolution, policy: str, placed: pinning.Pinning) -> s
                                    if hinted else "the note names the hint to use instead")
 
 
-def _placement_notes(res: Resolution, placed: pinning.Pinning) -> list[str]:
+def _placement_notes(res: Resolution, placed: placement.Pinning) -> list[str]:
     """What the domain's vCPU placement means for the decision, when it writes any."""
     f = res.facts
     if not placed.written:
@@ -171,7 +171,7 @@ def _placement_notes(res: Resolution, placed: pinning.Pinning) -> list[str]:
     return notes
 
 
-def _notes(res: Resolution, style: str, placed: pinning.Pinning) -> tuple[str, ...]:
+def _notes(res: Resolution, style: str, placed: placement.Pinning) -> tuple[str, ...]:
     f = res.facts
     notes: list[str] = list(res.warnings)
     if res.machine_status == lifecycle.DEPRECATED:

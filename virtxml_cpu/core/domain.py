@@ -6,7 +6,7 @@ from collections import namedtuple
 
 from lxml import etree
 
-from ..tables import lazyre, qemu as rules  # module-level patterns compiled where first used (the hook's cold start)
+from ..tables import lazyre, qemu  # module-level patterns compiled where first used (the hook's cold start)
 from ..tables.libvirt_xml import BY_KEY as _SETTINGS_BY_KEY, CPU_MODE_CUSTOM, CPU_MODE_NONE, PLACEMENT, SETTINGS, \
     Placement, Setting
 from ..tables.orchestrators import ORCHESTRATORS
@@ -38,7 +38,7 @@ class QemuArgs(namedtuple("QemuArgs", "cpu globals overcommit accel_irqchip irqc
     cpu: str | None  # last -cpu value (QEMU uses the last one)
     globals: tuple[tuple[str, str, str], ...]  # (driver, property, value) from -global
     overcommit: tuple[str, ...]  # each -overcommit's value, in order (overcommit.read says what QEMU makes of them)
-    accel_irqchip: str | None  # the last kernel_irqchip / kernel-irqchip of the -machine options (rules.IRQCHIP)
+    accel_irqchip: str | None  # the last kernel_irqchip / kernel-irqchip of the -machine options (qemu.IRQCHIP)
     irqchip_keys: tuple[str, ...]  # the spellings of that key in the -machine options, each once
 
 
@@ -190,25 +190,25 @@ def parse_qemu_args(values: list[str]) -> QemuArgs:
             i += 1
             continue
         arg = values[i + 1] if i + 1 < len(values) else ""
-        if opt == rules.CMDLINE_CPU:
+        if opt == qemu.CMDLINE_CPU:
             cpu = arg
-        elif opt == rules.CMDLINE_GLOBAL:
+        elif opt == qemu.CMDLINE_GLOBAL:
             g = _parse_global(arg)
             if g:
                 globals_.append(g)
-        elif opt == rules.OVERCOMMIT_OPTION:
+        elif opt == qemu.OVERCOMMIT_OPTION:
             overcommit.append(arg)
-        elif opt in rules.MACHINE_OPTIONS:
-            for key, value in _irqchips(arg):  # the last one wins (rules.IRQCHIP)
+        elif opt in qemu.MACHINE_OPTIONS:
+            for key, value in _irqchips(arg):  # the last one wins (qemu.IRQCHIP)
                 keys[key] = None
                 irqchip = value
-        i += 2  # -accel: behind libvirt's own `-accel kvm` QEMU never reads another one (rules.IRQCHIP)
+        i += 2  # -accel: behind libvirt's own `-accel kvm` QEMU never reads another one (qemu.IRQCHIP)
     return QemuArgs(cpu, tuple(globals_), tuple(overcommit), irqchip, tuple(keys))
 
 
 def _option_name(value: str) -> str | None:
     """`-cpu` and `--cpu` are the same option to QEMU; anything else is a stray argument."""
-    for prefix in rules.OPTION_PREFIXES:
+    for prefix in qemu.OPTION_PREFIXES:
         if value.startswith(prefix) and value != "-":
             return value[len(prefix):]
     return None
@@ -217,7 +217,7 @@ def _option_name(value: str) -> str | None:
 # A -machine parameter setting the irqchip (rules.IRQCHIP_*), at the start or after a `,`. QemuOpts and keyval
 # separate parameters by `,` and read `,,` as a comma inside a value, so it is a parameter of its own only after a
 # run of an odd number of commas (_irqchips counts the run), and its value ends only at a lone one.
-_IRQCHIP = lazyre.compile(rf"(?<![^,])({rules.either_spelling(rules.IRQCHIP_PROPERTY)})=({'|'.join(rules.IRQCHIP_VALUES)})"
+_IRQCHIP = lazyre.compile(rf"(?<![^,])({qemu.either_spelling(qemu.IRQCHIP_PROPERTY)})=({'|'.join(qemu.IRQCHIP_VALUES)})"
                           r"(?=,|\Z)")
 _COMMAS = lazyre.compile(",*")
 
@@ -243,12 +243,12 @@ def _irqchips(arg: str) -> list[tuple[str, str]]:
 
 def irqchip_refusal(facts: DomainFacts, release: tuple[int, ...] | None) -> str | None:
     """QEMU `release`'s error for a kernel_irqchip given in both spellings in the -machine options: libvirt's own
-    (the libvirt_xml -machine row) and those of <qemu:commandline> merge into one (rules.IRQCHIP)."""
-    rule = rules.irqchip_rule(release)
+    (the libvirt_xml -machine row) and those of <qemu:commandline> merge into one (qemu.IRQCHIP)."""
+    rule = qemu.irqchip_rule(release)
     keys = set(facts.qemu.irqchip_keys)
     for key, value in facts.settings:
         row = _SETTINGS_BY_KEY[key]
-        if row.option == rules.MACHINE_OPTION and row.prop == rules.IRQCHIP_PROPERTY and value in row.values:
+        if row.option == qemu.MACHINE_OPTION and row.prop == qemu.IRQCHIP_PROPERTY and value in row.values:
             keys.add(row.prop)
     return rule.conflict if rule.conflict and len(keys) > 1 else None
 

@@ -14,9 +14,9 @@ from collections import namedtuple
 from collections.abc import Iterable
 
 from ..tables import lazyre
-from . import build as qemu_build  # module-level patterns compiled where first used (the hook's cold start)
+from . import precedence  # module-level patterns compiled where first used (the hook's cold start)
 from ..errors import BadInput
-from ..tables.builds.known import FLAVOURS
+from ..tables.builds.known import BUILDS
 from .machines import classify, parse_version
 from .memo import frozen
 from ..xml.text import parse_xml
@@ -26,8 +26,8 @@ _ENTRY = struct.Struct("=IIIIIIIIII")  # function, index, flags, eax, ebx, ecx, 
 _REGS = ("eax", "ebx", "ecx", "edx")
 
 
-class HostFacts(namedtuple("HostFacts", "cpuid aliases machines host_model qemu_version sources qemu_flavour "
-                           "flavour_source version_source descriptions unused package",
+class HostFacts(namedtuple("HostFacts", "cpuid aliases machines host_model qemu_version sources qemu_build "
+                           "build_source version_source descriptions unused package",
                            defaults=(None, {}, frozenset(), None, None, (), None, "", "", {}, (), ""))):
     """Everything known about the host; empty fields mean 'not known'."""
 
@@ -39,8 +39,8 @@ class HostFacts(namedtuple("HostFacts", "cpuid aliases machines host_model qemu_
     host_model: tuple[str | None, tuple[tuple[str, str], ...]] | None  # model, features
     qemu_version: tuple[int, ...] | None
     sources: tuple[str, ...]
-    qemu_flavour: str | None  # upstream | ubuntu | rhel, when known
-    flavour_source: str  # how it is known, for explain
+    qemu_build: str | None  # upstream | ubuntu | rhel, when known
+    build_source: str  # how it is known, for explain
     version_source: str  # how qemu_version is known, for explain
     descriptions: dict[str, str]  # machine name -> QEMU's description of it (`-machine help`; never mutated)
     unused: tuple[str, ...]  # each source that could not be used, and why ("local QEMU: not asked (...)")
@@ -54,20 +54,20 @@ class HostFacts(namedtuple("HostFacts", "cpuid aliases machines host_model qemu_
 
 
 
-_KNOWN = ("cpuid", "aliases", "machines", "host_model", "descriptions")  # the build and release: qemu_build.settle
+_KNOWN = ("cpuid", "aliases", "machines", "host_model", "descriptions")  # the build and release: precedence.settle
 
 
 def combine(facts: Iterable[HostFacts]) -> HostFacts:
     """The facts of several sources, most authoritative first: each field from the first source that knows
-    it, the build and the release by qemu_build.settle (their wording and package string with them), the
+    it, the build and the release by precedence.settle (their wording and package string with them), the
     sources and unused ones listed in order. Its mappings are FrozenDicts: the result is a hashable value
     (pipeline's memo key)."""
     facts = list(facts)
     out = {k: frozen(next((getattr(f, k) for f in facts if getattr(f, k) is not None and getattr(f, k) != {}
                     and getattr(f, k) != frozenset()), getattr(HostFacts(), k))) for k in _KNOWN}
-    return qemu_build.settle(HostFacts(**out, sources=tuple(s for f in facts for s in f.sources),
+    return precedence.settle(HostFacts(**out, sources=tuple(s for f in facts for s in f.sources),
                                        unused=tuple(u for f in facts for u in f.unused)),
-                             [c for f in facts for c in qemu_build.from_each(f)])
+                             [c for f in facts for c in precedence.from_each(f)])
 
 
 def decode_supported_cpuid(buf: bytes) -> dict[tuple[int, str], int]:
@@ -127,18 +127,18 @@ def parse_capabilities(data: bytes, arch: str = "x86_64") -> HostFacts:
                 machines.add(canonical)
             if i == 0:  # libvirt lists QEMU's default machine first (virQEMUCapsProbeQMPMachineTypes)
                 aliases.setdefault("", canonical or name)
-    flavour, why = flavour_from_machines(machines, emulator)
+    build, why = build_from_machines(machines, emulator)
     return HostFacts(aliases=aliases, machines=frozenset(machines), sources=("capabilities",),
-                     qemu_flavour=flavour, flavour_source=why)
+                     qemu_build=build, build_source=why)
 
 
-def flavour_from_machines(machines, emulator: str = "") -> tuple[str | None, str]:
+def build_from_machines(machines, emulator: str = "") -> tuple[str | None, str]:
     """The build a host's machine list (and emulator path) shows: its own machine names give it away."""
-    for flavour in FLAVOURS.values():
-        if flavour.emulator_marker and flavour.emulator_marker.search(emulator):
-            return flavour.name, f"the emulator is {emulator}"
+    for build in BUILDS.values():
+        if build.emulator_marker and build.emulator_marker.search(emulator):
+            return build.name, f"the emulator is {emulator}"
     for name in sorted(machines):
-        owners = [f for f in FLAVOURS.values() if classify(name, f) is not None]
+        owners = [f for f in BUILDS.values() if classify(name, f) is not None]
         if len(owners) == 1 and owners[0].name != "upstream" and name not in owners[0].aliases:
             return owners[0].name, f"the host's QEMU offers machine type {name}"
     if any(m.startswith(("pc-i440fx-", "pc-q35-")) for m in machines):
@@ -146,26 +146,26 @@ def flavour_from_machines(machines, emulator: str = "") -> tuple[str | None, str
     return None, ""
 
 
-def flavour_of_package(package: str) -> str:
+def build_of_package(package: str) -> str:
     """The build a QEMU package string names (`--version`'s, query-version's, libvirt's cached <package>):
     Ubuntu's and RHEL's say so; anything else (Debian's, a source build) is upstream."""
-    for flavour in FLAVOURS.values():
-        if flavour.version_marker and flavour.version_marker.search(package):
-            return flavour.name
+    for build in BUILDS.values():
+        if build.version_marker and build.version_marker.search(package):
+            return build.name
     return "upstream"
 
 
 def release_facts(release: tuple[int, ...], package: str, what: str, said: str | None = None) -> HostFacts:
     """A QEMU's release and package string as host facts: the one place they become a release, a build
-    (flavour_of_package) and a package, whoever read them -- a --version line (flavour_from_version), QMP
+    (build_of_package) and a package, whoever read them -- a --version line (build_from_version), QMP
     query-version (verify), libvirt's capabilities cache (caps_cache). `what` is the source, `said` its
     own words for explain (default: the package string)."""
-    return HostFacts(qemu_version=release, qemu_flavour=flavour_of_package(package),
-                     flavour_source=f"{what}: {said if said is not None else 'package ' + (package or '(none)')}",
+    return HostFacts(qemu_version=release, qemu_build=build_of_package(package),
+                     build_source=f"{what}: {said if said is not None else 'package ' + (package or '(none)')}",
                      sources=(what,), package=package)
 
 
-def flavour_from_version(text: str, what: str) -> HostFacts:
+def build_from_version(text: str, what: str) -> HostFacts:
     """`qemu-system-x86_64 --version`: its first line parsed (parse_version_line), then release_facts."""
     first = text.strip().splitlines()[0] if text.strip() else ""
     parsed = parse_version_line(first)
@@ -175,12 +175,12 @@ def flavour_from_version(text: str, what: str) -> HostFacts:
 def qemu_answer(version: HostFacts, machines: HostFacts, what: str) -> HostFacts:
     """What one QEMU binary says of itself: its release and package (release_facts, from its --version or
     query-version), and its machine list (`-machine help` or query-machines); its build is the one
-    qemu_build.own_build gives. No release is no answer at all."""
+    precedence.own_build gives. No release is no answer at all."""
     if version.qemu_version is None:
         return HostFacts()
-    flavour, by_machines = qemu_build.own_build(version.qemu_flavour, machines.qemu_flavour, machines.flavour_source)
+    build, by_machines = precedence.own_build(version.qemu_build, machines.qemu_build, machines.build_source)
     if by_machines is not None:
-        version = version._replace(qemu_flavour=flavour, flavour_source=f"{what}: {by_machines}")
+        version = version._replace(qemu_build=build, build_source=f"{what}: {by_machines}")
     return version._replace(aliases=machines.aliases, machines=machines.machines,
                             descriptions=machines.descriptions, sources=version.sources + machines.sources)
 
@@ -208,9 +208,9 @@ def parse_machine_help(text: str, emulator: str = "") -> HostFacts:
             descriptions[name] = m.group(2)
         if "(default)" in marks:
             aliases[""] = target.group(1) if target else name
-    flavour, why = flavour_from_machines(names, emulator)
+    build, why = build_from_machines(names, emulator)
     return HostFacts(aliases=aliases, machines=frozenset(names), descriptions=descriptions,
-                     qemu_flavour=flavour, flavour_source=why)
+                     qemu_build=build, build_source=why)
 
 
 def decode_libvirt_version(n: int | str | None) -> tuple[int, int, int] | None:

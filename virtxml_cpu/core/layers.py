@@ -15,8 +15,8 @@ from .hostfacts import HostFacts
 from .machines import Machine, own_version_at_most, version_at_most
 from .resolution import OFF, ON, SRC_ABSENT, SRC_CPU_PM, SRC_FILTERED, SRC_HIDDEN, SRC_TCG, Value, state
 from .support import absent
-from ..tables import libvirt_xml, qemu as rules
-from ..tables.builds.known import Flavour, Rule
+from ..tables import libvirt_xml, qemu
+from ..tables.builds.known import Build, Rule
 from ..tables.cpu_models import MODEL_BITS
 from ..tables.properties import BY_NAME, KVM_LEAF_HIDDEN, KVM_LEAF_WITHOUT_KVM, KVM_STRIPS, TABLE
 
@@ -36,14 +36,14 @@ class Slot(namedtuple("Slot", "value source detail user_set auto", defaults=(Fal
     auto: bool  # host/max: to be filled from host support
 
 
-class Context(namedtuple("Context", "facts host flavour machine accel irqchip kind model cpu_props support")):
+class Context(namedtuple("Context", "facts host build machine accel irqchip kind model cpu_props support")):
     """Everything the steps read; computed once per (domain, build)."""
 
     __slots__ = ()  # a plain named tuple: its fields, annotated below for readers
 
     facts: DomainFacts
     host: HostFacts
-    flavour: Flavour
+    build: Build
     machine: Machine
     accel: str
     irqchip: str
@@ -130,8 +130,8 @@ def step_cpu_model(ctx: Context, slots: dict[str, Slot]) -> dict[str, Slot]:
 
 def _applicable(ctx: Context, layer: str) -> tuple[tuple[Rule, bool | None], ...]:
     """The rows of one layer that may apply to this machine on this QEMU release, with rule_applies' answer."""
-    rows = (ctx.flavour.kvm_defaults if layer == "kvm-default" else ()) + tuple(
-        r for r in ctx.flavour.machine_rows if r.layer == layer)
+    rows = (ctx.build.kvm_defaults if layer == "kvm-default" else ()) + tuple(
+        r for r in ctx.build.machine_rows if r.layer == layer)
     release = ctx.host.qemu_version
     return tuple((r, a) for r in rows if (r.models is None or ctx.model in r.models)
                  and (a := rule_applies(r, ctx.machine, ctx.irqchip, release)) is not False)
@@ -145,7 +145,7 @@ def _default_source(rule: Rule) -> str:
 def step_kvm_defaults(ctx: Context, slots: dict[str, Slot]) -> dict[str, Slot]:
     """2. The build's kvm_default_props as machine compat changed them (named models under KVM only)."""
     out: dict[str, Slot] = {}
-    if ctx.kind != "named" or ctx.accel != rules.KVM_ACCEL:
+    if ctx.kind != "named" or ctx.accel != qemu.KVM_ACCEL:
         return out
     base = {p: (s.value, s.detail) for p, s in slots.items()}
     for rule, applies in _applicable(ctx, "kvm-default"):
@@ -211,9 +211,9 @@ def step_host_max(ctx: Context, slots: dict[str, Slot]) -> dict[str, Slot]:
 def step_kvm_leaf(ctx: Context, slots: dict[str, Slot]) -> dict[str, Slot]:
     """7. The KVM leaf cleared as a whole: not KVM, or kvm=off."""
     out: dict[str, Slot] = {}
-    hidden = any(p == rules.KVM_SWITCH and not v for p, v, *_ in ctx.cpu_props)
+    hidden = any(p == qemu.KVM_SWITCH and not v for p, v, *_ in ctx.cpu_props)
     for p in (q.name for q in TABLE if q.kvm_leaf):  # recorded even where the bit was off already: the final cause
-        if ctx.accel != rules.KVM_ACCEL:
+        if ctx.accel != qemu.KVM_ACCEL:
             out[p] = Slot(False, SRC_TCG, KVM_LEAF_WITHOUT_KVM)
         elif hidden:
             out[p] = Slot(False, SRC_HIDDEN, KVM_LEAF_HIDDEN)
@@ -252,9 +252,9 @@ def kvm_strips(ctx: Context, values: dict[str, Value]) -> dict[str, Value]:
     """10. What KVM strips after QEMU (properties.KVM_STRIPS): HLT exits disabled -> no PV_UNHALT
     (kvm_update_cpuid_runtime)."""
     out: dict[str, Value] = {}
-    active = {rules.OVERCOMMIT_CPU_PM: overcommit.read(ctx.facts.qemu.overcommit, ctx.host.qemu_version)[0]}
+    active = {qemu.OVERCOMMIT_CPU_PM: overcommit.read(ctx.facts.qemu.overcommit, ctx.host.qemu_version)[0]}
     for strip in KVM_STRIPS:
         v = values[strip.prop]
-        if active[strip.when] and ctx.accel == rules.KVM_ACCEL and v.source not in (SRC_HIDDEN, SRC_ABSENT):
+        if active[strip.when] and ctx.accel == qemu.KVM_ACCEL and v.source not in (SRC_HIDDEN, SRC_ABSENT):
             out[strip.prop] = Value(OFF, SRC_CPU_PM, strip.why, qom=v.state)
     return out

@@ -1,6 +1,6 @@
 """Whether a build's QEMU release offers a machine type, marks it deprecated, or has none (pure).
 
-An interpreter of the flavours' Lifecycle rows: the age rule of include/hw/boards.h (and RHEL's version of
+An interpreter of the builds' Lifecycle rows: the age rule of include/hw/boards.h (and RHEL's version of
 it), what releases removed from the code or deprecated by hand, no machine newer than its QEMU, and a
 downstream name's own Release rows (since/until). When the host's QEMU lists its machines, that list decides
 what is offered; the table still says what is deprecated.
@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections import namedtuple
 
 from ..tables import lazyre  # module-level patterns compiled where first used (the hook's cold start)
-from ..tables.builds.known import FLAVOURS, PC, AgeRule, Flavour, Lifecycle
+from ..tables.builds.known import BUILDS, PC, AgeRule, Build, Lifecycle
 from .machines import Machine, format_version
 
 OFFERED, DEPRECATED, NOT_OFFERED = "offered", "deprecated", "not-offered"
@@ -81,15 +81,15 @@ def versioned_status(name: str, release: tuple[int, ...], lifecycle: Lifecycle, 
     return Status(OFFERED, f"{qemu} offers {name}")
 
 
-def known_names(flavour: Flavour, release: tuple[int, ...]) -> list[str]:
+def known_names(build: Build, release: tuple[int, ...]) -> list[str]:
     """Every PC machine name the tables know for this build up to `release`: upstream's versioned names (pc-0.10
-    on) and the flavour's own table keys with their suffixed variants."""
+    on) and the build's own table keys with their suffixed variants."""
     names = [f"pc-0.{minor}" for minor in range(10, 16)] + [f"pc-1.{minor}" for minor in range(4)]
     for major in range(1, release[0] + 1):
         for minor in {1: range(4, 8), 2: range(13), 3: range(2)}.get(major, range(3)):  # QEMU's releases
             names += [f"pc-i440fx-{major}.{minor}", f"pc-q35-{major}.{minor}"]
     names.append("pc-q35-4.0.1")
-    for table in flavour.tables:
+    for table in build.tables:
         for row in table.releases + tuple(r for rows in table.suffix_overrides.values() for r in rows):
             names += [f"{family}-{'rhel' if table.arrays == 'rhel' else ''}{row.key}" for family in row.bases]
     return sorted(set(n for n in names if not n.startswith("rhel")))
@@ -106,39 +106,39 @@ def status(machine: Machine, host) -> Status:
     """The machine's status on the host's QEMU (HostFacts: release, build, machine list)."""
     name = machine.alias_of or machine.name
     release = host.qemu_version
-    flavour: Flavour | None = FLAVOURS.get(machine.flavour)
+    build: Build | None = BUILDS.get(machine.build)
     listed = host.machines
     if machine.name and listed and machine.name not in listed:
         qemu = f"QEMU {format_version(release)}" if release else "QEMU"
         return Status(NOT_OFFERED, f"this host's {qemu} does not list machine type {machine.name} among its machines")
-    if host.qemu_flavour and machine.flavour != host.qemu_flavour and machine.name and machine.family != "unknown":
-        chosen = FLAVOURS[host.qemu_flavour].title
-        owner = flavour.title if flavour else machine.flavour
+    if host.qemu_build and machine.build != host.qemu_build and machine.name and machine.family != "unknown":
+        chosen = BUILDS[host.qemu_build].title
+        owner = build.title if build else machine.build
         return Status(NOT_OFFERED, f"{chosen} has no machine type {machine.name}: only {owner} defines it")
     if not machine.name or machine.alias_of:
         return Status(OFFERED, f"{machine.label()}: an alias or the default machine, always the build's newest")
-    if flavour is None or machine.family not in PC:
+    if build is None or machine.family not in PC:
         return Status(OFFERED, "no lifecycle is known for this machine type; nothing says it is gone")
     if machine.defined_in:
-        return Status(NOT_OFFERED, f"QEMU {format_version(release)} ({flavour.title}) has no machine type {name}: "
+        return Status(NOT_OFFERED, f"QEMU {format_version(release)} ({build.title}) has no machine type {name}: "
                                    f"only {machine.defined_in} define it")
-    found = _downstream(name, flavour, host) if machine.own_version or machine.downstream else None
+    found = _downstream(name, build, host) if machine.own_version or machine.downstream else None
     if found is None and release is not None:
-        found = versioned_status(name, release, flavour.lifecycle, flavour.title)
+        found = versioned_status(name, release, build.lifecycle, build.title)
     if found is None:
         if release is None:
             return Status(OFFERED, "the QEMU release is not known, so neither is the machine type's lifecycle")
-        return Status(OFFERED, f"QEMU {format_version(release)} ({flavour.title}) defines {name}: {machine.how}")
+        return Status(OFFERED, f"QEMU {format_version(release)} ({build.title}) defines {name}: {machine.how}")
     if listed and found.status == NOT_OFFERED:  # the host lists it: the table is behind this build
         return Status(OFFERED, f"listed by this host's QEMU, although the tables say: {found.why}")
     return found
 
 
-def _downstream(name: str, flavour: Flavour, host) -> Status | None:
+def _downstream(name: str, build: Build, host) -> Status | None:
     """A downstream versioned name (pc-q35-rhel9.6.0): what the build's RHEL major removed, then its age rule
     (qemu-kvm >= 9.1)."""
     m = _RHEL_NAME.fullmatch(name)
-    life = flavour.downstream_lifecycle
+    life = build.downstream_lifecycle
     release = host.qemu_version
     if not m or life.age is None or release is None:
         return None

@@ -1,7 +1,7 @@
-"""Machine type names -> Machine, by interpreting one flavour's naming data (tables/builds/).
+"""Machine type names -> Machine, by interpreting one build's naming data (tables/builds/).
 
 A machine's compat level is the upstream machine version whose options it is built from. It is known
-exactly for upstream names and for downstream names in the flavour's tables; for aliases and for downstream
+exactly for upstream names and for downstream names in the build's tables; for aliases and for downstream
 versions the tables have never seen it is a range (`low`..`high`), and a rule whose boundary falls inside
 that range cannot be decided from the name alone.
 """
@@ -10,23 +10,23 @@ from __future__ import annotations
 
 from collections import namedtuple
 
-from ..tables.builds.known import FLAVOURS, I440FX, PC, Q35, Flavour, NameTable, Release, Version
+from ..tables.builds.known import BUILDS, I440FX, PC, Q35, Build, NameTable, Release, Version
 
 PC_FAMILIES = PC
 __all__ = ["I440FX", "Q35", "PC_FAMILIES", "Machine", "classify", "claimants", "version_at_least",
            "version_at_most", "own_version_at_most", "parse_version", "format_version"]
 
 
-class Machine(namedtuple("Machine", "name family flavour low high own_version alias_of irqchip how arrays "
+class Machine(namedtuple("Machine", "name family build low high own_version alias_of irqchip how arrays "
                          "defined_in downstream",
                          defaults=(None, None, None, None, "on", "", "upstream", None, "",))):
-    """What the rules need to know about a machine type, under one flavour."""
+    """What the rules need to know about a machine type, under one build."""
 
     __slots__ = ()  # a plain named tuple: its fields, annotated below for readers
 
     name: str | None  # as written in the XML (None when absent)
     family: str  # pc-i440fx, pc-q35, microvm, isapc, xenfv, ..., unknown
-    flavour: str  # the flavour whose naming data read it
+    build: str  # the build whose naming data read it
     low: Version | None  # compat level range (upstream machine version), inclusive
     high: Version | None
     own_version: Version | None  # a downstream machine's own version (RHEL X.Y.Z)
@@ -82,89 +82,89 @@ def format_version(v: Version | None) -> str:
     return ".".join(str(p) for p in v) if v else "?"
 
 
-def _newest(alias, flavour: Flavour, release: Version | None) -> str | None:
+def _newest(alias, build: Build, release: Version | None) -> str | None:
     """What an alias stands for in a known release: upstream's pc/q35 are FAMILY-X.Y of QEMU X.Y (the
     DEFINE_*_MACHINE_AS_LATEST of that release); Ubuntu's ubuntu/ubuntu-q35 the newest codename row it defines."""
     if release is None or len(release) > 2 and release[2] >= 50:  # a development snapshot's newest is ahead
         return None
     if alias.newest == "version":
         return f"{alias.family}-{release[0]}.{release[1]}"
-    if alias.newest == "table" and flavour.tables:
-        rows = [r for r in flavour.tables[0].releases if alias.family in r.bases and r.since and r.exists_in(release)]
+    if alias.newest == "table" and build.tables:
+        rows = [r for r in build.tables[0].releases if alias.family in r.bases and r.since and r.exists_in(release)]
         if rows:
             newest = max(rows, key=lambda r: r.since)
             return f"{alias.family}-{newest.key}" if newest.since[:2] == release[:2] else None
     return None
 
 
-def classify(name: str | None, flavour: Flavour, host_aliases: dict[str, str] | None = None,
+def classify(name: str | None, build: Build, host_aliases: dict[str, str] | None = None,
              release: Version | None = None, description: str | None = None,
              chosen: bool = False) -> Machine | None:
-    """Read `name` with `flavour`'s naming data; None when that build has no such machine (pure).
+    """Read `name` with `build`'s naming data; None when that build has no such machine (pure).
 
     `host_aliases` (from the host's capabilities) says what `pc`, `q35` and the default machine are there;
     `release` is the build's QEMU release when known (a name defined differently over time takes the
     definition of that release); `description` is QEMU's own description of the machine (`-machine help`),
     which dates a downstream name the tables do not know. `chosen`: the build is known to be this one, so
     the upstream names it registers as its own machines count (RHEL 8's pc-i440fx-2.11). An absent machine
-    is the flavour's default machine.
+    is the build's default machine.
     """
     host_aliases = host_aliases or {}
     key = name or ""
     canonical = host_aliases.get(key)
     if canonical and canonical != name:
-        resolved = classify(canonical, flavour, release=release, chosen=chosen)
+        resolved = classify(canonical, build, release=release, chosen=chosen)
         if resolved is None:
             return None
         return resolved._replace(name=name, alias_of=canonical, how=f"host capabilities: {key or 'default'} = "
                                                                      f"{canonical}")
-    alias_name = name or flavour.default_machine
-    alias = flavour.aliases.get(alias_name)
+    alias_name = name or build.default_machine
+    alias = build.aliases.get(alias_name)
     if alias is not None:
-        target = alias.canonical or _newest(alias, flavour, release)
+        target = alias.canonical or _newest(alias, build, release)
         if target and not alias.canonical:
-            resolved = classify(target, flavour, release=release, chosen=chosen)
+            resolved = classify(target, build, release=release, chosen=chosen)
             if resolved is not None and resolved.version is not None:
                 return resolved._replace(name=name, alias_of=target,
                                          how=f"{alias.source}: in QEMU {format_version(release)}, {target}")
         if alias.canonical:
-            resolved = classify(alias.canonical, flavour, release=release, chosen=chosen)
-            assert resolved is not None, alias.canonical  # data error, caught by the flavour tests
+            resolved = classify(alias.canonical, build, release=release, chosen=chosen)
+            assert resolved is not None, alias.canonical  # data error, caught by the build tests
             return resolved._replace(name=name, alias_of=alias.canonical, how=alias.source)
-        return Machine(name, alias.family, flavour.name, alias.floor, _at_most(None, release),
+        return Machine(name, alias.family, build.name, alias.floor, _at_most(None, release),
                        alias_of=None if name else alias_name, how=alias.source,
-                       arrays=flavour.tables[0].arrays if flavour.tables else "upstream")  # the build's own
+                       arrays=build.tables[0].arrays if build.tables else "upstream")  # the build's own
     if not name:
         return None
-    if name in flavour.fixed:
-        return Machine(name, flavour.fixed[name], flavour.name, irqchip=flavour.irqchip_defaults.get(name, "on"),
-                       how=f"{flavour.title}: unversioned machine")
-    for pattern, family in flavour.versioned + (flavour.registered if chosen else ()):
+    if name in build.fixed:
+        return Machine(name, build.fixed[name], build.name, irqchip=build.irqchip_defaults.get(name, "on"),
+                       how=f"{build.title}: unversioned machine")
+    for pattern, family in build.versioned + (build.registered if chosen else ()):
         m = pattern.fullmatch(name)
         if m:
             fam = family or m.group("family")
             v = parse_version(m.group("version"))
-            return Machine(name, fam, flavour.name, v, v, irqchip=flavour.irqchip_defaults.get(name, "on"),
-                           how=f"{flavour.title}: versioned machine")
-    for table in flavour.tables:
+            return Machine(name, fam, build.name, v, v, irqchip=build.irqchip_defaults.get(name, "on"),
+                           how=f"{build.title}: versioned machine")
+    for table in build.tables:
         m = table.pattern.fullmatch(name)
         if m:
-            return _from_table(name, m, table, flavour, release, description)
+            return _from_table(name, m, table, build, release, description)
     return None
 
 
 def claimants(name: str | None, host_aliases: dict[str, str] | None = None, release: Version | None = None,
-              description: str | None = None) -> list[tuple[Flavour, Machine]]:
-    """Every flavour that has a machine of this name, with the machine as it reads it."""
+              description: str | None = None) -> list[tuple[Build, Machine]]:
+    """Every build that has a machine of this name, with the machine as it reads it."""
     out = []
-    for flavour in FLAVOURS.values():
-        machine = classify(name, flavour, host_aliases, release, description)
+    for build in BUILDS.values():
+        machine = classify(name, build, host_aliases, release, description)
         if machine is not None:
-            out.append((flavour, machine))
+            out.append((build, machine))
     return out
 
 
-def _from_table(name: str, m, table: NameTable, flavour: Flavour, release: Version | None,
+def _from_table(name: str, m, table: NameTable, build: Build, release: Version | None,
                 description: str | None) -> Machine:
     groups = m.groupdict()
     family = groups.get("family") or table.family_of_bare or I440FX
@@ -173,20 +173,20 @@ def _from_table(name: str, m, table: NameTable, flavour: Flavour, release: Versi
     row = _definition(table, key, suffix, family, release)
     if row is not None:
         base = row.bases[family]
-        irqchip = row.irqchip.get(family) or flavour.irqchip_defaults.get(f"{family}-{format_version(base)}", "on")
+        irqchip = row.irqchip.get(family) or build.irqchip_defaults.get(f"{family}-{format_version(base)}", "on")
         gone = None if release is None or row.exists_in(release) else _span(row)  # unknown: some release has it
-        return Machine(name, family, flavour.name, base, base, own, irqchip=irqchip, arrays=table.arrays,
+        return Machine(name, family, build.name, base, base, own, irqchip=irqchip, arrays=table.arrays,
                        defined_in=gone, downstream=_release_label(table, key, row),
                        how=f"{row.source} ({key}{suffix}: {family}-{format_version(base)} options)"
                                             + (f"; not defined by QEMU {format_version(release)}" if gone else ""))
     if table.order == "version":
         below, above = _neighbours(key, table)
         around = " and ".join(r.key for r in (below, above) if r)
-        return Machine(name, family, flavour.name, _base(below, family) if below else None,
+        return Machine(name, family, build.name, _base(below, family) if below else None,
                        _base(above, family) if above else None, own, arrays=table.arrays,
                        how=f"{table.source}: {key} is not in the table; its compat level lies between its "
                            f"neighbours ({around or 'none known'})")
-    return _dated(name, family, flavour, table, release, description)
+    return _dated(name, family, build, table, release, description)
 
 
 def _definition(table: NameTable, key: str, suffix: str, family: str, release: Version | None) -> Release | None:
@@ -208,11 +208,11 @@ def _release_label(table: NameTable, key: str, row: Release) -> str:
     return table.release_label.format(key=key, described=row.described)
 
 
-def _dated(name: str, family: str, flavour: Flavour, table: NameTable, release: Version | None,
+def _dated(name: str, family: str, build: Build, table: NameTable, release: Version | None,
            description: str | None) -> Machine:
     """A downstream name no known release defined: its level is what QEMU's own description dates it to
     ("Ubuntu 24.04 PC ..."), bounded by the QEMU release itself; else unknown, and said so."""
-    unknown = Machine(name, family, flavour.name, None, _at_most(None, release), arrays=table.arrays,
+    unknown = Machine(name, family, build.name, None, _at_most(None, release), arrays=table.arrays,
                       how=f"{table.source}: no known release defines {name}"
                           + ("" if description else " and no local QEMU describes it")
                           + "; its compat level is unknown, so no rule that depends on it is assumed")
@@ -224,14 +224,14 @@ def _dated(name: str, family: str, flavour: Flavour, table: NameTable, release: 
     same = [r for v, r in dated if v == said]
     if same:
         base = same[-1].bases[family]
-        return Machine(name, family, flavour.name, base, base, arrays=table.arrays,
+        return Machine(name, family, build.name, base, base, arrays=table.arrays,
                        how=f"QEMU describes {name} as '{description}': {same[-1].key}'s {family}-"
                            f"{format_version(base)} options ({same[-1].source})")
     below = [r for v, r in dated if v < said]
     above = [r for v, r in dated if v > said]
     low = below[-1].bases[family] if below else None
     high = _at_most(above[0].bases[family] if above else None, release)
-    return Machine(name, family, flavour.name, low, high, arrays=table.arrays,
+    return Machine(name, family, build.name, low, high, arrays=table.arrays,
                    how=f"QEMU describes {name} as '{description}': between "
                        f"{below[-1].key if below else 'the oldest'} and "
                        f"{above[0].key if above else 'this QEMU ' + format_version(release)}")

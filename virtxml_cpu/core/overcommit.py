@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from ..tables import lazyre, qemu as rules
+from ..tables import lazyre, qemu
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing costs the hook's cold start (see core/memo.py)
@@ -32,8 +32,8 @@ def opts_params(arg: str) -> Iterator[tuple[str, str]]:
         name, value = m.group(1, 2)
         if value is not None:
             yield name, value.replace(",,", ",")
-        elif name.startswith(rules.OPTS_FLAG_OFF_PREFIX) and name not in rules.OPTS_HELP:
-            yield name[len(rules.OPTS_FLAG_OFF_PREFIX):], "off"
+        elif name.startswith(qemu.OPTS_FLAG_OFF_PREFIX) and name not in qemu.OPTS_HELP:
+            yield name[len(qemu.OPTS_FLAG_OFF_PREFIX):], "off"
         else:
             yield name, "on"
 
@@ -41,17 +41,17 @@ def opts_params(arg: str) -> Iterator[tuple[str, str]]:
 @lru_cache(maxsize=4)  # the engine asks twice per decision (what KVM strips, what QEMU refuses)
 def read(args: tuple[str, ...], release: Version | None) -> tuple[bool, str | None]:
     """(cpu-pm on after every -overcommit, QEMU's error for the first one it refuses or None), as QEMU
-    `release` reads them (rules.overcommit_rule; an unknown release reads as current)."""
-    rule, grammar = rules.overcommit_rule(release), rules.grammar(release)
+    `release` reads them (qemu.overcommit_rule; an unknown release reads as current)."""
+    rule, grammar = qemu.overcommit_rule(release), qemu.grammar(release)
     on = False
     for arg in args:
         said = None
         for name, value in opts_params(arg):
-            if name in rules.OPTS_HELP:
+            if name in qemu.OPTS_HELP:
                 return on, f"-overcommit {arg}: QEMU prints the option's help and exits"
             if name not in rule.names:
                 return on, rule.unknown.format(arg=arg, name=name)
-            if name == rules.OVERCOMMIT_CPU_PM:
+            if name == qemu.OVERCOMMIT_CPU_PM:
                 said = True if value in grammar.true else False if value in grammar.false else None
                 if said is None:
                     return on, rule.refused.format(arg=arg, value=value)

@@ -13,7 +13,7 @@ from operator import itemgetter
 
 from lxml import etree
 
-from . import domain, resolve as engine, decide as policy
+from . import domain, resolve, decide as decision_rules
 from .config import Config
 from .hostfacts import HostFacts
 from .memo import Memo, frozen
@@ -38,8 +38,8 @@ class Outcome(namedtuple("Outcome", "label resolution decision policy_source sty
 
     __slots__ = ()  # a plain named tuple: its fields, annotated below for readers
     label: str
-    resolution: engine.Resolution
-    decision: policy.Decision
+    resolution: resolve.Resolution
+    decision: decision_rules.Decision
     policy_source: str
     style: str
     source: bytes
@@ -60,14 +60,14 @@ def host_key(host: HostFacts) -> tuple:
     return tuple(map(frozen, host))  # built by hand with plain dicts
 
 
-assert engine.Resolution._fields[0] == "facts"  # decide() swaps a clone's facts in by position
+assert resolve.Resolution._fields[0] == "facts"  # decide() swaps a clone's facts in by position
 
 IDENTITY = ("name", "uuid")  # the only facts that differ between clones of one template; decide nothing
 _DECIDING = itemgetter(*(i for i, f in enumerate(domain.DomainFacts._fields) if f not in IDENTITY))
 
 
 def resolution_key(facts: domain.DomainFacts, host: HostFacts) -> tuple:
-    """Everything engine.resolve reads: the domain's facts but its name and uuid (by field name), and the
+    """Everything resolve.resolve reads: the domain's facts but its name and uuid (by field name), and the
     host's facts."""
     return _DECIDING(facts), host_key(host)
 
@@ -89,18 +89,18 @@ def decide(doc: Document, host: HostFacts, config: Config, cli_policy: str | Non
     # One entry per key: the resolution, its decisions by policy and style (a handful), and the key itself,
     # which holds every deciding fact: it is hashed and compared once per document, and the outcome carries
     # the entry's own key, which a renderer's lookups (shared_part) then find by identity.
-    resolution, decisions, key = MEMO.get(("resolution", key), lambda: (engine.resolve(facts, host), {}, key), cost)
+    resolution, decisions, key = MEMO.get(("resolution", key), lambda: (resolve.resolve(facts, host), {}, key), cost)
     if resolution.facts is not facts:  # a clone's: the same but for name and uuid
         resolution = resolution._make((facts, *resolution[1:]))  # _replace(facts=facts) without its kwargs
-    chosen, source = policy.effective_policy(cli_policy, config.policy, facts.override_policy)
+    chosen, source = decision_rules.effective_policy(cli_policy, config.policy, facts.override_policy)
     style = cli_style or config.style
-    if facts.override_policy is not None and facts.override_policy not in policy.POLICIES:
-        decision = policy.invalid_exemption(facts.override_policy)
+    if facts.override_policy is not None and facts.override_policy not in decision_rules.POLICIES:
+        decision = decision_rules.invalid_exemption(facts.override_policy)
         source = "domain <metadata>"
     else:
         decision = decisions.get((chosen, style))
         if decision is None:
-            decision = decisions[chosen, style] = policy.decide(resolution, chosen, style)
+            decision = decisions[chosen, style] = decision_rules.decide(resolution, chosen, style)
     if doc.tree is None:
         return Outcome(doc.label, resolution, decision, source, style, doc.source, None, key)
     from ..xml import insert as rewrite  # here: deciding alone (the hook, audit, explain) never renders

@@ -16,7 +16,7 @@ ON, OFF, HOST = "on", "off", "host-dependent"
 
 # Provenance tags a policy may act on.
 SRC_TCG, SRC_HIDDEN, SRC_CPU_PM = "tcg", "kvm-hidden", "kvm-cpu-pm"
-SRC_FILTERED, SRC_FLAVOUR, SRC_ABSENT = "filtered", "qemu-flavour", "qemu-release"
+SRC_FILTERED, SRC_BUILD, SRC_ABSENT = "filtered", "qemu-build", "qemu-release"
 
 
 class Value(namedtuple("Value", "state source detail qom",
@@ -36,7 +36,7 @@ class Value(namedtuple("Value", "state source detail qom",
 
 
 class Resolution(namedtuple("Resolution", "facts machine accel irqchip cpu_kind model features "
-                            "explicit_unhalt warnings start_refusal host flavour flavour_basis support "
+                            "explicit_unhalt warnings start_refusal host build build_basis support "
                             "cpu_from_commandline machine_status machine_status_why qemu_refusal",
                             defaults=((), None, HostFacts(), "upstream", "", {}, False, lifecycle.OFFERED, "", None,))):
 
@@ -52,8 +52,8 @@ class Resolution(namedtuple("Resolution", "facts machine accel irqchip cpu_kind 
     warnings: tuple[str, ...]
     start_refusal: str | None  # libvirt's error when it will refuse to start the domain
     host: HostFacts
-    flavour: str  # the QEMU build assumed; "a|b" when unknown and the answers were merged
-    flavour_basis: str  # why that build
+    build: str  # the QEMU build assumed; "a|b" when unknown and the answers were merged
+    build_basis: str  # why that build
     support: dict[str, tuple[bool | None, str]]  # would the accelerator keep it (never mutated)
     cpu_from_commandline: bool  # <qemu:commandline> -cpu replaced libvirt's -cpu
     machine_status: str  # offered | deprecated | not-offered (core/lifecycle.py)

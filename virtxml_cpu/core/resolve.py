@@ -15,7 +15,7 @@ are merged by build_choice.merge.
 
 from __future__ import annotations
 
-from . import build as qemu_build, build_choice, cpu_option, layers, lifecycle, overcommit
+from . import precedence, build_choice, cpu_option, layers, lifecycle, overcommit
 from .cpu_option import parse_cpu_option
 from .domain import DomainFacts, irqchip_refusal
 from .hostfacts import HostFacts
@@ -24,8 +24,8 @@ from .libvirt_cpu import explicit_unhalt, libvirt_cpu_props, start_refusal
 from .machines import Machine
 from .resolution import OFF, ON, SRC_CPU_PM, SRC_HIDDEN, SRC_TCG, Resolution  # noqa: F401 (what a policy reads)
 from .support import support
-from ..tables import libvirt_xml, qemu as rules
-from ..tables.builds.known import Flavour
+from ..tables import libvirt_xml, qemu
+from ..tables.builds.known import Build
 from ..tables.cpu_models import MODEL_BITS  # noqa: F401 (read through the engine by the tests' model table check)
 
 
@@ -34,13 +34,13 @@ def resolve(facts: DomainFacts, host: HostFacts | None = None) -> Resolution:
     Pure in (facts, host facts); the domain's name and uuid are not read (pipeline keeps one answer for
     a template's clones)."""
     host = host or HostFacts()
-    candidates, basis, warnings = qemu_build.builds_for(facts.machine, host)
-    results = [_resolve_one(facts, host, flavour, machine, list(warnings)) for flavour, machine in candidates]
+    candidates, basis, warnings = precedence.builds_for(facts.machine, host)
+    results = [_resolve_one(facts, host, build, machine, list(warnings)) for build, machine in candidates]
     res = results[0] if len(results) == 1 else build_choice.merge(results)
-    return res._replace(flavour_basis=basis)
+    return res._replace(build_basis=basis)
 
 
-def _resolve_one(facts: DomainFacts, host: HostFacts, flavour: Flavour, machine: Machine,
+def _resolve_one(facts: DomainFacts, host: HostFacts, build: Build, machine: Machine,
                  warnings: list[str]) -> Resolution:
     accel = _accel(facts.virt_type)
     irqchip = _irqchip(facts, machine)
@@ -55,20 +55,20 @@ def _resolve_one(facts: DomainFacts, host: HostFacts, flavour: Flavour, machine:
         cpu_props = [(p, v, "qemu:commandline -cpu", written) for p, v in cmd]
         warnings.append("<qemu:commandline> passes its own -cpu, which replaces libvirt's -cpu "
                         "(and every <features>/<cpu> setting libvirt put there)")
-        kind = rules.MAX_FEATURE_MODELS.get(model, "named")
+        kind = qemu.MAX_FEATURE_MODELS.get(model, "named")
     else:
         cpu_props = libvirt_props
-        kind = rules.CPU_MODE_KINDS.get(facts.cpu_mode, "named")
+        kind = qemu.CPU_MODE_KINDS.get(facts.cpu_mode, "named")
         if facts.cpu_mode == libvirt_xml.CPU_MODE_NONE or (facts.cpu_mode == libvirt_xml.CPU_MODE_CUSTOM
                                                            and not facts.cpu_model):
-            model = rules.ISAPC_DEFAULT_MODEL if machine.family == "isapc" else \
-                rules.DEFAULT_MODEL.get(facts.arch or rules.DEFAULT_ARCH, rules.DEFAULT_MODEL[rules.DEFAULT_ARCH])
+            model = qemu.ISAPC_DEFAULT_MODEL if machine.family == "isapc" else \
+                qemu.DEFAULT_MODEL.get(facts.arch or qemu.DEFAULT_ARCH, qemu.DEFAULT_MODEL[qemu.DEFAULT_ARCH])
         elif facts.cpu_mode == libvirt_xml.CPU_MODE_HOST_MODEL:
             model = host.host_model[0] if host.host_model else None
         else:
             model = facts.cpu_model
     supported = support(facts, accel, irqchip, host)
-    values = layers.run(layers.Context(facts, host, flavour, machine, accel, irqchip, kind, model, cpu_props, supported))
+    values = layers.run(layers.Context(facts, host, build, machine, accel, irqchip, kind, model, cpu_props, supported))
     refusal = start_refusal(facts, kind, values, warnings)
     # QEMU reads -overcommit while parsing its options, then the -machine options, before it builds a vCPU from
     # -cpu and -global
@@ -76,13 +76,13 @@ def _resolve_one(facts: DomainFacts, host: HostFacts, flavour: Flavour, machine:
                     or irqchip_refusal(facts, host.qemu_version)
                     or cpu_option.qemu_refusal(model, kind, facts.qemu.cpu, facts.qemu.globals, host.qemu_version))
     return Resolution(facts, machine, accel, irqchip, kind, model, values, explicit_unhalt(facts),
-                      tuple(dict.fromkeys(warnings)), start_refusal=refusal, host=host, flavour=flavour.name,
+                      tuple(dict.fromkeys(warnings)), start_refusal=refusal, host=host, build=build.name,
                       support=supported, cpu_from_commandline=bool(facts.qemu.cpu),
                       machine_status=status.status, machine_status_why=status.why, qemu_refusal=qemu_refusal)
 
 
 def _accel(virt_type: str | None) -> str:
-    return rules.ACCELERATORS.get(virt_type or "", virt_type or "unknown")
+    return qemu.ACCELERATORS.get(virt_type or "", virt_type or "unknown")
 
 
 def _irqchip(facts: DomainFacts, machine: Machine) -> str:
@@ -90,6 +90,6 @@ def _irqchip(facts: DomainFacts, machine: Machine) -> str:
         return facts.qemu.accel_irqchip
     for key, value in facts.settings:
         row = libvirt_xml.BY_KEY[key]
-        if row.option == rules.MACHINE_OPTION and row.prop == rules.IRQCHIP_PROPERTY and value in row.values:
+        if row.option == qemu.MACHINE_OPTION and row.prop == qemu.IRQCHIP_PROPERTY and value in row.values:
             return row.values[value]
     return machine.irqchip

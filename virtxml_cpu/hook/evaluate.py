@@ -11,9 +11,9 @@ from __future__ import annotations
 import os
 import sys
 
-from ..core import config as configmod
+from ..core import config
 from . import digest
-from ..host import caps_cache as qemucaps
+from ..host import caps_cache
 from ..core.domain import DomainFacts, canonical_uuid
 from .act import act, enforce_message
 from ..core.hostfacts import HostFacts
@@ -41,10 +41,10 @@ def hook_host_facts(dom: DomainFacts, cfg, caps_dir: str | None = None) -> HostF
 def dependencies(dom: DomainFacts, caps_dir: str | None = None) -> list[str]:
     """The files hook_host_facts reads besides the definition and the config: a digest entry stands only
     while each looks as it did."""
-    caps_dir = caps_dir or qemucaps.CACHE_DIR
+    caps_dir = caps_dir or caps_cache.CACHE_DIR
     paths = [digest.KVM_DEVICE, caps_dir]
     if dom.emulator and os.path.isabs(dom.emulator) and "\0" not in dom.emulator:
-        paths.append(qemucaps.cache_file(dom.emulator, caps_dir))
+        paths.append(caps_cache.cache_file(dom.emulator, caps_dir))
     return paths
 
 
@@ -57,8 +57,8 @@ def run(argv: list[str], mode: str | None = None, config_path: str | None = None
     name, op = (argv + ["-", "-"])[:2]
     log = log or Log()
     try:
-        raw = configmod.read_raw(config_path, environ={}) if config_raw is False else config_raw
-        cfg = configmod.from_raw(raw, config_path, environ={})  # only the rendered path: no variable steers root
+        raw = config.read_raw(config_path, environ={}) if config_raw is False else config_raw
+        cfg = config.from_raw(raw, config_path, environ={})  # only the rendered path: no variable steers root
     except Exception as e:  # noqa: BLE001 - fail open
         log(kv(domain=name, op=op, result="guest not checked", error=f"config unusable: {e}"), warning=True)
         return 0
@@ -89,10 +89,10 @@ def evaluate(data: bytes, name: str, cfg, mode: str | None) -> tuple[dict, list[
     fields = [("domain", r.facts.name or name), ("uuid", uuid or "-"), ("machine", r.machine.label()),
               ("cpu_mode", r.facts.cpu_mode), ("pv_unhalt", r.features["kvm-pv-unhalt"].state),
               ("decision", d.action), ("rule", d.rule), ("mode", cfg.hook_mode or mode or "audit")]
-    fields.append(("qemu", host.qemu_flavour or "unknown"))
+    fields.append(("qemu", host.qemu_build or "unknown"))
     fields.append(("release", format_version(host.qemu_version) if host.qemu_version else "unknown"))
     unused = "; ".join(host.unused)  # each source that could not be used, and why
-    if not host.qemu_flavour:
+    if not host.qemu_build:
         fields.append(("qemu_basis", f"build unknown: {unused or 'no source names it'}"))
     elif unused:
         fields.append(("unused", unused))

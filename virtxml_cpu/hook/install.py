@@ -28,7 +28,7 @@ RESTART_NOTE = ("libvirtd reads hooks when it starts: restart it or send it SIGH
 
 def libvirt_version() -> tuple[int, ...] | None:
     """The local libvirt's version from `libvirtd --version` (or virtqemud's), run only as a trusted
-    binary is (localqemu.run_trusted: root-owned, nobody else may write it, unprivileged)."""
+    binary is (local_qemu.run_trusted: root-owned, nobody else may write it, unprivileged)."""
     for name in ("libvirtd", "virtqemud"):
         path = which(name) or which(name, "/usr/sbin:/sbin")
         out = run_trusted(path, "--version") if path else None
@@ -175,7 +175,7 @@ def _interpreter_file(path: str, owners: tuple[int, ...]) -> str | None:
 
 def _isolated_path(python: str) -> tuple[list[str], str | None]:
     """sys.path of `python -I -S` (the standard library's directories), asked of the interpreter once
-    it is known to be root's alone (localqemu.run; as root, since root runs it as the hook anyway)."""
+    it is known to be root's alone (local_qemu.run; as root, since root runs it as the hook anyway)."""
     import json
 
     out, why = run(python, "-I", "-S", "-c", "import sys, json; print(json.dumps(sys.path))", timeout=30,
@@ -270,13 +270,13 @@ def install(hooks_dir: str, mode: str | None, config: str | None, legacy: bool |
 def _check_config(config: str) -> None:
     """The hook reads its config as root at every guest start: only root may be able to change it, or
     create it where it is missing; one that exists must also parse."""
-    from ..core import config as configmod
+    from ..core import config as config_file
 
-    why = configmod.trust_problem(config)
+    why = config_file.trust_problem(config)
     if why:
         raise BadInput(f"not installing a hook that reads config {shown(config)}: {why}")
     if os.path.lexists(config):
-        configmod.load(config)
+        config_file.load(config)
 
 
 def uninstall(hooks_dir: str) -> list[str]:
@@ -351,10 +351,10 @@ def installed_problems(path: Path, python: str, settings: dict[str, str]) -> lis
     why = untrusted_code(python, package_dir, lib)
     if why:
         out.append(why)
-    from ..core import config as configmod
+    from ..core import config as config_file
 
-    config = config or configmod.DEFAULT_PATH
-    why = configmod.trust_problem(config)
+    config = config or config_file.DEFAULT_PATH
+    why = config_file.trust_problem(config)
     if why:
         out.append(f"config {shown(config)}: {why}")
     return out

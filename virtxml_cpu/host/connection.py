@@ -127,7 +127,7 @@ def host_facts_from(conn, uri: str) -> HostFacts:
     facts = combine([caps, dom])
     return facts._replace(qemu_version=version, version_source=f"libvirt {uri}: the hypervisor version" if version else "",
                           sources=tuple(f"{s} ({uri})" for s in facts.sources),
-                          flavour_source=f"{facts.flavour_source} ({uri})" if facts.qemu_flavour else "")
+                          build_source=f"{facts.build_source} ({uri})" if facts.qemu_build else "")
 
 
 def emulator_for(uri: str) -> tuple[str, str | None]:

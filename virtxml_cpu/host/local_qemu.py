@@ -12,7 +12,7 @@ import os
 import stat
 from typing import NamedTuple
 
-from ..core.hostfacts import HostFacts, flavour_from_version, parse_machine_help, qemu_answer
+from ..core.hostfacts import HostFacts, build_from_version, parse_machine_help, qemu_answer
 from ..core.hostfacts import parse_version_line as _parse_line
 from ..core.machines import format_version
 from ..fs.trusted import check_ancestors, check_trusted
@@ -161,7 +161,7 @@ def parse_version_line(text: str) -> tuple[str, str] | None:
 
 
 def version_of(path: str) -> tuple[str, str] | None:
-    """(version, package) from the first line of `path --version`, run as run() runs it; None when it
+    """(version, package) from the first line of `path --version`, run() runs it; None when it
     was not run or named no release."""
     out = run_trusted(path, "--version")
     return parse_version_line(out.splitlines()[0] if out and out.strip() else "")
@@ -178,5 +178,5 @@ def ask(path: str) -> tuple[HostFacts, str]:
     machines = parse_machine_help(help_out or "", path)
     if machines.machines:
         machines = machines._replace(sources=(f"{path} -machine help",))
-    facts = qemu_answer(flavour_from_version(out, what), machines, what)
+    facts = qemu_answer(build_from_version(out, what), machines, what)
     return (facts, "") if facts.qemu_version else (HostFacts(), f"{path} --version named no QEMU release")

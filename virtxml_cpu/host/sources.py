@@ -1,11 +1,11 @@
 """Host sources, assembled once: every shell (explain/rewrite, audit/apply/watch, the hook, verify) names
 its sources in one HostSources, and assemble() alone asks them and puts their answers in order.
 
-The order, for the QEMU build and the QEMU release separately (first to last; qemu_build.settle):
-  1. the command line: --qemu-flavour, --qemu-version
+The order, for the QEMU build and the QEMU release separately (first to last; precedence.settle):
+  1. the command line: --qemu-build, --qemu-version
   2. the QEMU named on the command line: explain's --emulator PATH (--version, -machine help), verify's
      --emulator (the QEMU it starts, asked over QMP)
-  3. the config: qemu_flavour, qemu_version
+  3. the config: qemu_build, qemu_version
   4. libvirt: the connection (--connect; audit, apply and watch always) or its files (--capabilities,
      --domcapabilities): a downstream machine name or emulator path, the QEMU version; then libvirt's
      capabilities cache for the emulator (the hook: the domain's <emulator>; explain: the local QEMU's):
@@ -14,7 +14,7 @@ The order, for the QEMU build and the QEMU release separately (first to last; qe
      cache names one, else the first of qemu-system-x86_64 on PATH, /usr/libexec/qemu-kvm): --version and
      -machine help; not with --connect, nor when libvirt's capabilities cache answered for it
   6. libvirt's machine list when it shows upstream names only
-  7. the machine name alone (engine.resolve)
+  7. the machine name alone (resolve.resolve)
 Machine names, aliases, the default machine and QEMU's descriptions of its machines come from the first
 source in the same order that has them (so told only a binary, `q35` is what its -machine help says);
 KVM's CPUID from /dev/kvm only, the host-model CPU from libvirt only.
@@ -28,8 +28,8 @@ from __future__ import annotations
 
 from collections import namedtuple
 
-from ..core import build as qemu_build
-from . import caps_cache as qemucaps
+from ..core import precedence
+from . import caps_cache
 from ..core.config import Config
 from ..errors import BadInput, shown
 from ..core.hostfacts import HostFacts, combine, probe_kvm
@@ -45,23 +45,23 @@ class Off(namedtuple("Off", "why")):
     why: str
 
 
-class HostSources(namedtuple("HostSources", "flavour release emulator config connect capabilities "
+class HostSources(namedtuple("HostSources", "build release emulator config connect capabilities "
                              "domcapabilities libvirt_qemu caps_cache caps_dir digest_dir local_qemu kvm",
                              defaults=(None, None, None, Config()) + (None,) * 7 + (False, False))):
     """Every source of host facts, as the shells name them (see the module docstring for the order)."""
 
     __slots__ = ()  # a plain named tuple: its fields, annotated below for readers
 
-    flavour: str | None  # --qemu-flavour
+    build: str | None  # --qemu-build
     release: str | None  # --qemu-version
     emulator: str | HostFacts | None  # --emulator PATH, or what that QEMU answered (verify)
-    config: Config  # qemu_flavour, qemu_version
+    config: Config  # qemu_build, qemu_version
     connect: str | tuple | None  # a libvirt URI to open, or (an open connection, its URI)
     capabilities: str | None  # a `virsh capabilities` file (- for stdin)
     domcapabilities: str | None  # a `virsh domcapabilities` file
     libvirt_qemu: HostFacts | None  # verify --connect: what libvirt's emulator answered
     caps_cache: str | Off | None  # the emulator whose libvirt capabilities cache to read, or LOCAL
-    caps_dir: str | None  # None: libvirt's (qemucaps.CACHE_DIR)
+    caps_dir: str | None  # None: libvirt's (caps_cache.CACHE_DIR)
     digest_dir: str | None  # where parsed caches are kept (the hook's, beside its spool)
     local_qemu: bool | Off | HostFacts  # ask the local QEMU, or what it answered (verify)
     kvm: bool | Off  # KVM_GET_SUPPORTED_CPUID on /dev/kvm
@@ -94,19 +94,19 @@ class Said(namedtuple("Said", "src named libvirt qemus local")):
 
 
 def _has(f: HostFacts) -> list:
-    return [qemu_build.from_facts(f)] if f.qemu_version else []
+    return [precedence.from_facts(f)] if f.qemu_version else []
 
 
 # The order (the module docstring and docs/qemu-build.md list these titles, in this order): each row
-# gives its claims on the build and release; qemu_build.settle takes the first naming each.
+# gives its claims on the build and release; precedence.settle takes the first naming each.
 ORDER = (
-    ("the command line", lambda s: qemu_build.from_command_line(s.src.flavour, s.src.release)),
+    ("the command line", lambda s: precedence.from_command_line(s.src.build, s.src.release)),
     ("the QEMU named on the command line", lambda s: _has(s.named)),
-    ("the config", lambda s: qemu_build.from_config(s.src.config)),
-    ("libvirt", lambda s: qemu_build.libvirt_claims(s.libvirt) + [c for f in s.qemus for c in _has(f)]),
+    ("the config", lambda s: precedence.from_config(s.src.config)),
+    ("libvirt", lambda s: precedence.libvirt_claims(s.libvirt) + [c for f in s.qemus for c in _has(f)]),
     ("the local QEMU", lambda s: _has(s.local)),
-    ("libvirt's machine list when it shows upstream names only", lambda s: qemu_build.weak_libvirt_claims(s.libvirt)),
-    ("the machine name alone", lambda s: []),  # engine.resolve, when no claim names the build
+    ("libvirt's machine list when it shows upstream names only", lambda s: precedence.weak_libvirt_claims(s.libvirt)),
+    ("the machine name alone", lambda s: []),  # resolve.resolve, when no claim names the build
 )
 
 
@@ -122,7 +122,7 @@ def assemble(src: HostSources) -> HostFacts:
                 local)
     claims = [c for _title, row in ORDER for c in row(said)]
     facts = combine([kvm, named, libvirt, *said.qemus, local])  # the other facts: the same order
-    return qemu_build.settle(facts, claims)._replace(unused=facts.unused + tuple(unused))
+    return precedence.settle(facts, claims)._replace(unused=facts.unused + tuple(unused))
 
 
 def _kvm(kvm, unused: list[str]) -> HostFacts:
@@ -134,10 +134,10 @@ def _kvm(kvm, unused: list[str]) -> HostFacts:
 def _named(emulator) -> HostFacts:
     if emulator is None or isinstance(emulator, HostFacts):
         return emulator or HostFacts()
-    from . import local_qemu as localqemu
+    from . import local_qemu
 
-    path = localqemu.find(emulator)
-    facts, why = localqemu.ask(path) if path else (HostFacts(), "not an executable file")
+    path = local_qemu.find(emulator)
+    facts, why = local_qemu.ask(path) if path else (HostFacts(), "not an executable file")
     if facts.qemu_version is None:
         raise BadInput(f"--emulator {shown(emulator)}: not a QEMU that answers --version ({why}; only a binary "
                        "root owns that nobody else may write, in such a directory, is run)")
@@ -148,12 +148,12 @@ def _libvirt(src: HostSources) -> HostFacts:
     """The connection's facts, then the files' (one of them is given, in practice)."""
     parts = []
     if src.connect:
-        from . import connection as libvirt_conn
+        from . import connection
 
         if isinstance(src.connect, tuple):
-            parts.append(libvirt_conn.host_facts_from(*src.connect))
+            parts.append(connection.host_facts_from(*src.connect))
         else:
-            parts.append(libvirt_conn.host_facts(src.connect))
+            parts.append(connection.host_facts(src.connect))
     if src.capabilities or src.domcapabilities:
         from ..fs.files import read_input
         from ..core.hostfacts import parse_capabilities, parse_domcapabilities
@@ -177,7 +177,7 @@ def _cache(src: HostSources, unused: list[str]) -> tuple[HostFacts | None, str |
         target = _this_host(src)
         if target is None:
             return None, None  # the local QEMU's line says so
-    facts, why = qemucaps.lookup(target, src.caps_dir or qemucaps.CACHE_DIR, src.digest_dir)
+    facts, why = caps_cache.lookup(target, src.caps_dir or caps_cache.CACHE_DIR, src.digest_dir)
     if why:
         unused.append(f"libvirt's capabilities cache: {why}")
     return facts, target
@@ -185,9 +185,9 @@ def _cache(src: HostSources, unused: list[str]) -> tuple[HostFacts | None, str |
 
 def _this_host(src: HostSources) -> str | None:
     """The local QEMU (rank 5): this host's, as hook status, verify and hook install name it."""
-    from . import local_qemu as localqemu
+    from . import local_qemu
 
-    return localqemu.this_host(src.caps_dir)
+    return local_qemu.this_host(src.caps_dir)
 
 
 def _local(src: HostSources, cache: HostFacts | None, cached_path: str | None, unused: list[str]) -> HostFacts:
@@ -198,16 +198,16 @@ def _local(src: HostSources, cache: HostFacts | None, cached_path: str | None, u
         unused.append(f"local QEMU: not asked ({local.why})")
     if local is not True:
         return HostFacts()
-    from . import local_qemu as localqemu
+    from . import local_qemu
 
     path = cached_path if src.caps_cache == LOCAL else _this_host(src)
     if path is None:
         unused.append(f"local QEMU: none found (libvirt's capabilities cache names none; "
-                      f"{' on PATH, '.join(localqemu.CANDIDATES)})")
+                      f"{' on PATH, '.join(local_qemu.CANDIDATES)})")
         return HostFacts()
     if cache is not None and cache.qemu_version and cached_path == path:
         return HostFacts()  # libvirt's cache answered for this very binary: nothing to run
-    facts, why = localqemu.ask(path)
+    facts, why = local_qemu.ask(path)
     if why:
         unused.append(f"local QEMU: {why}")
     return facts

@@ -64,7 +64,7 @@ def watch(uri: str | None, opts: ApplyOptions, stop: threading.Event | None = No
         cb = conn.domainEventRegisterAny(None, libvirt.VIR_DOMAIN_EVENT_ID_LIFECYCLE, on_event, None)
         try:
             host = connection_facts(opts.sources, cfg, conn, uri)
-        except VirtxmlCpuError as e:  # deciding without them would drop --qemu-flavour, --qemu-version, the config
+        except VirtxmlCpuError as e:  # deciding without them would drop --qemu-build, --qemu-version, the config
             log(f"cannot assemble the host facts of {uri} ({e}); applying nothing, stopping", warning=True)
             _close(conn, cb)
             return EXIT_ENVIRONMENT

@@ -8,7 +8,7 @@ import difflib
 import json
 
 from ..tables import guest_os
-from ..core import pipeline, build as qemu_build
+from ..core import pipeline, precedence
 from ..errors import shown
 from ..core.pipeline import Outcome
 from ..tables.qemu import PROPERTIES
@@ -39,9 +39,9 @@ def _shared(r) -> dict:
         "machine_base": r.machine.base,
         "machine_status": r.machine_status,
         "machine_status_reason": r.machine_status_why,
-        "qemu_flavour": r.flavour,
-        "qemu_flavour_basis": r.flavour_basis,
-        "qemu_release": qemu_build.described(r.host),
+        "qemu_build": r.build,
+        "qemu_build_basis": r.build_basis,
+        "qemu_release": precedence.described(r.host),
         "cpu_mode": r.facts.cpu_mode,
         "cpu_model": r.model,
         "accel": r.accel,
@@ -103,7 +103,7 @@ def table(o: Outcome, verbose: bool = False) -> str:
     lines = [f"== {r.facts.name or '?'}  [{o.label}]",
              f"   machine {r.machine.described()}, CPU {r.facts.cpu_mode}{model}, {accel}, kernel_irqchip={r.irqchip}",
              f"   machine status: {r.machine_status} ({r.machine_status_why})",
-             f"   QEMU build: {r.flavour_basis}; {qemu_build.described(r.host)}"]
+             f"   QEMU build: {r.build_basis}; {precedence.described(r.host)}"]
     lines.extend(f"   host facts: {u}" for u in r.host.unused)
     if r.facts.os_id:
         row = guest_os.lookup(r.facts.os_id)

@@ -20,7 +20,7 @@ CONDITIONS = (OK, UNREACHABLE, TIMED_OUT)
 
 @dataclass(frozen=True)
 class RowDecision:
-    """What the policy decided for the domain's definition (policy.Decision, as reported)."""
+    """What the policy decided for the domain's definition (decide.Decision, as reported)."""
 
     action: str  # inject | keep
     rule: str

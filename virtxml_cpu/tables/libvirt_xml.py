@@ -151,7 +151,7 @@ def cpu_feature_value(policy: str) -> str | None:
 
 
 class Style(namedtuple("Style", "parent tag attrs")):
-    """How the tool turns kvm-pv-unhalt on: the element it adds and where (rewrite.plan writes it)."""
+    """How the tool turns kvm-pv-unhalt on: the element it adds and where (insert.plan writes it)."""
 
     __slots__ = ()  # a plain named tuple: its fields, annotated below for readers
 

@@ -142,7 +142,7 @@ class KvmStrip(namedtuple("KvmStrip", "prop when why")):
     __slots__ = ()  # a plain named tuple: its fields, annotated below for readers
 
     prop: str
-    when: str  # the QEMU option that makes KVM do it: "cpu-pm" (rules.OVERCOMMIT_CPU_PM; overcommit.read)
+    when: str  # the QEMU option that makes KVM do it: "cpu-pm" (qemu.OVERCOMMIT_CPU_PM; overcommit.read)
     why: str
 
 

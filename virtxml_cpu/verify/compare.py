@@ -8,12 +8,12 @@ import fnmatch
 import re
 from xml.sax.saxutils import quoteattr
 
-from ..core import build as qemu_build, domain, resolve as engine, lifecycle
-from ..tables import qemu as rules
-from ..core.hostfacts import HostFacts, flavour_from_machines, qemu_answer, release_facts
+from ..core import precedence, domain, resolve, lifecycle
+from ..tables import qemu
+from ..core.hostfacts import HostFacts, build_from_machines, qemu_answer, release_facts
 from ..host.sources import HostSources
 from ..xml.text import parse_domain
-from .types import Build, CpuMode, Disagreement, Run, VerifyOptions
+from .types import QemuBinary, CpuMode, Disagreement, Run, VerifyOptions
 
 # A named Intel and AMD model, the first this QEMU has (query-cpu-definitions).
 INTEL_MODELS = ("Skylake-Client", "Haswell", "SandyBridge", "Nehalem", "Penryn", "Conroe")
@@ -78,25 +78,25 @@ def machine_facts(query_machines: list, emulator: str) -> HostFacts:
             names.add(m["alias"])
         if m.get("is-default"):
             aliases[""] = name
-    flavour, why = flavour_from_machines(names, emulator)
+    build, why = build_from_machines(names, emulator)
     return HostFacts(aliases=aliases, machines=frozenset(names), sources=(f"{emulator} query-machines",),
-                     qemu_flavour=flavour, flavour_source=why, descriptions=descriptions)
+                     qemu_build=build, build_source=why, descriptions=descriptions)
 
 
-def qemu_facts(build: Build) -> HostFacts:
+def qemu_facts(binary: QemuBinary) -> HostFacts:
     """What the QEMU verify started says of itself: query-version's typed release and package string
     (hostfacts.release_facts, as a --version line's once parsed) and query-machines, as explain reads a
     QEMU's --version and -machine help (hostfacts.qemu_answer)."""
-    what = f"{build.emulator} query-version"
-    return qemu_answer(release_facts(build.release, build.package, what),
-                       machine_facts(build.machines, build.emulator), what)
+    what = f"{binary.emulator} query-version"
+    return qemu_answer(release_facts(binary.release, binary.package, what),
+                       machine_facts(binary.machines, binary.emulator), what)
 
 
-def sources(opts: VerifyOptions, build: Build, kvm: bool = True) -> HostSources:
-    """verify's sources: --qemu-flavour, the config, /dev/kvm, and the QEMU it started, ranked as what
+def sources(opts: VerifyOptions, binary: QemuBinary, kvm: bool = True) -> HostSources:
+    """verify's sources: --qemu-build, the config, /dev/kvm, and the QEMU it started, ranked as what
     named it: --emulator (as explain's --emulator), --connect (libvirt's), else the local QEMU."""
     where = "emulator" if opts.emulator else "libvirt_qemu" if opts.connect else "local_qemu"
-    return HostSources(flavour=opts.qemu_flavour, config=opts.config, kvm=kvm, **{where: qemu_facts(build)})
+    return HostSources(build=opts.qemu_build, config=opts.config, kvm=kvm, **{where: qemu_facts(binary)})
 
 
 def domain_xml(machine: str, mode: CpuMode, ioapic: str | None = None,
@@ -111,26 +111,26 @@ def domain_xml(machine: str, mode: CpuMode, ioapic: str | None = None,
 
 
 def tool_answer(machine: str, mode: CpuMode, host: HostFacts, ioapic: str | None = None,
-                globals_: tuple[tuple[str, str, str], ...] = ()) -> engine.Resolution:
+                globals_: tuple[tuple[str, str, str], ...] = ()) -> resolve.Resolution:
     xml = domain_xml(machine, mode, ioapic, globals_)
-    return engine.resolve(domain.extract(parse_domain(xml, f"{machine}/{mode.key}").getroot()), host)
+    return resolve.resolve(domain.extract(parse_domain(xml, f"{machine}/{mode.key}").getroot()), host)
 
 
-def disagreements(run: Run, res: engine.Resolution) -> list[Disagreement]:
+def disagreements(run: Run, res: resolve.Resolution) -> list[Disagreement]:
     """A property QEMU does not have counts as off (absent)."""
     out = []
-    for p in rules.PROPERTIES:
-        qemu = run.qemu[p]
+    for p in qemu.PROPERTIES:
+        said = run.qemu[p]
         want = res.features[p]
-        if want.qemu_property != ("off" if qemu == "absent" else qemu):
-            out.append(Disagreement(run.machine, run.mode.label, p, qemu, want.qemu_property, want.source, want.detail))
+        if want.qemu_property != ("off" if said == "absent" else said):
+            out.append(Disagreement(run.machine, run.mode.label, p, said, want.qemu_property, want.source, want.detail))
     return out
 
 
 def cpu_compat_props(machine: dict) -> tuple[tuple[str, str, str], ...]:
     """A query-machines entry's compat properties on x86 CPU types among the properties resolved."""
     return tuple((c["qom-type"], c["property"], c["value"]) for c in machine.get("compat-props") or ()
-                 if c.get("property") in rules.PROPERTIES
+                 if c.get("property") in qemu.PROPERTIES
                  and c.get("qom-type", "").endswith(("x86_64-cpu", "i386-cpu")))
 
 
@@ -154,7 +154,7 @@ def compat_disagreements(case: tuple[str, str, tuple], mode: CpuMode, host: Host
     for ioapic in ("kvm", "qemu"):
         ours = tool_answer(machine, mode, host, ioapic)
         theirs = tool_answer(base, mode, host, ioapic, props)
-        for p in rules.PROPERTIES:
+        for p in qemu.PROPERTIES:
             a, b = ours.features[p], theirs.features[p]
             if a.qemu_property != b.qemu_property:
                 label = f"{mode.label} ioapic={ioapic} (vs {base} + {len(props)} compat props)"
@@ -169,20 +169,20 @@ def lifecycle_disagreements(query_machines: list, host: HostFacts) -> tuple[int,
     (not listed: not offered). The table is asked without the QEMU's list, which would otherwise decide."""
     listed = {m["name"]: (lifecycle.DEPRECATED if m.get("deprecated") else lifecycle.OFFERED)
               for m in query_machines if m.get("name", "").startswith("pc-")}
-    # The build as qemu_build.settle() gave it, and no other (qemu_build.chosen): an unknown build is not
+    # The precedence.settle() gave it, and no other (precedence.chosen): an unknown build is not
     # taken as upstream (builds_for resolves each name under every build that has it), so no build's names
     # apply. Nor do RHEL's: which of its own names each RHEL major keeps is not in the tables. Then only what
     # QEMU lists is compared.
-    flavour = qemu_build.chosen(host)
-    full = flavour and host.qemu_version and flavour.downstream_lifecycle.age is None
-    known = lifecycle.known_names(flavour, host.qemu_version) if full else []
+    build = precedence.chosen(host)
+    full = build and host.qemu_version and build.downstream_lifecycle.age is None
+    known = lifecycle.known_names(build, host.qemu_version) if full else []
     table_host = host._replace(machines=frozenset())
     out = []
     names = sorted(set(listed) | set(known), key=_machine_order)
     for name in names:
         res = tool_answer(name, CpuMode("default", "default-cpu", None, ""), table_host)
-        qemu = listed.get(name, lifecycle.NOT_OFFERED)
-        if res.machine_status != qemu:
-            out.append(Disagreement(name, "-", "machine_status", qemu, res.machine_status, "lifecycle",
+        said = listed.get(name, lifecycle.NOT_OFFERED)
+        if res.machine_status != said:
+            out.append(Disagreement(name, "-", "machine_status", said, res.machine_status, "lifecycle",
                                     res.machine_status_why, "lifecycle"))
     return len(names), out

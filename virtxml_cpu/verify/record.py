@@ -11,7 +11,7 @@ import os
 import time
 
 from .. import __version__
-from ..host import local_qemu as localqemu
+from ..host import local_qemu
 from ..errors import VirtxmlCpuError
 from ..fs.files import write_output
 from ..fs.trusted import check_trusted, read_regular, resolve_trusted
@@ -20,12 +20,12 @@ from .types import DEFAULT_RECORD, Outcome, record_key
 MAX_RECORD_BYTES = 64 * 1024
 
 
-def local_build() -> tuple[str, str, str] | None:
-    """(emulator, version, package) of this host's QEMU (localqemu.this_host: libvirt's emulator where its
+def local_binary() -> tuple[str, str, str] | None:
+    """(emulator, version, package) of this host's QEMU (local_qemu.this_host: libvirt's emulator where its
     capabilities cache names one), from its --version (no KVM needed): found, run and read by localqemu
     alone (the one finder, runner and version parser)."""
-    path = localqemu.this_host()
-    parsed = localqemu.version_of(path) if path else None
+    path = local_qemu.this_host()
+    parsed = local_qemu.version_of(path) if path else None
     return (path, *parsed) if parsed else None
 
 
@@ -52,11 +52,11 @@ def write_record(o: Outcome, path: str = DEFAULT_RECORD) -> str:
     if os.geteuid() != 0:
         return f"not recorded in {path}: only root keeps the record of verified builds"
     verified = read_record(path)
-    verified[o.build.key] = {"at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "checks": o.checks,
-                             "tool": __version__, "build": o.host.qemu_flavour}
+    verified[o.binary.key] = {"at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "checks": o.checks,
+                             "tool": __version__, "build": o.host.qemu_build}
     data = json.dumps({"format": 1, "verified": verified}, indent=1, sort_keys=True).encode()
     if len(data) > MAX_RECORD_BYTES:  # keep the newest entries
-        verified = {o.build.key: verified[o.build.key]}
+        verified = {o.binary.key: verified[o.binary.key]}
         data = json.dumps({"format": 1, "verified": verified}, indent=1, sort_keys=True).encode()
     directory = os.path.dirname(path) or "."
     _real, why = resolve_trusted(directory, (0,), missing_ok=True)  # no one else's directory or link on the way
@@ -74,9 +74,9 @@ def write_record(o: Outcome, path: str = DEFAULT_RECORD) -> str:
 
 def unverified_note(path: str = DEFAULT_RECORD) -> str | None:
     """One line for `apply` and `hook install` when this host's QEMU build was never verified here."""
-    build = local_build()
-    if build is None or record_key(*build) in read_record(path):
+    binary = local_binary()
+    if binary is None or record_key(*binary) in read_record(path):
         return None
-    emulator, version, package = build
+    emulator, version, package = binary
     return (f"note: the rules were never verified against {emulator} (QEMU {version}"
             + (f", {package}" if package else "") + ") on this host: run `virtxml-cpu verify` first")

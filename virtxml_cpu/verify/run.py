@@ -16,14 +16,14 @@ from __future__ import annotations
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from ..tables import qemu as rules
+from ..tables import qemu
 from ..errors import BadInput, EnvironmentProblem
 from ..host.sources import assemble
 from ..host.qmp import QMPClosed
-from . import runner as qr
+from . import runner as qemu_runner
 from .compare import (MODE_KEYS, compat_cases, compat_disagreements, cpu_modes, disagreements, domain_xml,
                       lifecycle_disagreements, machine_facts, qemu_facts, sources, tool_answer, x86_machines)
-from .types import DEFAULT_RECORD, DEFAULT_TIMEOUT, Build, CpuMode, Disagreement, Identity, Outcome, Run, VerifyOptions
+from .types import DEFAULT_RECORD, DEFAULT_TIMEOUT, QemuBinary, CpuMode, Disagreement, Identity, Outcome, Run, VerifyOptions
 
 __all__ = ["DEFAULT_RECORD", "DEFAULT_TIMEOUT", "MODE_KEYS", "Build", "CpuMode", "Disagreement", "Identity",
            "Outcome", "Run", "VerifyOptions", "compat_cases", "compat_disagreements", "cpu_modes", "disagreements",
@@ -36,21 +36,21 @@ __all__ = ["DEFAULT_RECORD", "DEFAULT_TIMEOUT", "MODE_KEYS", "Build", "CpuMode",
 
 def run(opts: VerifyOptions) -> Outcome:
     start = time.monotonic()
-    emulator, libvirt_version = qr.find_emulator(opts)
-    qr.check_kvm()
-    identity = qr.qemu_identity()
-    runner = qr.Runner(emulator, identity, opts.timeout)
+    emulator, libvirt_version = qemu_runner.find_emulator(opts)
+    qemu_runner.check_kvm()
+    identity = qemu_runner.qemu_identity()
+    runner = qemu_runner.Runner(emulator, identity, opts.timeout)
     try:
-        build = qr.probe(runner)
+        binary = qemu_runner.probe(runner)
     except QMPClosed as e:
         raise EnvironmentProblem(f"QEMU or KVM is not usable: {emulator} (as {identity.name}): {e}") from None
-    if libvirt_version and libvirt_version != build.version:  # a libvirtd in a chroot or container
+    if libvirt_version and libvirt_version != binary.version:  # a libvirtd in a chroot or container
         raise EnvironmentProblem(f"{opts.connect} runs QEMU {libvirt_version}, but {emulator} here is "
-                                 f"{build.version}: libvirt's emulator lives in another filesystem; "
+                                 f"{binary.version}: libvirt's emulator lives in another filesystem; "
                                  "name it with --emulator")
-    host = assemble(sources(opts, build))
-    machines = x86_machines(build.machines, opts.machines)
-    modes = cpu_modes(build.models, opts.modes)
+    host = assemble(sources(opts, binary))
+    machines = x86_machines(binary.machines, opts.machines)
+    modes = cpu_modes(binary.models, opts.modes)
     if not machines:
         raise BadInput(f"{emulator} lists no x86 PC machine type"
                        + (" matching --machine" if opts.machines else ""))
@@ -59,21 +59,21 @@ def run(opts: VerifyOptions) -> Outcome:
                       f"{opts.workers} at a time")
     jobs = [(m, mode) for m in machines for mode in modes]
     with ThreadPoolExecutor(max_workers=max(1, opts.workers)) as pool:
-        runs = list(pool.map(lambda job: qr.read_vcpu(runner, *job), jobs))
+        runs = list(pool.map(lambda job: qemu_runner.read_vcpu(runner, *job), jobs))
     tool = {(r.machine, r.mode.key): tool_answer(r.machine, r.mode, host) for r in runs if r.qemu is not None}
     found = [d for r in runs if r.qemu is not None for d in disagreements(r, tool[r.machine, r.mode.key])]
     compat_checked = None
-    if build.compat_props:
-        cases = compat_cases(build.machines, opts.machines)
-        compat_checked = len(cases) * len(modes) * 2 * len(rules.PROPERTIES)
+    if binary.compat_props:
+        cases = compat_cases(binary.machines, opts.machines)
+        compat_checked = len(cases) * len(modes) * 2 * len(qemu.PROPERTIES)
         found += [d for case in cases for mode in modes for d in compat_disagreements(case, mode, host)]
-    lifecycle_checked, lifecycle_found = lifecycle_disagreements(build.machines, host)
+    lifecycle_checked, lifecycle_found = lifecycle_disagreements(binary.machines, host)
     found += lifecycle_found
     if all(r.qemu is None for r in runs):
         raise EnvironmentProblem(f"QEMU started no machine type: {runs[0].error}")
-    if runner.killed >= qr.GIVE_UP_AFTER:
+    if runner.killed >= qemu_runner.GIVE_UP_AFTER:
         raise EnvironmentProblem(f"{emulator} stopped answering: {runner.killed} QEMUs killed after "
                                  f"{opts.timeout:g} s each; nothing verified")
-    return Outcome(build, host, identity, machines, modes, runs, found, compat_checked, time.monotonic() - start,
-                   {k: {p: v.qemu_property for p, v in res.features.items() if p in rules.PROPERTIES}
+    return Outcome(binary, host, identity, machines, modes, runs, found, compat_checked, time.monotonic() - start,
+                   {k: {p: v.qemu_property for p, v in res.features.items() if p in qemu.PROPERTIES}
                     for k, res in tool.items()}, lifecycle_checked)

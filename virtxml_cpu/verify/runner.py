@@ -17,19 +17,19 @@ import threading
 import time
 from typing import Callable
 
-from ..host import local_qemu as localqemu
-from ..tables import qemu as rules
+from ..host import local_qemu
+from ..tables import qemu
 from ..errors import BadInput, EnvironmentProblem, shown
 from ..host.qmp import QMP, QMPClosed, QMPError
-from .types import Build, CpuMode, Identity, Run, VerifyOptions
+from .types import QemuBinary, CpuMode, Identity, Run, VerifyOptions
 
 GIVE_UP_AFTER = 3  # QEMUs killed by the timeout before verify stops starting more
 
 
 def find_emulator(opts: VerifyOptions) -> tuple[str, str | None]:
     """The QEMU to check, and the version libvirt reports for it when it came from --connect: --emulator
-    (any executable, a wrapper script too), libvirt's, or this host's (localqemu.this_host: libvirt's
-    emulator where its cache names one). Only one localqemu.untrusted() clears is started, whichever source
+    (any executable, a wrapper script too), libvirt's, or this host's (local_qemu.this_host: libvirt's
+    emulator where its cache names one). Only one local_qemu.untrusted() clears is started, whichever source
     named it: as root one root owns that nobody else may change (nor a directory above it), even though it
     then runs unprivileged, since root hands it the kvm group. A symbolic link is resolved once and its
     target returned: a link its owner re-points between two QEMUs never changes what runs."""
@@ -43,12 +43,12 @@ def find_emulator(opts: VerifyOptions) -> tuple[str, str | None]:
 
         path, libvirt_version = emulator_for(opts.connect)
     else:
-        path = localqemu.this_host()
+        path = local_qemu.this_host()
         if not path:
-            raise EnvironmentProblem("QEMU is not available: none of " + ", ".join(localqemu.CANDIDATES)
+            raise EnvironmentProblem("QEMU is not available: none of " + ", ".join(local_qemu.CANDIDATES)
                                      + " (name one with --emulator PATH)")
     real = os.path.realpath(path)  # resolved once: the very path checked is the one every QEMU runs from
-    why = localqemu.untrusted(real)
+    why = local_qemu.untrusted(real)
     if why and os.geteuid() == 0:
         raise BadInput(f"{shown(path)}: as root, verify starts only an emulator root owns that nobody else may "
                        "write, in a directory nobody else may write")
@@ -80,7 +80,7 @@ def qemu_identity(device: str = "/dev/kvm") -> Identity:
     st = os.stat(device)
     group_rw = st.st_mode & 0o060 == 0o060
     other_rw = st.st_mode & 0o006 == 0o006
-    for user in localqemu.unprivileged_users():  # the one user rule; plus the group that may open KVM
+    for user in local_qemu.unprivileged_users():  # the one user rule; plus the group that may open KVM
         if other_rw:
             return Identity(user.name, user.uid, user.gid, ())
         if group_rw:
@@ -172,7 +172,7 @@ def _last_line(log) -> str:
     return found[-1] if found else ""
 
 
-def probe(runner: Runner) -> Build:
+def probe(runner: Runner) -> QemuBinary:
     """The QEMU's version, package string, machine types (with compat-props where it answers) and models."""
     def work(mon: QMP):
         version = mon.execute("query-version")
@@ -185,7 +185,7 @@ def probe(runner: Runner) -> Build:
 
     version, machines, compat, models = runner.session("none,accel=kvm", None, work)
     q = version["qemu"]
-    return Build(runner.emulator, (int(q["major"]), int(q["minor"]), int(q["micro"])),
+    return QemuBinary(runner.emulator, (int(q["major"]), int(q["minor"]), int(q["micro"])),
                  version.get("package", "").strip(), machines, compat, models)
 
 
@@ -194,7 +194,7 @@ def read_vcpu(runner: Runner, machine: str, mode: CpuMode) -> Run:
     def work(mon: QMP):
         path = mon.execute("query-cpus-fast")[0]["qom-path"]
         out = {}
-        for p in rules.PROPERTIES:
+        for p in qemu.PROPERTIES:
             try:
                 out[p] = "on" if mon.execute("qom-get", {"path": path, "property": p}) else "off"
             except QMPError as e:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Callable, NamedTuple
 
-from ..tables import qemu as rules
+from ..tables import qemu
 from ..core.config import Config
 from ..errors import EXIT_OK, EXIT_WORK_FOUND
 from ..core.hostfacts import HostFacts
@@ -36,8 +36,8 @@ class Identity(NamedTuple):
 class VerifyOptions(NamedTuple):
     emulator: str | None = None  # any executable (a wrapper script too)
     connect: str | None = None  # the emulator libvirt's domain capabilities name
-    qemu_flavour: str | None = None  # --qemu-flavour (outranks everything; hostsrc has the order)
-    config: Config = Config()  # its qemu_flavour and qemu_version rank as explain ranks them
+    qemu_build: str | None = None  # --qemu-build (outranks everything; hostsrc has the order)
+    config: Config = Config()  # its qemu_build and qemu_version rank as explain ranks them
     timeout: float = DEFAULT_TIMEOUT
     workers: int = 2
     machines: tuple[str, ...] = ()  # shell patterns; empty: every x86 machine type
@@ -81,7 +81,7 @@ class Disagreement(NamedTuple):
                 f"({self.source}: {self.reason})")
 
 
-class Build(NamedTuple):
+class QemuBinary(NamedTuple):
     """What the probe learnt about the QEMU."""
 
     emulator: str
@@ -102,7 +102,7 @@ class Build(NamedTuple):
 
 
 class Outcome(NamedTuple):
-    build: Build
+    binary: QemuBinary
     host: HostFacts
     identity: Identity
     machines: list[str]
@@ -116,7 +116,7 @@ class Outcome(NamedTuple):
 
     @property
     def checks(self) -> int:
-        return sum(len(rules.PROPERTIES) for r in self.runs if r.qemu is not None)
+        return sum(len(qemu.PROPERTIES) for r in self.runs if r.qemu is not None)
 
     @property
     def failed(self) -> list[Run]:

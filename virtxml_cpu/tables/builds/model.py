@@ -1,7 +1,7 @@
-"""The shape of a QEMU flavour: how its machine types are named, what they are built from, and the rows that
+"""The shape of a QEMU build: how its machine types are named, what they are built from, and the rows that
 change the CPU's KVM defaults and properties. Data only; core/machines.py and core/resolve.py interpret it.
 
-Mirrors QEMU's own structure: a machine type is "the options of upstream machine X.Y" plus a flavour's deltas
+Mirrors QEMU's own structure: a machine type is "the options of upstream machine X.Y" plus a build's deltas
 (Ubuntu's and RHEL's patches map their names onto upstream option chains), kvm_default_props is one table per
 build, and compat rows apply to machines at or below a version (pc_compat_X_Y).
 """
@@ -164,7 +164,7 @@ class Lifecycle(namedtuple("Lifecycle", "age removals deprecations",
     deprecations: tuple[Span, ...]
 
 
-class Flavour(namedtuple("Flavour", "name title versioned tables aliases default_machine fixed "
+class Build(namedtuple("Build", "name title versioned tables aliases default_machine fixed "
                          "irqchip_defaults kvm_defaults machine_rows version_marker emulator_marker "
                          "registered lifecycle downstream_lifecycle",
                          defaults=(None, (), Lifecycle(), Lifecycle(),))):

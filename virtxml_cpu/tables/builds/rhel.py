@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from .. import lazyre as re  # patterns compiled where first used
 
-from .model import I440FX, PC, Q35, AgeRule, Alias, Flavour, Lifecycle, NameTable, Release, Rule, Span
+from .model import I440FX, PC, Q35, AgeRule, Alias, Build, Lifecycle, NameTable, Release, Rule, Span
 from .upstream import FIXED, IRQCHIP_DEFAULTS, KVM_DEFAULTS, MACHINE_ROWS
 
 _PATCH = "RHEL x86_64 machine-types patch"
@@ -115,7 +115,7 @@ RHEL_AGE = AgeRule(1, 3, since=(9, 1), delete_since=(9, 1), counted="rhel", dele
                    source="RHEL's Adapt-versioned-machine-type-macros-for-RHEL.patch: deprecated after 1 RHEL major, "
                           "not registered after 3 (RHEL 9) or 4 (RHEL 10)")
 
-RHEL = Flavour(
+RHEL = Build(
     name="rhel",
     title="RHEL/CentOS qemu-kvm",
     versioned=(),

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from .. import lazyre as re  # patterns compiled where first used
 
-from .model import I440FX, PC, Q35, AgeRule, Alias, Flavour, Lifecycle, Rule, Span
+from .model import I440FX, PC, Q35, AgeRule, Alias, Build, Lifecycle, Rule, Span
 
 _SINCE_1_2 = "default since 1.2"
 
@@ -124,7 +124,7 @@ DEPRECATIONS: tuple[Span, ...] = (
 )
 LIFECYCLE = Lifecycle(AGE_RULE, REMOVALS, DEPRECATIONS)
 
-UPSTREAM = Flavour(
+UPSTREAM = Build(
     name="upstream",
     title="upstream QEMU",
     versioned=VERSIONED,

@@ -1,9 +1,9 @@
 """Which QEMU build and release a domain is resolved under: the one precedence rule, and its one wording.
 
 The rule, whole (nothing else picks a build or a release), in two steps:
-  * Source order. Each source says what it knows as Claims; hostsrc.ORDER lists the sources (the command
+  * Source order. Each source says what it knows as Claims; sources.ORDER lists the sources (the command
     line, the QEMU it names, the config, libvirt, the local QEMU, libvirt's upstream-only machine list),
-    written out in hostsrc's docstring, and hostsrc.assemble() hands their claims here in that order.
+    written out in hostsrc's docstring, and sources.assemble() hands their claims here in that order.
     settle() takes the first claim naming the build and, separately, the first naming the release, and
     records where each came from (hostfacts.combine() settles several sources' facts the same way). One
     QEMU's own answer is one claim: the downstream build its package string or its own machine names
@@ -26,17 +26,17 @@ from collections import namedtuple
 from collections.abc import Sequence
 
 from .machines import Machine, claimants, classify, format_version, parse_version
-from ..tables.builds.known import FLAVOURS, UPSTREAM, Flavour
+from ..tables.builds.known import BUILDS, UPSTREAM, Build
 
 Version = tuple[int, ...]
 
 
-class Claim(namedtuple("Claim", "flavour release source package", defaults=("",))):
+class Claim(namedtuple("Claim", "build release source package", defaults=("",))):
     """One source's word on the QEMU build and/or release."""
 
     __slots__ = ()  # a plain named tuple: its fields, annotated below for readers
 
-    flavour: str | None
+    build: str | None
     release: Version | None
     source: str  # said as explain shows it
     package: str  # the QEMU's package string, when the source is a QEMU or libvirt's cache of one
@@ -44,74 +44,74 @@ class Claim(namedtuple("Claim", "flavour release source package", defaults=("",)
 
 def from_facts(facts: HostFacts) -> Claim:
     """A QEMU's own answer (its --version, query-version) or libvirt's cache of it, as a claim."""
-    return Claim(facts.qemu_flavour, facts.qemu_version, facts.flavour_source or facts.version_source, facts.package)
+    return Claim(facts.qemu_build, facts.qemu_version, facts.build_source or facts.version_source, facts.package)
 
 
 def from_each(facts: HostFacts) -> list[Claim]:
     """One source's own facts as two claims, its build and its release, each with its own wording
     (hostfacts.combine)."""
-    return [Claim(facts.qemu_flavour, None, facts.flavour_source, facts.package),
-            Claim(None, facts.qemu_version, facts.version_source or facts.flavour_source, facts.package)]
+    return [Claim(facts.qemu_build, None, facts.build_source, facts.package),
+            Claim(None, facts.qemu_version, facts.version_source or facts.build_source, facts.package)]
 
 
-def from_command_line(flavour: str | None, release: str | None) -> list[Claim]:
-    """--qemu-flavour and --qemu-version (rank 1)."""
-    return ([Claim(flavour, None, "--qemu-flavour")] if flavour else []) + (
+def from_command_line(build: str | None, release: str | None) -> list[Claim]:
+    """--qemu-build and --qemu-version (rank 1)."""
+    return ([Claim(build, None, "--qemu-build")] if build else []) + (
         [Claim(None, parse_version(release), "--qemu-version")] if release else [])
 
 
 def from_config(cfg) -> list[Claim]:
-    """qemu_flavour and qemu_version of the config (rank 3)."""
+    """qemu_build and qemu_version of the config (rank 3)."""
     where = f"in {cfg.path}" if cfg.path else "in the config"
-    return ([Claim(cfg.qemu_flavour, None, f"qemu_flavour {where}")] if cfg.qemu_flavour else []) + (
+    return ([Claim(cfg.qemu_build, None, f"qemu_build {where}")] if cfg.qemu_build else []) + (
         [Claim(None, parse_version(cfg.qemu_version), f"qemu_version {where}")] if cfg.qemu_version else [])
 
 
 def libvirt_claims(facts: HostFacts) -> list[Claim]:
     """libvirt's word (rank 4): a downstream machine name or emulator path, the hypervisor version. A
     machine list of upstream names only is rank 6 (every build registers those), after the local binary."""
-    strong = facts.qemu_flavour not in (None, "upstream")
-    return [Claim(facts.qemu_flavour if strong else None, facts.qemu_version, facts.flavour_source if strong
+    strong = facts.qemu_build not in (None, "upstream")
+    return [Claim(facts.qemu_build if strong else None, facts.qemu_version, facts.build_source if strong
                   else facts.version_source)]
 
 
 def weak_libvirt_claims(facts: HostFacts) -> list[Claim]:
-    return [Claim(facts.qemu_flavour, None, facts.flavour_source)] if facts.qemu_flavour == "upstream" else []
+    return [Claim(facts.qemu_build, None, facts.build_source)] if facts.qemu_build == "upstream" else []
 
 
 def settle(facts: HostFacts, claims: Sequence[Claim]) -> HostFacts:
     """The first claim naming the build gives the build, the first naming a release gives the release; the
     package string comes with the release's claim, else with the build's."""
-    flavour = next((c for c in claims if c.flavour), None)
+    build = next((c for c in claims if c.build), None)
     release = next((c for c in claims if c.release), None)
     return facts._replace(
-        qemu_flavour=flavour.flavour if flavour else None, flavour_source=flavour.source if flavour else "",
+        qemu_build=build.build if build else None, build_source=build.source if build else "",
         qemu_version=release.release if release else None, version_source=release.source if release else "",
-        package=next((c.package for c in (release, flavour) if c and c.package), ""))
+        package=next((c.package for c in (release, build) if c and c.package), ""))
 
 
-def chosen(facts: HostFacts) -> Flavour | None:
+def chosen(facts: HostFacts) -> Build | None:
     """The build settle() gave, as its table; None when no source named one (never upstream by default)."""
-    return FLAVOURS[facts.qemu_flavour] if facts.qemu_flavour else None
+    return BUILDS[facts.qemu_build] if facts.qemu_build else None
 
 
-def own_build(package_flavour: str, machines_flavour: str | None, machines_source: str) -> tuple[str, str | None]:
-    """One QEMU's word on its build, from its package string's build (flavour_of_package: upstream unless
-    it names Ubuntu or RHEL) and its machine list's (flavour_from_machines): the downstream build either
+def own_build(package_build: str, machines_build: str | None, machines_source: str) -> tuple[str, str | None]:
+    """One QEMU's word on its build, from its package string's build (build_of_package: upstream unless
+    it names Ubuntu or RHEL) and its machine list's (build_from_machines): the downstream build either
     names, the package's first, else upstream. (build, the machine list's wording when it is the one)."""
-    if package_flavour == UPSTREAM.name and machines_flavour not in (None, UPSTREAM.name):
-        return machines_flavour, machines_source
-    return package_flavour, None
+    if package_build == UPSTREAM.name and machines_build not in (None, UPSTREAM.name):
+        return machines_build, machines_source
+    return package_build, None
 
 
-def builds_for(name: str | None, host: HostFacts) -> tuple[list[tuple[Flavour, Machine]], str, list[str]]:
+def builds_for(name: str | None, host: HostFacts) -> tuple[list[tuple[Build, Machine]], str, list[str]]:
     """The rule's machine-name step: the build(s) a domain with machine type `name` is resolved under, each with the
     machine as that build reads it; the basis explain shows; the warnings the step gives."""
     machine_label = name or "(none: the default machine)"
     settled = chosen(host)
     if settled:
         mine = classify(name, settled, host.aliases, host.qemu_version, host.descriptions.get(name or ""), chosen=True)
-        basis = f"{settled.name}: {host.flavour_source}"
+        basis = f"{settled.name}: {host.build_source}"
         if mine is not None:
             return [(settled, mine)], basis, []
     claim = claimants(name, host.aliases, host.qemu_version, host.descriptions.get(name or ""))
@@ -119,16 +119,16 @@ def builds_for(name: str | None, host: HostFacts) -> tuple[list[tuple[Flavour, M
         if claim:
             names = ", ".join(f.title for f, _ in claim)
             return claim, f"{'/'.join(f.name for f, _ in claim)}: machine {machine_label} exists only in {names}", [
-                f"machine type {machine_label} does not exist in {settled.title} ({host.flavour_source}); "
+                f"machine type {machine_label} does not exist in {settled.title} ({host.build_source}); "
                 f"resolved as {names}, where it does"]
-        return [(settled, Machine(name, "unknown", settled.name, how="no flavour knows this name"))], basis, []
+        return [(settled, Machine(name, "unknown", settled.name, how="no build knows this name"))], basis, []
     if not claim:
-        return [(UPSTREAM, Machine(name, "unknown", UPSTREAM.name, how="no flavour knows this name"))], \
+        return [(UPSTREAM, Machine(name, "unknown", UPSTREAM.name, how="no build knows this name"))], \
             "upstream: no QEMU build has this machine name; nothing is known about it", []
     if len(claim) == 1:
         return claim, f"{claim[0][0].name}: machine type {machine_label} exists only in {claim[0][0].title}", []
     return claim, (f"not known ({' or '.join(f.name for f, _ in claim)}: machine {machine_label} exists in each; "
-                   "give --qemu-flavour, --connect or run where the QEMU is installed)"), []
+                   "give --qemu-build, --connect or run where the QEMU is installed)"), []
 
 
 def described(facts: HostFacts) -> str:

@@ -1,4 +1,4 @@
-"""QEMU flavours: every machine type name upstream, Ubuntu and RHEL QEMUs offer is classified; each build's
+"""QEMU builds: every machine type name upstream, Ubuntu and RHEL QEMUs offer is classified; each build's
 deltas (Ubuntu's svm, RHEL's kvm-pv-unhalt) show; the build is detected and explained."""
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ import sys
 import pytest
 from lxml import etree
 
-from virtxml_cpu.core import domain, resolve as engine, decide as policy
-from virtxml_cpu.tables.builds.known import FLAVOURS, RHEL, UBUNTU, UPSTREAM
-from virtxml_cpu.core.hostfacts import HostFacts, flavour_from_machines, flavour_from_version
+from virtxml_cpu.core import domain, resolve, decide
+from virtxml_cpu.tables.builds.known import BUILDS, RHEL, UBUNTU, UPSTREAM
+from virtxml_cpu.core.hostfacts import HostFacts, build_from_machines, build_from_version
 from virtxml_cpu.core.machines import claimants, classify
 
 from .conftest import FIXTURES, ROOT
@@ -39,12 +39,12 @@ UPSTREAM_NAMES = ([f"pc-0.{m}" for m in range(10, 16)] + [f"pc-1.{m}" for m in r
                      "none"])
 
 
-@pytest.mark.parametrize("flavour,names", [(UPSTREAM, UPSTREAM_NAMES), (UBUNTU, UBUNTU_NAMES + UPSTREAM_NAMES),
+@pytest.mark.parametrize("build,names", [(UPSTREAM, UPSTREAM_NAMES), (UBUNTU, UBUNTU_NAMES + UPSTREAM_NAMES),
                                            (RHEL, RHEL_NAMES)])
-def test_every_machine_name_of_every_build_is_classified(flavour, names):
-    unknown = [n for n in names if (m := classify(n, flavour)) is None or m.family == "unknown"]
+def test_every_machine_name_of_every_build_is_classified(build, names):
+    unknown = [n for n in names if (m := classify(n, build)) is None or m.family == "unknown"]
     assert not unknown
-    pcs = [classify(n, flavour) for n in names if n.startswith("pc")]
+    pcs = [classify(n, build) for n in names if n.startswith("pc")]
     assert all(m.is_pc and (m.low is not None or m.name in ("pc", "q35")) for m in pcs)
 
 
@@ -110,37 +110,37 @@ EPYC = "<cpu mode='custom'><model>EPYC</model></cpu>"
 
 def test_ubuntu_leaves_svm_to_the_model_even_on_upstream_named_machines():
     for machine in ("pc-q35-jammy", "pc-q35-6.2"):
-        r = engine.resolve(dom(machine, EPYC), HostFacts(cpuid=SVM_HOST, qemu_flavour="ubuntu", flavour_source="t"))
+        r = resolve.resolve(dom(machine, EPYC), HostFacts(cpuid=SVM_HOST, qemu_build="ubuntu", build_source="t"))
         assert r.features["svm"].state == "on", r.features["svm"]
-    r = engine.resolve(dom("pc-q35-6.2", EPYC), HostFacts(cpuid=SVM_HOST, qemu_flavour="upstream", flavour_source="t"))
+    r = resolve.resolve(dom("pc-q35-6.2", EPYC), HostFacts(cpuid=SVM_HOST, qemu_build="upstream", build_source="t"))
     assert r.features["svm"].state == "off"
     # Build unknown, upstream name: both are possible, so svm depends on the build.
-    r = engine.resolve(dom("pc-q35-6.2", EPYC), HostFacts(cpuid=SVM_HOST))
+    r = resolve.resolve(dom("pc-q35-6.2", EPYC), HostFacts(cpuid=SVM_HOST))
     assert r.features["svm"].state == "host-dependent" and "ubuntu: on" in r.features["svm"].detail
 
 
 def test_ubuntu_guests_get_the_fix_and_rhel_guests_do_not_need_it():
     for machine in ("pc-q35-jammy", "pc-i440fx-focal", "pc-q35-noble", "pc-q35-jammy-hpb", "ubuntu", None):
-        r = engine.resolve(dom(machine), HostFacts(qemu_flavour="ubuntu", flavour_source="t"))
-        d = policy.decide(r, "compat")
+        r = resolve.resolve(dom(machine), HostFacts(qemu_build="ubuntu", build_source="t"))
+        d = decide.decide(r, "compat")
         assert (r.features["kvm-pv-unhalt"].state, d.action) == ("off", "inject"), (machine, d.reason)
     for machine in ("pc-q35-rhel9.6.0", "pc-q35-rhel10.0.0", "pc-i440fx-rhel7.6.0"):
-        r = engine.resolve(dom(machine), HostFacts())
-        assert r.flavour == "rhel" and r.features["kvm-pv-unhalt"].state == "on"
+        r = resolve.resolve(dom(machine), HostFacts())
+        assert r.build == "rhel" and r.features["kvm-pv-unhalt"].state == "on"
         assert r.features["l3-cache"].state == "on"  # compat level known well enough
-        assert policy.decide(r, "compat").rule == "already-on"
-    assert policy.decide(engine.resolve(dom("pc-i440fx-xenial"), HostFacts()), "compat").rule == "machine-too-old"
+        assert decide.decide(r, "compat").rule == "already-on"
+    assert decide.decide(resolve.resolve(dom("pc-i440fx-xenial"), HostFacts()), "compat").rule == "machine-too-old"
 
 
 def test_absent_machine_is_the_builds_default():
-    assert engine.resolve(dom(None), HostFacts(qemu_flavour="ubuntu", flavour_source="t")).machine.alias_of == "ubuntu"
-    r = engine.resolve(dom(None), HostFacts(qemu_flavour="rhel", flavour_source="t"))
+    assert resolve.resolve(dom(None), HostFacts(qemu_build="ubuntu", build_source="t")).machine.alias_of == "ubuntu"
+    r = resolve.resolve(dom(None), HostFacts(qemu_build="rhel", build_source="t"))
     assert r.machine.alias_of == "pc-i440fx-rhel7.6.0" and r.features["kvm-pv-unhalt"].state == "on"
-    r = engine.resolve(dom(None), HostFacts())
+    r = resolve.resolve(dom(None), HostFacts())
     assert r.features["kvm-pv-unhalt"].state == "host-dependent" and "rhel: on" in r.features["kvm-pv-unhalt"].detail
 
 
-@pytest.mark.parametrize("text,flavour", [
+@pytest.mark.parametrize("text,build", [
     ("QEMU emulator version 8.2.2 (Debian 1:8.2.2+ds-0ubuntu1.4)", "ubuntu"),
     ("QEMU emulator version 6.2.0 (Debian 1:6.2+dfsg-2ubuntu6.22)", "ubuntu"),
     ("QEMU emulator version 9.1.0 (qemu-kvm-9.1.0-15.el9_6)", "rhel"),
@@ -149,26 +149,26 @@ def test_absent_machine_is_the_builds_default():
     ("QEMU emulator version 10.0.2 (Debian 1:10.0.2+ds-2+deb13u1~bpo12+1)", "upstream"),
     ("QEMU emulator version 9.2.0", "upstream"),
 ])
-def test_flavour_from_version_string(text, flavour):
-    assert flavour_from_version(text + "\nCopyright ...", "qemu --version").qemu_flavour == flavour
+def test_build_from_version_string(text, build):
+    assert build_from_version(text + "\nCopyright ...", "qemu --version").qemu_build == build
 
 
-def test_flavour_from_capabilities_machine_list():
-    assert flavour_from_machines({"pc-i440fx-noble", "ubuntu", "pc-i440fx-8.2", "pc"})[0] == "ubuntu"
-    assert flavour_from_machines({"pc-q35-rhel9.6.0", "q35", "pc"})[0] == "rhel"
-    assert flavour_from_machines({"pc-q35-7.2", "pc"})[0] == "upstream"
-    assert flavour_from_machines({"pc"}, "/usr/libexec/qemu-kvm")[0] == "rhel"
+def test_build_from_capabilities_machine_list():
+    assert build_from_machines({"pc-i440fx-noble", "ubuntu", "pc-i440fx-8.2", "pc"})[0] == "ubuntu"
+    assert build_from_machines({"pc-q35-rhel9.6.0", "q35", "pc"})[0] == "rhel"
+    assert build_from_machines({"pc-q35-7.2", "pc"})[0] == "upstream"
+    assert build_from_machines({"pc"}, "/usr/libexec/qemu-kvm")[0] == "rhel"
 
 
-def test_explain_names_the_flavour_and_why():
-    r = engine.resolve(dom("pc-q35-jammy"), HostFacts())
-    assert r.flavour == "ubuntu" and "exists only in Ubuntu's QEMU" in r.flavour_basis
-    r = engine.resolve(dom("pc-q35-rhel9.6.0"), HostFacts())
-    assert r.flavour == "rhel" and "RHEL" in r.flavour_basis
-    r = engine.resolve(dom("pc-q35-6.2"), HostFacts(qemu_flavour="ubuntu", flavour_source="qemu --version: X"))
-    assert r.flavour_basis == "ubuntu: qemu --version: X"
-    r = engine.resolve(dom("pc-q35-jammy"), HostFacts(qemu_flavour="upstream", flavour_source="t"))
-    assert r.flavour == "ubuntu" and any("does not exist in upstream QEMU" in w for w in r.warnings)
+def test_explain_names_the_build_and_why():
+    r = resolve.resolve(dom("pc-q35-jammy"), HostFacts())
+    assert r.build == "ubuntu" and "exists only in Ubuntu's QEMU" in r.build_basis
+    r = resolve.resolve(dom("pc-q35-rhel9.6.0"), HostFacts())
+    assert r.build == "rhel" and "RHEL" in r.build_basis
+    r = resolve.resolve(dom("pc-q35-6.2"), HostFacts(qemu_build="ubuntu", build_source="qemu --version: X"))
+    assert r.build_basis == "ubuntu: qemu --version: X"
+    r = resolve.resolve(dom("pc-q35-jammy"), HostFacts(qemu_build="upstream", build_source="t"))
+    assert r.build == "ubuntu" and any("does not exist in upstream QEMU" in w for w in r.warnings)
 
 
 def test_adding_a_release_is_data_only():
@@ -178,10 +178,10 @@ def test_adding_a_release_is_data_only():
     table = UBUNTU.tables[0]
     newer = table._replace(releases=table.releases + (Release("stonking", {"pc-i440fx": (11, 0), "pc-q35": (11, 0)},
                                                               "test"),))
-    flavour = UBUNTU._replace(tables=(newer,))
-    assert classify("pc-q35-stonking", flavour).version == (11, 0)
+    build = UBUNTU._replace(tables=(newer,))
+    assert classify("pc-q35-stonking", build).version == (11, 0)
     assert classify("pc-q35-stonking", UBUNTU).low is None
-    assert set(FLAVOURS) == {"upstream", "ubuntu", "rhel"}
+    assert set(BUILDS) == {"upstream", "ubuntu", "rhel"}
 
 
 # --- detection order, through the CLI and the hook ------------------------------------------------------
@@ -250,29 +250,29 @@ def test_detection_order_option_config_local_qemu(fake_qemu):
     the first on PATH."""
     qemu = libvirts_emulator(fake_qemu)
     d = explain(fake_qemu)
-    assert d["qemu_flavour"] == "ubuntu" and d["qemu_flavour_basis"] == (
+    assert d["qemu_build"] == "ubuntu" and d["qemu_build_basis"] == (
         f"ubuntu: libvirt's capabilities cache for {qemu}: package Debian 1:8.2.2+ds-0ubuntu1.4")
     assert (fake_qemu / "decoy-runs").read_text() == "" and (fake_qemu / "runs").read_text() == ""
     assert "enable-svm-by-default" in d["features"]["svm"]["detail"]  # (then filtered if this KVM lacks svm)
-    d = explain(fake_qemu, config='qemu_flavour = "upstream"\n')
-    assert d["qemu_flavour"] == "upstream" and "qemu_flavour in" in d["qemu_flavour_basis"]
-    d = explain(fake_qemu, "--qemu-flavour", "ubuntu", config='qemu_flavour = "upstream"\n')
-    assert d["qemu_flavour_basis"] == "ubuntu: --qemu-flavour"
+    d = explain(fake_qemu, config='qemu_build = "upstream"\n')
+    assert d["qemu_build"] == "upstream" and "qemu_build in" in d["qemu_build_basis"]
+    d = explain(fake_qemu, "--qemu-build", "ubuntu", config='qemu_build = "upstream"\n')
+    assert d["qemu_build_basis"] == "ubuntu: --qemu-build"
     d = explain(fake_qemu, "--no-host-probe")  # no local probe: the machine name alone
-    assert d["qemu_flavour"] == "upstream|ubuntu" and d["features"]["svm"]["state"] == "host-dependent"
+    assert d["qemu_build"] == "upstream|ubuntu" and d["features"]["svm"]["state"] == "host-dependent"
 
 
-def test_config_rejects_an_unknown_flavour(fake_qemu):
+def test_config_rejects_an_unknown_build(fake_qemu):
     with pytest.raises(subprocess.CalledProcessError) as e:
-        explain(fake_qemu, config='qemu_flavour = "debian"\n')
-    assert e.value.returncode == 2 and b"qemu_flavour" in e.value.stderr
+        explain(fake_qemu, config='qemu_build = "debian"\n')
+    assert e.value.returncode == 2 and b"qemu_build" in e.value.stderr
 
 
 def test_local_probe_runs_only_a_trusted_binary_and_never_as_root(fake_qemu):
     from virtxml_cpu.host.local_qemu import ask
 
     qemu = fake_qemu / "bin" / "qemu-system-x86_64"
-    assert ask(str(qemu))[0].qemu_flavour == "ubuntu"
+    assert ask(str(qemu))[0].qemu_build == "ubuntu"
     uids = (fake_qemu / "runs").read_text().split()
     assert uids and "0" not in uids  # as root: run as libvirt-qemu/nobody, as libvirt runs QEMU
     for writable in (qemu, qemu.parent):  # a binary or directory others could change is never run
@@ -300,21 +300,21 @@ def caps_cache(directory, emulator: str, package: str, version: int | None = 800
 
 
 def test_hook_reads_the_build_from_libvirts_capabilities_cache_and_runs_nothing(fake_qemu, tmp_path):
-    from virtxml_cpu.hook import evaluate as hook
+    from virtxml_cpu.hook import evaluate
     from virtxml_cpu.core.config import Config
 
     qemu = str(fake_qemu / "bin" / "qemu-system-x86_64")
     caps_cache(tmp_path / "caps", qemu, "Debian 1:8.2.2+ds-0ubuntu1.4")
     dom = domain.extract(etree.fromstring(
         (FIXTURES / "handwritten-no-cpu.xml").read_bytes().replace(b"</devices>", f"<emulator>{qemu}</emulator></devices>".encode())))
-    facts = hook.hook_host_facts(dom, Config(), str(tmp_path / "caps"))
-    assert facts.qemu_flavour == "ubuntu" and facts.qemu_version == (8, 2, 2) and "0ubuntu1.4" in facts.flavour_source
+    facts = evaluate.hook_host_facts(dom, Config(), str(tmp_path / "caps"))
+    assert facts.qemu_build == "ubuntu" and facts.qemu_version == (8, 2, 2) and "0ubuntu1.4" in facts.build_source
     assert facts.aliases == {"q35": "pc-q35-noble", "pc": "pc-i440fx-noble", "": "pc-i440fx-noble"}
     assert "pc-tcg-only" not in facts.machines and (fake_qemu / "runs").read_text() == ""
-    assert hook.hook_host_facts(dom, Config(qemu_flavour="rhel", path="c.toml")).qemu_flavour == "rhel"
+    assert evaluate.hook_host_facts(dom, Config(qemu_build="rhel", path="c.toml")).qemu_build == "rhel"
     other = dom._replace(emulator="/usr/bin/qemu-system-other")
-    unknown = hook.hook_host_facts(other, Config(), str(tmp_path / "caps"))
-    assert unknown.qemu_flavour is None and unknown.unused[-1] == (
+    unknown = evaluate.hook_host_facts(other, Config(), str(tmp_path / "caps"))
+    assert unknown.qemu_build is None and unknown.unused[-1] == (
         "libvirt's capabilities cache: libvirt has no capabilities cached for /usr/bin/qemu-system-other"), unknown
 
 
@@ -326,7 +326,7 @@ def test_release_sources_and_their_order(fake_qemu):
     assert d["qemu_release"] == f"release 8.2.2 (from {qemu} --version: {UBUNTU_VERSION})"
     assert (fake_qemu / "runs").read_text() and (fake_qemu / "decoy-runs").read_text() == ""
     d = explain(fake_qemu, "--qemu-version", "5.2")
-    assert d["qemu_release"] == "release 5.2 (from --qemu-version)" and d["qemu_flavour"] == "ubuntu"
+    assert d["qemu_release"] == "release 5.2 (from --qemu-version)" and d["qemu_build"] == "ubuntu"
     d = explain(fake_qemu, config='qemu_version = "6.2.0"\n')
     assert d["qemu_release"].startswith("release 6.2.0 (from qemu_version in ")
     d = explain(fake_qemu, "--no-host-probe")
@@ -337,19 +337,19 @@ def test_release_sources_and_their_order(fake_qemu):
     d = explain(fake_qemu, "--emulator", str(other), config='qemu_version = "6.2.0"\n')
     assert d["qemu_release"].startswith(f"release 9.1.0 (from {other} --version")
     # RHEL's qemu-kvm has no pc-q35-6.2: resolved where it exists, and said so
-    assert d["qemu_flavour"] == "upstream|ubuntu" and any("does not exist in RHEL" in n for n in d["decision"]["notes"])
+    assert d["qemu_build"] == "upstream|ubuntu" and any("does not exist in RHEL" in n for n in d["decision"]["notes"])
 
 
 def test_capabilities_files_do_not_settle_the_build_over_the_local_binary(fake_qemu):
     libvirts_emulator(fake_qemu, version=None)
     d = explain(fake_qemu, "--capabilities", str(FIXTURES / "host" / "capabilities.xml"))
-    assert d["qemu_flavour"] == "ubuntu" and UBUNTU_VERSION in d["qemu_flavour_basis"]
+    assert d["qemu_build"] == "ubuntu" and UBUNTU_VERSION in d["qemu_build_basis"]
     assert (fake_qemu / "decoy-runs").read_text() == ""
 
 
 def test_without_libvirts_cache_the_local_qemu_is_the_first_on_path(fake_qemu):
     d = explain(fake_qemu)
-    assert d["qemu_flavour"] == "upstream" and d["qemu_flavour_basis"] == (
+    assert d["qemu_build"] == "upstream" and d["qemu_build_basis"] == (
         f"upstream: {fake_qemu}/decoy/qemu-system-x86_64 --version: {DECOY_VERSION}")
     assert (fake_qemu / "decoy-runs").read_text() and (fake_qemu / "runs").read_text() == ""
 
@@ -363,7 +363,7 @@ def test_bad_release_sources_are_usage_errors(fake_qemu, args):
 
 
 def test_a_name_the_release_does_not_define_is_said_so():
-    r = engine.resolve(dom("pc-i440fx-utopic"), HostFacts(qemu_flavour="ubuntu", flavour_source="t",
+    r = resolve.resolve(dom("pc-i440fx-utopic"), HostFacts(qemu_build="ubuntu", build_source="t",
                                                            qemu_version=(8, 2, 2)))
     assert r.machine.version == (2, 1) and any("QEMU 8.2.2 (Ubuntu's QEMU) has no machine type pc-i440fx-utopic"
                                                in w for w in r.warnings), r.warnings
@@ -389,13 +389,13 @@ def test_one_rule_picks_the_build_source_order_then_the_machine_name():
     (builds_for); build_choice only merges what the builds it was handed answer."""
     import inspect
 
-    from virtxml_cpu.core import build as qemu_build, build_choice
+    from virtxml_cpu.core import precedence, build_choice
 
     def step(name, **host):
-        builds, basis, warnings = qemu_build.builds_for(name, HostFacts(**host))
+        builds, basis, warnings = precedence.builds_for(name, HostFacts(**host))
         return [(f.name, m.family) for f, m in builds], basis, warnings
 
-    ubuntu, rhel = dict(qemu_flavour="ubuntu", flavour_source="t"), dict(qemu_flavour="rhel", flavour_source="t")
+    ubuntu, rhel = dict(qemu_build="ubuntu", build_source="t"), dict(qemu_build="rhel", build_source="t")
     assert step("pc-q35-noble", **ubuntu) == ([("ubuntu", "pc-q35")], "ubuntu: t", [])  # the settled build has it
     builds, basis, warnings = step("pc-q35-noble", **rhel)  # it lacks it: the machine name wins, said so
     assert builds == [("ubuntu", "pc-q35")] and basis.startswith("ubuntu: machine pc-q35-noble exists only in")
@@ -406,11 +406,11 @@ def test_one_rule_picks_the_build_source_order_then_the_machine_name():
     assert builds == [("upstream", "pc-q35"), ("ubuntu", "pc-q35")] and basis.startswith("not known (upstream or ubuntu")
     builds, basis, _ = step("nonesuch")  # nor does any build have it: upstream, the machine unknown
     assert builds == [("upstream", "unknown")] and basis.startswith("upstream: no QEMU build has this machine name")
-    assert qemu_build.chosen(HostFacts()) is None and qemu_build.chosen(HostFacts(**rhel)) is RHEL
+    assert precedence.chosen(HostFacts()) is None and precedence.chosen(HostFacts(**rhel)) is RHEL
     # one QEMU's own word: a downstream package string, else its own downstream machine names, else upstream
-    assert qemu_build.own_build("upstream", "ubuntu", "m") == ("ubuntu", "m")
-    assert qemu_build.own_build("rhel", "ubuntu", "m") == ("rhel", None)
-    assert qemu_build.own_build("upstream", None, "") == qemu_build.own_build("upstream", "upstream", "m") == (
+    assert precedence.own_build("upstream", "ubuntu", "m") == ("ubuntu", "m")
+    assert precedence.own_build("rhel", "ubuntu", "m") == ("rhel", None)
+    assert precedence.own_build("upstream", None, "") == precedence.own_build("upstream", "upstream", "m") == (
         "upstream", None)
     own = [n for n, f in inspect.getmembers(build_choice, inspect.isfunction) if f.__module__ == build_choice.__name__]
     assert own == ["merge"]
