@@ -90,3 +90,14 @@ def test_without_a_toml_reader_the_plain_way_is_read_and_the_rest_refused_in_one
     with pytest.raises(EnvironmentProblem, match="no TOML reader: install python3-tomli") as e:
         config.parse("policy = 'never'\n", "c.toml")
     assert "\n" not in str(e.value)
+
+
+def test_the_builds_older_name_is_read_and_a_disagreement_refused(tmp_path):
+    from virtxml_cpu.core import config as config_file
+    from virtxml_cpu.errors import BadInput
+    assert config_file.parse('qemu_flavour = "rhel"\n').qemu_build == "rhel"
+    assert config_file.parse('qemu_flavour = "rhel"\nqemu_build = "rhel"\n').qemu_build == "rhel"
+    with pytest.raises(BadInput, match="qemu_build and qemu_flavour .its older name. disagree"):
+        config_file.parse('qemu_flavour = "rhel"\nqemu_build = "ubuntu"\n')
+    with pytest.raises(BadInput, match="qemu_build = 'fedora' is not one of"):
+        config_file.parse('qemu_flavour = "fedora"\n')

@@ -33,6 +33,7 @@ def _policy_opts(p: argparse.ArgumentParser) -> None:
     p.add_argument("--qemu-build", choices=BUILD_NAMES,
                    help="the QEMU build the guests run on (default: --emulator, config, libvirt, the local "
                         "QEMU, else the machine name; see docs: which QEMU build and release)")
+    p.add_argument("--qemu-flavour", dest="qemu_build", choices=BUILD_NAMES, help=argparse.SUPPRESS)  # older name
     p.add_argument("--qemu-version", type=_release, metavar="X.Y[.Z]",
                    help="the QEMU release the guests run on (default: --emulator, config, libvirt, the local "
                         "QEMU; unknown: taken as current)")
@@ -156,6 +157,7 @@ def build_parser() -> argparse.ArgumentParser:
     ve.add_argument("--qemu-build", choices=BUILD_NAMES, help="the QEMU build to check the rules of "
                     "(default: as explain decides it: what an --emulator QEMU shows, the config, else what the "
                     "QEMU shows)")
+    ve.add_argument("--qemu-flavour", dest="qemu_build", choices=BUILD_NAMES, help=argparse.SUPPRESS)  # older name
     ve.add_argument("--config", help=f"config file (default {config.DEFAULT_PATH})")
     ve.add_argument("--machine", action="append", default=[], metavar="PATTERN",
                     help="only machine types matching this shell pattern (repeatable)")

@@ -60,6 +60,7 @@ MAX_CONFIG_BYTES = 64 * 1024  # a config is a few lines; /dev/zero or a log file
 KEYS = {"policy": str, "style": str, "qemu_build": str, "hook": dict, "timeout": (int, float),
         "host_timeout": (int, float), "qemu_version": str}
 HOOK_KEYS = {"mode": str, "spool": str, "syslog_socket": str}
+OLDER_NAMES = {"qemu_flavour": "qemu_build"}  # still read, so a config written for an older release keeps working
 
 
 def parse(text: str, path: str = "<config>") -> Config:
@@ -68,6 +69,11 @@ def parse(text: str, path: str = "<config>") -> Config:
     data = plain_toml(text)
     if data is None:
         data = _toml(text, path)
+    for old, new in OLDER_NAMES.items():
+        if old in data:
+            if new in data and data[new] != data[old]:
+                raise BadInput(f"config {path}: {new} and {old} (its older name) disagree; keep {new}")
+            data = {new: data[old], **{k: v for k, v in data.items() if k != old}}
     hook = data.get("hook", {})
     for table, keys, prefix in ((data, KEYS, ""), (hook if isinstance(hook, dict) else {}, HOOK_KEYS, "hook.")):
         unknown = sorted(set(table) - set(keys))

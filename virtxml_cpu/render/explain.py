@@ -41,6 +41,8 @@ def _shared(r) -> dict:
         "machine_status_reason": r.machine_status_why,
         "qemu_build": r.build,
         "qemu_build_basis": r.build_basis,
+        "qemu_flavour": r.build,  # the two keys' older names, kept for scripts that read them
+        "qemu_flavour_basis": r.build_basis,
         "qemu_release": precedence.described(r.host),
         "cpu_mode": r.facts.cpu_mode,
         "cpu_model": r.model,
