@@ -34,7 +34,7 @@ def main() -> None:
     from virtxml_cpu.core import domain, pipeline
     from virtxml_cpu.core.config import Config
     from virtxml_cpu.fs.files import read_input
-    from virtxml_cpu.host.sources import HostSources, Off, assemble
+    from virtxml_cpu.host.sources import HostSources, NotAsked, assemble
     from virtxml_cpu.render import explain
     from virtxml_cpu.xml import text
 
@@ -48,7 +48,7 @@ def main() -> None:
             dst.write_bytes(text_)
             files.append(str(dst))
         datas = [read_input(f) for f in files]
-        host = assemble(HostSources(build="upstream", config=Config(), kvm=Off("--no-host-probe")))
+        host = assemble(HostSources(build="upstream", config=Config(), kvm=NotAsked("--no-host-probe")))
         cfg = Config()
         floor_parser = etree.XMLParser(resolve_entities=False, no_network=True, load_dtd=False)
         trees = [etree.fromstring(d, floor_parser) for d in datas]

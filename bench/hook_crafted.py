@@ -176,7 +176,7 @@ SCANNERS: dict[str, tuple[str, ...] | str] = {
                                 "commandline of many -overcommit"),
     "virtxml_cpu.core.libvirt_cpu": ("cpu features", "features children", "commandline -cpu of many properties",
                                      "commandline -global of many dots"),
-    "virtxml_cpu.core.build_choice": ("machine name of the whole size",),
+    "virtxml_cpu.core.merge": ("machine name of the whole size",),
     "virtxml_cpu.core.support": NO_DEFINITION + " (launchSecurity's type, a table key)",
     "virtxml_cpu.core.resolution": NO_DEFINITION + " (the answer's named tuples)",
     "virtxml_cpu.tables.libvirt_xml": ("cpu features", "features children"),

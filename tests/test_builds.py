@@ -385,11 +385,11 @@ def test_a_non_qemu_drivers_version_is_no_qemu_release():
 
 
 def test_one_rule_picks_the_build_source_order_then_the_machine_name():
-    """core/build.py holds the whole rule: settle() over the sources' claims, then the machine-name step
-    (builds_for); build_choice only merges what the builds it was handed answer."""
+    """core/precedence.py holds the whole rule: settle() over the sources' claims, then the machine-name step
+    (builds_for); core/merge.py only merges what the builds it was handed answer."""
     import inspect
 
-    from virtxml_cpu.core import precedence, build_choice
+    from virtxml_cpu.core import precedence, merge
 
     def step(name, **host):
         builds, basis, warnings = precedence.builds_for(name, HostFacts(**host))
@@ -412,5 +412,5 @@ def test_one_rule_picks_the_build_source_order_then_the_machine_name():
     assert precedence.own_build("rhel", "ubuntu", "m") == ("rhel", None)
     assert precedence.own_build("upstream", None, "") == precedence.own_build("upstream", "upstream", "m") == (
         "upstream", None)
-    own = [n for n, f in inspect.getmembers(build_choice, inspect.isfunction) if f.__module__ == build_choice.__name__]
+    own = [n for n, f in inspect.getmembers(merge, inspect.isfunction) if f.__module__ == merge.__name__]
     assert own == ["merge"]

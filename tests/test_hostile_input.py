@@ -321,13 +321,13 @@ def test_apply_reports_a_bad_domain_as_failed_and_fixes_the_others(fleet, capsys
 
 def test_watch_logs_a_bad_domain_as_failed_and_goes_on(fleet):
     from virtxml_cpu.core.config import Config
-    from virtxml_cpu.host.sources import HostSources, Off
+    from virtxml_cpu.host.sources import HostSources, NotAsked
     from virtxml_cpu.live.apply import ApplyOptions
     from virtxml_cpu.live.watch import watch
 
     logged, stop = [], threading.Event()
     cfg = Config(qemu_build="upstream")
-    opts = ApplyOptions(cfg, sources=HostSources(config=cfg, kvm=Off("--no-host-probe")))
+    opts = ApplyOptions(cfg, sources=HostSources(config=cfg, kvm=NotAsked("--no-host-probe")))
     t = threading.Thread(target=watch, args=(TEST_URI, opts, stop, lambda m, warning=False: logged.append((m, warning))))
     t.start()
     try:

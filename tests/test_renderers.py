@@ -268,7 +268,7 @@ def test_test_driver_fetched_ahead_errors_stay_their_domains_rows(test_driver, m
     import libvirt
 
     from virtxml_cpu.core.config import Config
-    from virtxml_cpu.host.sources import HostSources, Off
+    from virtxml_cpu.host.sources import HostSources, NotAsked
     from virtxml_cpu.live import audit as live_audit
 
     xml_desc = libvirt.virDomain.XMLDesc
@@ -283,7 +283,7 @@ def test_test_driver_fetched_ahead_errors_stay_their_domains_rows(test_driver, m
     monkeypatch.setattr(libvirt.virDomain, "XMLDesc", failing)
     monkeypatch.setattr(live_audit, "FETCH_AHEAD", 2)
     names = ("vxc-render-fix", "vxc-render-has", "vxc-render-run", "vxc-render-transient", "vxc-render-fix")
-    sources = HostSources(build="upstream", config=Config(), kvm=Off("--no-host-probe"))
+    sources = HostSources(build="upstream", config=Config(), kvm=NotAsked("--no-host-probe"))
     (result,) = live_audit.audit(["test:///default"], live_audit.AuditOptions(Config(), names=names, sources=sources))
     rows = [(r.domain, (r.error or "").split(":")[0], r.state) for r in result.rows]
     assert rows == [("vxc-render-fix", "cannot be audited", None), ("vxc-render-has", "vanished while auditing", None),
@@ -371,13 +371,13 @@ def test_watch_logs_the_lines_apply_prints(test_driver, capsys):
     import threading
 
     from virtxml_cpu.core.config import Config
-    from virtxml_cpu.host.sources import HostSources, Off
+    from virtxml_cpu.host.sources import HostSources, NotAsked
     from virtxml_cpu.live.apply import ApplyOptions
     from virtxml_cpu.live.watch import watch
 
     logged, stop = [], threading.Event()
     cfg = Config(qemu_build="upstream")
-    opts = ApplyOptions(cfg, sources=HostSources(config=cfg, kvm=Off("--no-host-probe")))
+    opts = ApplyOptions(cfg, sources=HostSources(config=cfg, kvm=NotAsked("--no-host-probe")))
     t = threading.Thread(target=watch, args=("test:///default", opts, stop,
                                              lambda m, warning=False: logged.append((m, warning))))
     t.start()
@@ -411,7 +411,7 @@ def test_watch_refuses_to_apply_without_its_host_facts(test_driver, monkeypatch,
     import libvirt
 
     from virtxml_cpu.core.config import Config
-    from virtxml_cpu.host.sources import HostSources, Off
+    from virtxml_cpu.host.sources import HostSources, NotAsked
     from virtxml_cpu.live.apply import ApplyOptions
     from virtxml_cpu.live.watch import watch
 
@@ -430,7 +430,7 @@ def test_watch_refuses_to_apply_without_its_host_facts(test_driver, monkeypatch,
     logged, stop, box = [], threading.Event(), {}
     cfg = Config(qemu_build="upstream", spool=str(spool_dir))
     opts = ApplyOptions(cfg, sources=HostSources(build="upstream", release="7.2.0", config=cfg,
-                                                 kvm=Off("--no-host-probe")))
+                                                 kvm=NotAsked("--no-host-probe")))
     t = threading.Thread(target=lambda: box.setdefault("code", watch(
         "test:///default", opts, stop, lambda m, warning=False: logged.append((m, warning)))))
     t.start()

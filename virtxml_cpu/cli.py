@@ -17,7 +17,7 @@ from .hook.install import DEFAULT_DIGEST_DIR, DEFAULT_HOOKS_DIR
 from .host.connection import DEFAULT_URI
 from .errors import shown, shown_lines
 from .fs.files import read_input, update_in_place, write_output
-from .host.sources import LOCAL, HostSources, Off, assemble
+from .host.sources import LOCAL, HostSources, NotAsked, assemble
 from .core.pipeline import process
 from .render import explain
 from .core.decide import POLICIES, STYLES
@@ -195,19 +195,19 @@ def host_sources(args, cfg) -> HostSources:
     """explain's and rewrite's sources (hostsrc has the order): the flags, --emulator, the config, libvirt
     (--connect or its files), and unless --no-host-probe /dev/kvm and the local QEMU (libvirt's cache of it
     first; not with --connect: that QEMU is on another host)."""
-    off = Off("--no-host-probe") if args.no_host_probe else Off("--connect: that QEMU is on another host") \
+    off = NotAsked("--no-host-probe") if args.no_host_probe else NotAsked("--connect: that QEMU is on another host") \
         if args.connect else None
     return HostSources(build=args.qemu_build, release=args.qemu_version, emulator=args.emulator, config=cfg,
                        connect=args.connect, capabilities=args.capabilities, domcapabilities=args.domcapabilities,
                        caps_cache=LOCAL if off is None and not args.emulator else None,
                        local_qemu=(off or True) if not args.emulator else False,
-                       kvm=Off("--no-host-probe") if args.no_host_probe else True)
+                       kvm=NotAsked("--no-host-probe") if args.no_host_probe else True)
 
 
 def live_sources(args, cfg) -> HostSources:
     """audit's, apply's and watch's sources besides each connection: the flags, the config, /dev/kvm."""
     return HostSources(build=args.qemu_build, release=args.qemu_version, config=cfg,
-                       kvm=Off("--no-host-probe") if args.no_host_probe else True)
+                       kvm=NotAsked("--no-host-probe") if args.no_host_probe else True)
 
 
 def _err(msg: str) -> None:

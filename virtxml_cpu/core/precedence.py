@@ -13,7 +13,7 @@ The rule, whole (nothing else picks a build or a release), in two steps:
     - the settled build lacks it and other builds have it: the machine name wins, the domain is resolved
       under each build that has it, with a warning that names the settled build and its source;
     - the settled build lacks it and no build has it: the settled build, the machine unknown;
-    - no source named a build: each build that has the machine type (merged by build_choice.merge when
+    - no source named a build: each build that has the machine type (merged by merge.merge when
       several); none has it: upstream, the machine unknown.
 The release is never taken from the machine name: unknown, it stays unknown (taken as current).
 

@@ -9,13 +9,13 @@ that replaces them), then host/max auto-enable, then `kvm=off`/TCG clearing the 
 against what the accelerator supports, then what the QEMU release lacks, then what KVM itself strips. One
 function per step; STEPS is the order. Rows and properties apply only on the QEMU releases that have them.
 
-The build(s) a domain is resolved under are build.builds_for's (the one precedence rule); several answers
-are merged by build_choice.merge.
+The build(s) a domain is resolved under are precedence.builds_for's (the one precedence rule); several answers
+are merged by merge.merge.
 """
 
 from __future__ import annotations
 
-from . import precedence, build_choice, cpu_option, layers, lifecycle, overcommit
+from . import precedence, merge, cpu_option, layers, lifecycle, overcommit
 from .cpu_option import parse_cpu_option
 from .domain import DomainFacts, irqchip_refusal
 from .hostfacts import HostFacts
@@ -30,13 +30,13 @@ from ..tables.cpu_models import MODEL_BITS  # noqa: F401 (read through the engin
 
 
 def resolve(facts: DomainFacts, host: HostFacts | None = None) -> Resolution:
-    """Resolve under the build(s) build.builds_for names for this machine (merged when several).
+    """Resolve under the build(s) precedence.builds_for names for this machine (merged when several).
     Pure in (facts, host facts); the domain's name and uuid are not read (pipeline keeps one answer for
     a template's clones)."""
     host = host or HostFacts()
     candidates, basis, warnings = precedence.builds_for(facts.machine, host)
     results = [_resolve_one(facts, host, build, machine, list(warnings)) for build, machine in candidates]
-    res = results[0] if len(results) == 1 else build_choice.merge(results)
+    res = results[0] if len(results) == 1 else merge.merge(results)
     return res._replace(build_basis=basis)
 
 

@@ -19,7 +19,7 @@ Machine names, aliases, the default machine and QEMU's descriptions of its machi
 source in the same order that has them (so told only a binary, `q35` is what its -machine help says);
 KVM's CPUID from /dev/kvm only, the host-model CPU from libvirt only.
 
-A source a shell does not have is None (nothing is said about it); one it chose not to ask is Off(why);
+A source a shell does not have is None (nothing is said about it); one it chose not to ask is NotAsked(why);
 either way, or when asking failed, the facts' `unused` says so ("local QEMU: not asked (...)"), and
 explain and the hook show it.
 """
@@ -37,7 +37,7 @@ from ..core.hostfacts import HostFacts, combine, probe_kvm
 LOCAL = "<local QEMU>"  # caps_cache: the capabilities cache of the local QEMU (rank 5's binary)
 
 
-class Off(namedtuple("Off", "why")):
+class NotAsked(namedtuple("NotAsked", "why")):
     """A source deliberately not asked, and why (said as explain shows it)."""
 
     __slots__ = ()  # a plain named tuple: its fields, annotated below for readers
@@ -60,11 +60,11 @@ class HostSources(namedtuple("HostSources", "build release emulator config conne
     capabilities: str | None  # a `virsh capabilities` file (- for stdin)
     domcapabilities: str | None  # a `virsh domcapabilities` file
     libvirt_qemu: HostFacts | None  # verify --connect: what libvirt's emulator answered
-    caps_cache: str | Off | None  # the emulator whose libvirt capabilities cache to read, or LOCAL
+    caps_cache: str | NotAsked | None  # the emulator whose libvirt capabilities cache to read, or LOCAL
     caps_dir: str | None  # None: libvirt's (caps_cache.CACHE_DIR)
     digest_dir: str | None  # where parsed caches are kept (the hook's, beside its spool)
-    local_qemu: bool | Off | HostFacts  # ask the local QEMU, or what it answered (verify)
-    kvm: bool | Off  # KVM_GET_SUPPORTED_CPUID on /dev/kvm
+    local_qemu: bool | NotAsked | HostFacts  # ask the local QEMU, or what it answered (verify)
+    kvm: bool | NotAsked  # KVM_GET_SUPPORTED_CPUID on /dev/kvm
 
 
 def on_connection(src: HostSources, conn, uri: str) -> HostSources:
@@ -72,7 +72,7 @@ def on_connection(src: HostSources, conn, uri: str) -> HostSources:
     is this host."""
     from .connection import is_local
 
-    kvm = src.kvm if src.kvm is not True or is_local(uri) else Off(f"{uri} is another host")
+    kvm = src.kvm if src.kvm is not True or is_local(uri) else NotAsked(f"{uri} is another host")
     return src._replace(connect=(conn, uri), kvm=kvm)
 
 
@@ -81,7 +81,7 @@ def connection_facts(src: HostSources | None, cfg: Config, conn, uri: str) -> Ho
     return assemble(on_connection(src or HostSources(config=cfg, kvm=True), conn, uri))
 
 
-class Said(namedtuple("Said", "src named libvirt qemus local")):
+class Answers(namedtuple("Answers", "src named libvirt qemus local")):
     """What each source answered, before they are put in order."""
 
     __slots__ = ()  # a plain named tuple: its fields, annotated below for readers
@@ -118,7 +118,7 @@ def assemble(src: HostSources) -> HostFacts:
     libvirt = _libvirt(src)
     cache, cached_path = _cache(src, unused)
     local = _local(src, cache, cached_path, unused)
-    said = Said(src, named, libvirt, tuple(f for f in (src.libvirt_qemu, cache) if f is not None and f.qemu_version),
+    said = Answers(src, named, libvirt, tuple(f for f in (src.libvirt_qemu, cache) if f is not None and f.qemu_version),
                 local)
     claims = [c for _title, row in ORDER for c in row(said)]
     facts = combine([kvm, named, libvirt, *said.qemus, local])  # the other facts: the same order
@@ -126,7 +126,7 @@ def assemble(src: HostSources) -> HostFacts:
 
 
 def _kvm(kvm, unused: list[str]) -> HostFacts:
-    if isinstance(kvm, Off):
+    if isinstance(kvm, NotAsked):
         unused.append(f"/dev/kvm: not read ({kvm.why})")
     return probe_kvm() if kvm is True else HostFacts()
 
@@ -170,7 +170,7 @@ def _cache(src: HostSources, unused: list[str]) -> tuple[HostFacts | None, str |
     target = src.caps_cache
     if target is None:
         return None, None
-    if isinstance(target, Off):
+    if isinstance(target, NotAsked):
         unused.append(f"libvirt's capabilities cache: not read ({target.why})")
         return None, None
     if target == LOCAL:
@@ -194,7 +194,7 @@ def _local(src: HostSources, cache: HostFacts | None, cached_path: str | None, u
     local = src.local_qemu
     if isinstance(local, HostFacts):
         return local
-    if isinstance(local, Off):
+    if isinstance(local, NotAsked):
         unused.append(f"local QEMU: not asked ({local.why})")
     if local is not True:
         return HostFacts()

@@ -1,5 +1,5 @@
 """One answer from the answers under several QEMU builds (pure): which builds a domain is resolved under
-is build.builds_for's (the one precedence rule); here they are only merged. A property on which they
+is precedence.builds_for's (the one precedence rule); here they are only merged. A property on which they
 disagree is host-dependent, each build's answer in its detail.
 """
 
