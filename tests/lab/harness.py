@@ -252,6 +252,16 @@ def libvirtd_pid() -> int:
     return int(Path("/run/libvirtd.pid").read_text().split()[0])
 
 
+def qemu_missing(lab: Lab) -> str | None:
+    """Why the lab's QEMU cannot be run directly here (the lab tests' loud skip), or None."""
+    missing = lab_missing()
+    if missing:
+        return missing
+    if not (lab.root / "usr/bin/qemu-system-x86_64").exists():
+        return f"no {lab.title} at {lab.root}"
+    return None
+
+
 def qemu_in(lab: Lab) -> list[str]:
     """The lab's qemu-system-x86_64, run in the lab's filesystem."""
     if lab.root == Path("/"):
