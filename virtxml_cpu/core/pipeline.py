@@ -103,11 +103,11 @@ def decide(doc: Document, host: HostFacts, config: Config, cli_policy: str | Non
             decision = decisions[chosen, style] = decision_rules.decide(resolution, chosen, style)
     if doc.tree is None:
         return Outcome(doc.label, resolution, decision, source, style, doc.source, None, key)
-    from ..xml import insert as rewrite  # here: deciding alone (the hook, audit, explain) never renders
+    from ..xml import insert  # here: deciding alone (the hook, audit, explain) never renders
 
-    insertions = rewrite.plan(doc.tree.getroot(), style) if decision.action == "inject" else []
+    insertions = insert.plan(doc.tree.getroot(), style) if decision.action == "inject" else []
     return Outcome(doc.label, resolution, decision, source, style, doc.source,
-                   rewrite.render(doc.source, doc.tree, insertions), key)
+                   insert.render(doc.source, doc.tree, insertions), key)
 
 
 SHARED_PARTS = ("resolution", "decision")  # what of an outcome a renderer may have made once for its clones
