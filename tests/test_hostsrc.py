@@ -1,5 +1,5 @@
 """One order for every shell: explain, audit, the hook and verify give the same QEMU build, release and
-decision for the same host sources, and that answer is the documented order's (hostsrc's docstring).
+decision for the same host sources, and that answer is the documented order's (host/sources.py's docstring).
 
 Five sources, each saying something different: the --qemu-version flag, the config, libvirt's
 capabilities cache, a libvirt connection, the local QEMU. Every source alone and every pair is run
@@ -282,7 +282,7 @@ def test_each_pair_is_run_by_two_shells_where_two_can_take_it():
 
 
 def test_the_documented_order_is_the_codes():
-    """The order hostsrc's docstring and docs/qemu-build.md write down is sources.ORDER, the table
+    """The order host/sources.py's docstring and docs/qemu-build.md write down is sources.ORDER, the table
     assemble() builds the claims from (the test above checks what that table does)."""
     titles = [title for title, _row in sources.ORDER]
     heads = re.findall(r"^  (\d)\. (.*)$", sources.__doc__, re.M)

@@ -68,7 +68,7 @@ def this_host(directory: str | None = None) -> str | None:
 def untrusted(path: str) -> str | None:
     """Why `path` may not be run, or None: it must be a regular executable owned by root (or by the user
     we are, who could run it anyway) that nobody else may write, below directories nobody else may change
-    (safefs.check_ancestors). As root that is root's alone."""
+    (trusted.check_ancestors). As root that is root's alone."""
     owners = (0, os.geteuid())
     try:
         real = os.path.realpath(path)

@@ -22,7 +22,7 @@ MAX_RECORD_BYTES = 64 * 1024
 
 def local_binary() -> tuple[str, str, str] | None:
     """(emulator, version, package) of this host's QEMU (local_qemu.this_host: libvirt's emulator where its
-    capabilities cache names one), from its --version (no KVM needed): found, run and read by localqemu
+    capabilities cache names one), from its --version (no KVM needed): found, run and read by host/local_qemu.py
     alone (the one finder, runner and version parser)."""
     path = local_qemu.this_host()
     parsed = local_qemu.version_of(path) if path else None

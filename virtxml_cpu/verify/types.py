@@ -36,7 +36,7 @@ class Identity(NamedTuple):
 class VerifyOptions(NamedTuple):
     emulator: str | None = None  # any executable (a wrapper script too)
     connect: str | None = None  # the emulator libvirt's domain capabilities name
-    qemu_build: str | None = None  # --qemu-build (outranks everything; hostsrc has the order)
+    qemu_build: str | None = None  # --qemu-build (outranks everything; host/sources.py has the order)
     config: Config = Config()  # its qemu_build and qemu_version rank as explain ranks them
     timeout: float = DEFAULT_TIMEOUT
     workers: int = 2
