@@ -1,7 +1,7 @@
 """Which QEMU build and release a domain is resolved under: the one precedence rule, and its one wording.
 
 The rule, whole (nothing else picks a build or a release), in two steps:
-  * Source order. Each source says what it knows as Claims; host/sources.py ORDER lists the sources (the command
+  * Source order. Each source says what it knows as Claims; sources.ORDER (host/sources.py) lists the sources (the command
     line, the QEMU it names, the config, libvirt, the local QEMU, libvirt's upstream-only machine list),
     written out in its docstring, and sources.assemble() hands their claims here in that order.
     settle() takes the first claim naming the build and, separately, the first naming the release, and
