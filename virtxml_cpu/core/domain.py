@@ -109,7 +109,7 @@ def canonical_uuid(text: str | None) -> str | None:
 
 def _rows_by_parent(rows) -> tuple[tuple[tuple[str, ...], tuple[tuple[int, Setting, str], ...]], ...]:
     """SETTINGS rows by the element holding them: (parent path, ((place in SETTINGS, row, its element's
-    tag), ...)), a parent after its own parent (shorter paths first)."""
+    tag), ...)), shorter paths first."""
     out: dict[tuple[str, ...], list[tuple[int, Setting, str]]] = {}
     for i, row in enumerate(rows):
         out.setdefault(row.path[:-1], []).append((i, row, row.path[-1]))
@@ -121,25 +121,22 @@ _SETTING_PARENTS = _rows_by_parent(SETTINGS)
 
 def _settings(read: dict) -> tuple[tuple[str, str], ...]:
     """The libvirt_xml.SETTINGS rows, in their order, read one parent element at a time: each distinct parent
-    (worked out at import) is found and its children read once, however many rows it holds. `read`: path
-    below <domain> -> _children of the element there, for () and the parents already read; filled in here."""
+    (worked out at import) is found and its children read once, however many rows it holds (not at all for
+    a row that selects among its siblings). `read`: path below <domain> -> _children of the element there,
+    for () and the parents already read; filled in here."""
     found = []
     for path, rows in _SETTING_PARENTS:
-        parent = read[path[:-1]].get(path[-1])
+        parent = _children_at(read, path[:-1]).get(path[-1])
         if parent is None:
-            read[path] = {}  # for the rows below it
             continue
         children = read.get(path)
-        if children is None:
-            children = read[path] = _children(parent)
         for i, row, tag in rows:
-            child = children.get(tag)
-            if child is not None and row.select:  # the last of the siblings carrying the attribute's value
-                attr, want = row.select
-                child = None
-                for c in parent:
-                    if c.tag == tag and c.get(attr) == want:
-                        child = c
+            if row.select:
+                child = _last(parent, tag, *row.select)
+            else:
+                if children is None:
+                    children = read[path] = _children(parent)
+                child = children.get(tag)
             if child is not None:
                 value = child.get(row.attr)
                 if value is None:
@@ -149,6 +146,14 @@ def _settings(read: dict) -> tuple[tuple[str, str], ...]:
     if len(found) > 1:
         found.sort()
     return tuple((key, value) for _, key, value in found)
+
+
+def _children_at(read: dict, path: tuple[str, ...]) -> dict:
+    """_children of the element at `path` below <domain> (the first of each tag at each step), kept in `read`."""
+    children = read.get(path)
+    if children is None:
+        children = read[path] = _children(_children_at(read, path[:-1]).get(path[-1]))
+    return children
 
 
 def _by_parent(rows) -> dict[str, tuple[bool, dict[str | None, Placement]]]:
@@ -310,6 +315,15 @@ def _first(el, tag: str):
             if c.tag == tag:
                 return c
     return None
+
+
+def _last(el, tag: str, attr: str, value: str):
+    """The last child of `el` with that tag and attribute value (a libvirt_xml row's `select`), or None."""
+    found = None
+    for c in el:
+        if c.tag == tag and c.get(attr) == value:
+            found = c
+    return found
 
 
 def _text(el) -> str | None:
