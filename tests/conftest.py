@@ -29,18 +29,13 @@ def _record_exercise() -> None:
     from virtxml_cpu.core import domain, layers, decide as core_decide
 
     rule_applies, decide, invalid = layers.rule_applies, core_decide.decide, core_decide.invalid_exemption
-    read_setting, read_placement = domain._setting, domain._placement
+    extract = domain.extract
 
-    def recording_setting(top, row, *rest):
-        value = read_setting(top, row, *rest)
-        if value is not None:
-            EXERCISED["settings"].add(row.key)
-        return value
-
-    def recording_placement(root, top):
-        found = read_placement(root, top)
-        EXERCISED["placement"].update(p.key for p in found if p.cpus is not None)
-        return found
+    def recording_extract(root):
+        facts = extract(root)
+        EXERCISED["settings"].update(key for key, _value in facts.settings)
+        EXERCISED["placement"].update(p.key for p in facts.placement if p.cpus is not None)
+        return facts
 
     def recording_rule_applies(rule, *args):
         applies = rule_applies(rule, *args)
@@ -60,7 +55,7 @@ def _record_exercise() -> None:
 
     layers.rule_applies, core_decide.decide, core_decide.invalid_exemption = (recording_rule_applies, recording_decide,
                                                                      recording_invalid)
-    domain._setting, domain._placement = recording_setting, recording_placement
+    domain.extract = recording_extract
 
 
 def pytest_configure(config):

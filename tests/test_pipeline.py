@@ -7,6 +7,7 @@ import json
 import types
 
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from virtxml_cpu.core import domain, resolve as core_resolve, pipeline, decide as core_decide
 from virtxml_cpu.render import explain
@@ -162,3 +163,19 @@ def test_the_lean_parse_keeps_all_but_the_devices_and_each_emulator_across_chunk
             el.remove(child)
     assert etree.tostring(lean) == etree.tostring(full)
     assert [e.text for e in lean.iter("emulator")] == ["/usr/bin/a", "/usr/bin/b", "/e"] * 2
+
+
+TEXT = st.one_of(st.none(), st.text(), st.sampled_from(['"', "\\", "\u2028", "\udc80", "é", "\x7f", "</a>"]))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(), TEXT, TEXT, st.sampled_from(SOURCES[:3]))
+def test_the_json_line_is_the_encoders_bytes(label, name, uuid, path):
+    """json_line writes the label, name, uuid and `changed` itself: the same bytes as the JSON encoder's
+    line of to_json, whatever the strings hold (quotes, escapes, non-ASCII, lone surrogates, none)."""
+    o = process(path.read_bytes(), "x.xml", combine([recorded_host()]), Config(), render=False)
+    facts = o.resolution.facts._replace(name=name, uuid=uuid)
+    o = o._replace(label=label, resolution=o.resolution._replace(facts=facts))
+    line = explain.json_line(o)
+    assert line == explain.to_json_line(o) == json.dumps(explain.to_json(o), separators=(",", ":"))
+    assert json.loads(line)["domain"] == name and json.loads(line)["file"] == label

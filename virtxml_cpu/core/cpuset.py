@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections import Counter
 from functools import lru_cache
-from itertools import accumulate, compress
+from itertools import accumulate, chain, compress
 from operator import gt, not_
 
 from ..tables import lazyre  # compiled where first used (the hook's cold start)
@@ -137,6 +137,8 @@ def _plain_mask(text: str) -> int | None:
     value = {k: int(k) for k in first.keys() | last.keys() | lone.keys()}
     if max(value.values()) >= CPUMASK_LEN or any(map(gt, map(value.__getitem__, starts), map(value.__getitem__, ends))):
         raise CpusetError(f"Failed to parse bitmap '{text}'")
+    if len(starts) + len(singles) <= _MANY:  # the usual few fields: one mask operation each, not 16384 depths
+        return _cover([value[k] for k in chain(starts, singles)], [value[k] for k in chain(ends, singles)])
     first.update(lone)
     last.update(lone)
     return _cover_counted(_by_value(first, value), _by_value(last, value))

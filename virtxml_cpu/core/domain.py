@@ -107,25 +107,53 @@ def canonical_uuid(text: str | None) -> str | None:
     return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
-def _setting(top: dict, row: Setting, children) -> str | None:
-    """Read one libvirt_xml row from the domain's top-level children (`children`: _children, or one that
-    remembers its answers)."""
-    el = top.get(row.path[0])
-    for tag in row.path[1:-1]:
-        el = children(el).get(tag)
-    if el is None:
-        return None
-    last = row.path[-1]
-    if row.select:
-        attr, want = row.select
-        found = [c for c in el.iterchildren(last) if c.get(attr) == want]
-        child = found[-1] if found else None
-    else:
-        child = children(el).get(last)
-    if child is None:
-        return None
-    value = child.get(row.attr)
-    return row.bare if value is None else value
+def _rows_by_parent(rows) -> tuple[tuple[tuple[str, ...], tuple[tuple[int, Setting, str], ...]], ...]:
+    """SETTINGS rows by the element holding them: (parent path, ((place in SETTINGS, row, its element's
+    tag), ...)), shorter paths first."""
+    out: dict[tuple[str, ...], list[tuple[int, Setting, str]]] = {}
+    for i, row in enumerate(rows):
+        out.setdefault(row.path[:-1], []).append((i, row, row.path[-1]))
+    return tuple((path, tuple(found)) for path, found in sorted(out.items(), key=lambda item: len(item[0])))
+
+
+_SETTING_PARENTS = _rows_by_parent(SETTINGS)
+
+
+def _settings(read: dict) -> tuple[tuple[str, str], ...]:
+    """The libvirt_xml.SETTINGS rows, in their order, read one parent element at a time: each distinct parent
+    (worked out at import) is found and its children read once, however many rows it holds (not at all for
+    a row that selects among its siblings). `read`: path below <domain> -> _children of the element there,
+    for () and the parents already read; filled in here."""
+    found = []
+    for path, rows in _SETTING_PARENTS:
+        parent = _children_at(read, path[:-1]).get(path[-1])
+        if parent is None:
+            continue
+        children = read.get(path)
+        for i, row, tag in rows:
+            if row.select:
+                child = _last(parent, tag, *row.select)
+            else:
+                if children is None:
+                    children = read[path] = _children(parent)
+                child = children.get(tag)
+            if child is not None:
+                value = child.get(row.attr)
+                if value is None:
+                    value = row.bare
+                if value is not None:
+                    found.append((i, row.key, value))
+    if len(found) > 1:
+        found.sort()
+    return tuple((key, value) for _, key, value in found)
+
+
+def _children_at(read: dict, path: tuple[str, ...]) -> dict:
+    """_children of the element at `path` below <domain> (the first of each tag at each step), kept in `read`."""
+    children = read.get(path)
+    if children is None:
+        children = read[path] = _children(_children_at(read, path[:-1]).get(path[-1]))
+    return children
 
 
 def _by_parent(rows) -> dict[str, tuple[bool, dict[str | None, Placement]]]:
@@ -158,7 +186,8 @@ def _placement(root, top: dict) -> tuple[Placed, ...]:
                     child = rows.get(el.tag)
                     if child is not None:
                         _place(out, child, el)
-    out.sort(key=lambda p: _PLACEMENT_ORDER[p.key])
+    if len(out) > 1:
+        out.sort(key=lambda p: _PLACEMENT_ORDER[p.key])
     return tuple(out)
 
 
@@ -267,59 +296,78 @@ def _parse_global(arg: str) -> tuple[str, str, str] | None:
 
 
 def _children(el) -> dict:
-    """First child element of each tag, in one pass (the tags libvirt writes once)."""
+    """First child element of each tag, in one pass (the tags libvirt writes once), in document order;
+    {} for no element."""
     out: dict = {}
     if el is not None:
         for c in el:
-            if isinstance(c.tag, str) and c.tag not in out:
-                out[c.tag] = c
+            tag = c.tag
+            if tag not in out and isinstance(tag, str):  # not a comment or processing instruction
+                out[tag] = c
     return out
 
 
-def _remembered(children):
-    """`children` answering each element once: the settings' rows read <features> once each, and a
-    <features> of 130,000 children was walked nine times."""
-    seen: dict = {}
+def _first(el, tag: str):
+    """The first child of `el` with that tag (`_children(el).get(tag)` without reading the rest); None for
+    no element or no such child."""
+    if el is not None:
+        for c in el:
+            if c.tag == tag:
+                return c
+    return None
 
-    def remembered(el) -> dict:
-        if el is None:
-            return {}
-        if el not in seen:
-            seen[el] = children(el)
-        return seen[el]
-    return remembered
+
+def _last(el, tag: str, attr: str, value: str):
+    """The last child of `el` with that tag and attribute value (a libvirt_xml row's `select`), or None."""
+    found = None
+    for c in el:
+        if c.tag == tag and c.get(attr) == value:
+            found = c
+    return found
 
 
 def _text(el) -> str | None:
     return (el.text or "").strip() if el is not None else None
 
 
+_QEMU_COMMANDLINE, _QEMU_ARG = f"{{{QEMU_NS}}}commandline", f"{{{QEMU_NS}}}arg"
+_OWN_CPU = f"{{{OWN_NS}}}cpu"
+_LIBOSINFO, _LIBOSINFO_OS = f"{{{LIBOSINFO_NS}}}libosinfo", f"{{{LIBOSINFO_NS}}}os"
+_NO_QEMU_ARGS = QemuArgs()
+
+
 def extract(root: etree._Element) -> DomainFacts:
     """Read the facts from a parsed <domain> element (pure). One pass over the top level, then only the
-    few subtrees the rules read."""
-    children = _remembered(_children)
-    top = children(root)
-    os_type = children(top.get("os")).get("type")
+    few subtrees the rules read, each element's children once."""
+    top = _children(root)
+    features = _children(top.get("features"))
     cpu = top.get("cpu")
-    hyperv = children(top.get("features")).get("hyperv")
+    cpu_parts = _children(cpu)
+    os_type = _first(top.get("os"), "type")
+    hyperv = features.get("hyperv")
 
     cells = 0
     if cpu is None:
         mode, model, cpu_features = CPU_MODE_NONE, None, ()
     else:
-        parts = children(cpu)
-        model = _text(parts.get("model")) or None
+        model = _text(cpu_parts.get("model")) or None
         mode = cpu.get("mode") or CPU_MODE_CUSTOM
-        cpu_features = tuple((f.get("name") or "", f.get("policy") or "require") for f in cpu.iterchildren("feature"))
-        if "numa" in parts:
-            cells = sum(1 for _ in parts["numa"].iterchildren("cell"))
-    settings = tuple((row.key, v) for row in SETTINGS if (v := _setting(top, row, children)) is not None)
-    args = [a.get("value", "") for c in root.iterchildren(f"{{{QEMU_NS}}}commandline")
-            for a in c.iterchildren(f"{{{QEMU_NS}}}arg")]
-    meta = children(top.get("metadata"))
-    own = meta.get(f"{{{OWN_NS}}}cpu")
-    osinfo = children(meta.get(f"{{{LIBOSINFO_NS}}}libosinfo")).get(f"{{{LIBOSINFO_NS}}}os")
-    hv_spin = children(hyperv).get("spinlocks")
+        cpu_features = ()
+        if "feature" in cpu_parts:
+            cpu_features = tuple((f.get("name") or "", f.get("policy") or "require")
+                                 for f in cpu.iterchildren("feature"))
+        if "numa" in cpu_parts:
+            cells = sum(1 for _ in cpu_parts["numa"].iterchildren("cell"))
+    settings = _settings({(): top, ("features",): features, ("cpu",): cpu_parts})
+    qemu_args = _NO_QEMU_ARGS
+    if _QEMU_COMMANDLINE in top:
+        qemu_args = parse_qemu_args([a.get("value", "") for c in root.iterchildren(_QEMU_COMMANDLINE)
+                                     for a in c.iterchildren(_QEMU_ARG)])
+    meta = _children(top.get("metadata"))
+    own = meta.get(_OWN_CPU)
+    osinfo = _first(meta.get(_LIBOSINFO), _LIBOSINFO_OS)
+    hv_spin = _first(hyperv, "spinlocks")
+    launch_security = top.get("launchSecurity")
     return DomainFacts(
         name=_text(top.get("name")),
         uuid=_text(top.get("uuid")),
@@ -334,24 +382,24 @@ def extract(root: etree._Element) -> DomainFacts:
         hyperv_spinlocks=hv_spin is not None and hv_spin.get("state") == "on",
         vcpus=_int(_text(top.get("vcpu")), 1),
         numa_cells=cells,
-        qemu=parse_qemu_args(args),
+        qemu=qemu_args,
         override_policy=own.get("policy") if own is not None else None,
         os_id=osinfo.get("id") if osinfo is not None else None,
-        emulator=_text(top["devices"].find("emulator") if "devices" in top else None),
-        orchestrator=_orchestrator(top.get("metadata")),
+        emulator=_text(_first(top.get("devices"), "emulator")),  # libvirt writes it first
+        orchestrator=_orchestrator(meta),
         placement=_placement(root, top),
-        launch_security=top["launchSecurity"].get("type") if "launchSecurity" in top else None,
+        launch_security=launch_security.get("type") if launch_security is not None else None,
     )
 
 
-def _orchestrator(metadata) -> str | None:
-    if metadata is None:
-        return None
-    for child in metadata:
-        if not isinstance(child.tag, str):
+def _orchestrator(meta: dict) -> str | None:
+    """Who generates the definition: the first child of <metadata> (`meta`: its _children, in document
+    order) in an orchestrator's namespace."""
+    for tag in meta:
+        if tag[:1] != "{":
             continue
-        q = etree.QName(child)
+        namespace, _, local = tag[1:].partition("}")
         for o in ORCHESTRATORS:
-            if (q.namespace or "").startswith(o.namespace) and q.localname == o.element:
+            if namespace.startswith(o.namespace) and local == o.element:
                 return o.name
     return None

@@ -16,6 +16,7 @@ from ..tables.qemu import PROPERTIES
 
 # One encoder for every line: json.dumps builds a new one on each call that passes separators.
 _COMPACT = json.JSONEncoder(separators=(",", ":")).encode
+_STRING = json.encoder.encode_basestring_ascii  # what that encoder writes for a str (ensure_ascii)
 
 
 def _features(features) -> dict:
@@ -60,6 +61,18 @@ def _own(o: Outcome) -> dict:
     return {"file": o.label, "domain": r.facts.name, "uuid": r.facts.uuid, "changed": o.changed}
 
 
+def _own_json(o: Outcome) -> str:
+    """_COMPACT(_own(o)), written out: the one part of a line encoded for every document, four values
+    that need no encoder set up and walked."""
+    facts = o.resolution.facts
+    return (f'{{"file":{_STRING(o.label)},"domain":{_nullable(facts.name)},"uuid":{_nullable(facts.uuid)},'
+            f'"changed":{"true" if o.changed else "false"}}}')
+
+
+def _nullable(text: str | None) -> str:
+    return "null" if text is None else _STRING(text)
+
+
 def _decision(o: Outcome) -> dict:
     d = o.decision
     return {"action": d.action, "rule": d.rule, "reason": d.reason, "policy": d.policy,
@@ -79,15 +92,14 @@ def decision_json(o: Outcome) -> str:
     return _COMPACT(_decision(o))
 
 
-def _joined(o: Outcome, shared: str, decision: str) -> str:
+def _joined(own: str, shared: str, decision: str) -> str:
     """One line of JSON from its encoded parts: the same object as to_json."""
-    own = _COMPACT(_own(o))
-    return own[:-1] + ',"decision":' + decision + "," + shared[1:]
+    return f'{own[:-1]},"decision":{decision},{shared[1:]}'
 
 
 def to_json_line(o: Outcome) -> str:
-    """One line of JSON: the same object as to_json, every part encoded afresh."""
-    return _joined(o, shared_json(o.resolution), decision_json(o))
+    """One line of JSON: the same object as to_json, every part encoded afresh by the encoder."""
+    return _joined(_COMPACT(_own(o)), shared_json(o.resolution), decision_json(o))
 
 
 def json_line(o: Outcome) -> str:
@@ -95,7 +107,7 @@ def json_line(o: Outcome) -> str:
     part for every outcome with the same key, the decision's for every outcome with the same decision."""
     shared = pipeline.shared_part(o, "resolution", "json", lambda x: shared_json(x.resolution))
     decision = pipeline.shared_part(o, "decision", "json", decision_json)
-    return _joined(o, shared, decision)
+    return _joined(_own_json(o), shared, decision)
 
 
 def table(o: Outcome, verbose: bool = False) -> str:
