@@ -36,7 +36,7 @@ def main() -> None:
     from virtxml_cpu.fs.files import read_input
     from virtxml_cpu.host.sources import HostSources, NotAsked, assemble
     from virtxml_cpu.render import explain
-    from virtxml_cpu.xml import text
+    from virtxml_cpu.xml import parse as xml_parse
 
     with tempfile.TemporaryDirectory() as tmp:
         files = []
@@ -52,7 +52,7 @@ def main() -> None:
         cfg = Config()
         floor_parser = etree.XMLParser(resolve_entities=False, no_network=True, load_dtd=False)
         trees = [etree.fromstring(d, floor_parser) for d in datas]
-        roots = [text.parse_domain_lean(d, f) for d, f in zip(datas, files)]
+        roots = [xml_parse.parse_domain_lean(d, f) for d, f in zip(datas, files)]
         docs = [pipeline.read(d, f, render=False) for d, f in zip(datas, files)]
         outcomes = [pipeline.decide(doc, host, cfg) for doc in docs]
 
@@ -65,9 +65,9 @@ def main() -> None:
             ("floor", "lxml parse", lambda: [etree.fromstring(d, floor_parser) for d in datas]),
             ("floor", "lxml serialize", lambda: [etree.tostring(t) for t in trees]),
             ("both", "read_input (checked read)", lambda: [read_input(f) for f in files]),
-            ("both", "checks before parsing", lambda: [text._check_raw(d, f) for d, f in zip(datas, files)]),
-            ("both", "parse_domain_lean (checks + parse)", lambda: [text.parse_domain_lean(d, f)
-                                                                    for d, f in zip(datas, files)]),
+            ("both", "checks before parsing", lambda: [xml_parse._check_raw(d, f) for d, f in zip(datas, files)]),
+            ("both", "parse_domain_lean (checks + parse)", lambda: [xml_parse.parse_domain_lean(d, f)
+                                                                         for d, f in zip(datas, files)]),
             ("both", "domain.extract (the facts)", lambda: [domain.extract(r) for r in roots]),
             ("both", "pipeline.decide (memo warm)", lambda: [pipeline.decide(doc, host, cfg) for doc in docs]),
             ("explain", "explain.json_line", lambda: [explain.json_line(o) for o in outcomes]),

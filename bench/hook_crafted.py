@@ -157,7 +157,7 @@ SCANNERS: dict[str, tuple[str, ...] | str] = {
     "virtxml_cpu.xml": NO_DEFINITION + " (an empty package: a layer's folder)",
     "virtxml_cpu.hook.entry": "reads the definition's bytes (bounded) and hands them on",
     "virtxml_cpu.hook.digest": DIGEST,
-    "virtxml_cpu.xml.text": XMLIO,
+    "virtxml_cpu.xml.parse": XMLIO,
     "virtxml_cpu.core.pipeline": XMLIO,  # read(): the parse and the facts, nothing of its own
     "virtxml_cpu.core.domain": ("cpu features", "features children", "uuid of the whole size", "qemu:commandline args",
                            "commandline -global of many dots", "commandline -machine of many irqchips",

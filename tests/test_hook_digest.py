@@ -14,7 +14,7 @@ import pytest
 from virtxml_cpu.core import config, domain
 from virtxml_cpu.hook import digest, act, entry as hook_entry
 from virtxml_cpu.host import caps_cache
-from virtxml_cpu.xml import text
+from virtxml_cpu.xml import parse as xml_parse
 
 from .conftest import FIXTURES, ROOT
 
@@ -233,7 +233,7 @@ def test_the_hit_path_imports_neither_lxml_nor_the_tables(host, tmp_path):
 
 
 def test_the_entry_keeps_the_limits_and_names_of_the_modules_it_avoids():
-    assert hook_entry.MAX_DEFINITION_BYTES == text.MAX_INPUT_BYTES
+    assert hook_entry.MAX_DEFINITION_BYTES == xml_parse.MAX_INPUT_BYTES
     assert act.OWN_NS == domain.OWN_NS
     assert act.DEFAULT_SPOOL == config.DEFAULT_SPOOL
     assert (ROOT / "virtxml_cpu" / "tables" / "builds").is_dir()  # one of package_identity's directories

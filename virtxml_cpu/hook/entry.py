@@ -14,7 +14,7 @@ from .act import act
 from .logline import SYSLOG_SOCKET, Log
 
 HANDLED = (("prepare", "begin"), ("migrate", "begin"), ("restore", "begin"))
-MAX_DEFINITION_BYTES = 10 * 1024 * 1024  # text.MAX_INPUT_BYTES (a test keeps them equal)
+MAX_DEFINITION_BYTES = 10 * 1024 * 1024  # xml/parse.py MAX_INPUT_BYTES (a test keeps them equal)
 
 
 def main(argv: list[str], stdin=None) -> int:
