@@ -156,7 +156,8 @@ SCANNERS: dict[str, tuple[str, ...] | str] = {
     "virtxml_cpu.tables.builds": NO_DEFINITION + " (an empty package: a layer's folder)",
     "virtxml_cpu.xml": NO_DEFINITION + " (an empty package: a layer's folder)",
     "virtxml_cpu.hook.entry": "reads the definition's bytes (bounded) and hands them on",
-    "virtxml_cpu.hook.digest": DIGEST,
+    "virtxml_cpu.hook.digest_key": DIGEST,
+    "virtxml_cpu.hook.digest": NO_DEFINITION + " (the entry named by the key)",
     "virtxml_cpu.xml.parse": XMLIO,
     "virtxml_cpu.core.pipeline": XMLIO,  # read(): the parse and the facts, nothing of its own
     "virtxml_cpu.core.domain": ("cpu features", "features children", "uuid of the whole size", "qemu:commandline args",
