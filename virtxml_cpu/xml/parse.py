@@ -58,16 +58,25 @@ def parse_xml(data: bytes, what: str = "XML") -> etree._ElementTree:
     _check_raw(data, what)
     try:
         tree = etree.ElementTree(etree.fromstring(data, _parser()))
-    except etree.XMLSyntaxError as e:
-        msg = str(e).splitlines()[0] if str(e) else "syntax error"
-        raise BadInput(f"{what} is not well-formed XML: {msg}") from None
-    except BadInput as e:  # the resolver's refusal
-        raise BadInput(f"{what} {e}") from None
-    except ValueError as e:  # e.g. unicode strings with an encoding declaration
-        raise BadInput(f"{what} cannot be parsed: {e}") from None
+    except _PARSE_ERRORS as e:
+        raise _refusal(e, what) from None
     if tree.docinfo.doctype or tree.docinfo.internalDTD is not None:
         raise BadInput(f"{what} has a DOCTYPE, which domain XML never has")
     return tree
+
+
+_PARSE_ERRORS = (etree.XMLSyntaxError, BadInput, ValueError)  # what a parse raises: each made one line
+
+
+def _refusal(e: Exception, what: str) -> BadInput:
+    """A parse's error as the one line a user sees: not well-formed, refused by the resolver, or not
+    parsed at all (e.g. unicode strings with an encoding declaration)."""
+    if isinstance(e, etree.XMLSyntaxError):
+        msg = str(e).splitlines()[0] if str(e) else "syntax error"
+        return BadInput(f"{what} is not well-formed XML: {msg}")
+    if isinstance(e, BadInput):  # the resolver's refusal
+        return BadInput(f"{what} {e}")
+    return BadInput(f"{what} cannot be parsed: {e}")
 
 
 def _check_raw(data: bytes, what: str) -> None:
@@ -202,13 +211,8 @@ def parse_domain_lean(data: bytes, what: str = "input") -> etree._Element:
         root = parser.close()
         if devices is not None:
             _drop_devices(devices, kept, keep_last=False)
-    except etree.XMLSyntaxError as e:
-        msg = str(e).splitlines()[0] if str(e) else "syntax error"
-        raise BadInput(f"{what} is not well-formed XML: {msg}") from None
-    except BadInput as e:  # the resolver's refusal
-        raise BadInput(f"{what} {e}") from None
-    except ValueError as e:
-        raise BadInput(f"{what} cannot be parsed: {e}") from None
+    except _PARSE_ERRORS as e:
+        raise _refusal(e, what) from None
     if root is None:
         raise BadInput(f"{what} is not well-formed XML: no root element")
     docinfo = root.getroottree().docinfo
