@@ -103,6 +103,8 @@ def shapes(size: int) -> dict[str, bytes]:
         # the decision digest's key (canonical(): libvirt's per-start values dropped)
         "CDATA of <seclabel> openers, type='dynamic'": meta(b"<seclabel>", b"<![CDATA[type='dynamic'", b"]]>"),
         "CDATA of <seclabel> openers, one closer": meta(b"<seclabel>", b"<![CDATA[type='dynamic'", b"</seclabel>]]>"),
+        "CDATA of dynamic openers of one empty <seclabel/>": meta(b"<seclabel type='dynamic' ", b"<![CDATA[",
+                                                                  b"/></seclabel>]]>"),
         "CDATA of <label> openers in a dynamic <seclabel>": meta(b"<label>", b"<![CDATA[<seclabel type='dynamic'>",
                                                                 b"</label></seclabel>]]>"),
         "CDATA of <label> texts holding '<'": meta(b"<label><", b"<![CDATA[<seclabel type='dynamic'>",
@@ -143,6 +145,7 @@ XMLIO = ("CDATA '<!doctype <!--<!--...'", "CDATA sections in <name>", "comments 
          "nesting at libxml2's depth limit", "metadata children", "one element, many attributes",
          "XML declaration padded with blanks")
 DIGEST = ("CDATA of <seclabel> openers, type='dynamic'", "CDATA of <seclabel> openers, one closer",
+          "CDATA of dynamic openers of one empty <seclabel/>",
           "CDATA of <label> openers in a dynamic <seclabel>", "CDATA of <label> texts holding '<'",
           "dynamic <seclabel> with a 4 MiB label", "root tag of long attributes")
 NO_DEFINITION = "reads nothing of the definition"

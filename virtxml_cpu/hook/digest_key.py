@@ -107,7 +107,8 @@ def _without_dynamic_labels(data: bytes) -> bytes:
     Linear, and a step per `type='dynamic'` rather than per `<seclabel`: the tag a marker is in is the last
     `<seclabel` before it with no '>' between, its body ends at the first closer after the tag's '>', and
     every search starts where the last one ended or reuses what it found (a run of openers before one
-    closer, as libvirt keeps verbatim in a CDATA section of <metadata>, is looked through once)."""
+    closer, as libvirt keeps verbatim in a CDATA section of <metadata>, is looked through once; so is a run
+    of openers before one '/>', which has no body: the scan goes on after that '>')."""
     if _DYNAMIC[0] not in data and _DYNAMIC[1] not in data:
         return data
     out, pos, cur, close = [], 0, 0, -1
@@ -130,6 +131,8 @@ def _without_dynamic_labels(data: bytes) -> bytes:
                 out.append(data[pos:gt + 1])
                 out.append(_strip_texts(data[gt + 1:close], (b"label", b"imagelabel")))
                 pos = cur = close
+            else:  # an empty <seclabel .../>: every marker before its '>' is in an empty tag too
+                cur = gt + 1
         cur = max(cur, q + 1)
         marks = [data.find(_DYNAMIC[i], cur) if 0 <= m < cur else m for i, m in enumerate(marks)]
     out.append(data[pos:])
