@@ -39,10 +39,7 @@ def main() -> None:
     from virtxml_cpu.host.sources import HostSources, NotAsked, assemble
     from virtxml_cpu import cli
     from virtxml_cpu.render import explain
-    try:
-        from virtxml_cpu.xml import parse as text  # the parsing half of xml/text.py, where it is split off
-    except ImportError:
-        from virtxml_cpu.xml import text
+    from virtxml_cpu.xml import parse as xml_parse
 
     with tempfile.TemporaryDirectory() as tmp:
         files = []
@@ -58,7 +55,7 @@ def main() -> None:
         cfg = Config()
         floor_parser = etree.XMLParser(resolve_entities=False, no_network=True, load_dtd=False)
         trees = [etree.fromstring(d, floor_parser) for d in datas]
-        roots = [text.parse_domain_lean(d, f) for d, f in zip(datas, files)]
+        roots = [xml_parse.parse_domain_lean(d, f) for d, f in zip(datas, files)]
         docs = [pipeline.read(d, f, render=False) for d, f in zip(datas, files)]
         outcomes = [pipeline.decide(doc, host, cfg) for doc in docs]
 
@@ -71,8 +68,8 @@ def main() -> None:
             ("floor", "lxml parse", lambda: _each(lambda d: etree.fromstring(d, floor_parser), datas)),
             ("floor", "lxml serialize", lambda: _each(etree.tostring, trees)),
             ("both", "read_input (checked read)", lambda: _each(read_input, files)),
-            ("both", "checks before parsing", lambda: _each(text._check_raw, datas, files)),
-            ("both", "parse_domain_lean (checks + parse)", lambda: _each(text.parse_domain_lean, datas, files)),
+            ("both", "checks before parsing", lambda: _each(xml_parse.check_raw, datas, files)),
+            ("both", "parse_domain_lean (checks + parse)", lambda: _each(xml_parse.parse_domain_lean, datas, files)),
             ("both", "domain.extract (the facts)", lambda: _each(domain.extract, roots)),
             ("both", "pipeline.decide (memo warm)", lambda: _each(lambda doc: pipeline.decide(doc, host, cfg), docs)),
             ("explain", "explain.json_line", lambda: _each(explain.json_line, outcomes)),

@@ -103,6 +103,8 @@ def shapes(size: int) -> dict[str, bytes]:
         # the decision digest's key (canonical(): libvirt's per-start values dropped)
         "CDATA of <seclabel> openers, type='dynamic'": meta(b"<seclabel>", b"<![CDATA[type='dynamic'", b"]]>"),
         "CDATA of <seclabel> openers, one closer": meta(b"<seclabel>", b"<![CDATA[type='dynamic'", b"</seclabel>]]>"),
+        "CDATA of dynamic openers of one empty <seclabel/>": meta(b"<seclabel type='dynamic' ", b"<![CDATA[",
+                                                                  b"/></seclabel>]]>"),
         "CDATA of <label> openers in a dynamic <seclabel>": meta(b"<label>", b"<![CDATA[<seclabel type='dynamic'>",
                                                                 b"</label></seclabel>]]>"),
         "CDATA of <label> texts holding '<'": meta(b"<label><", b"<![CDATA[<seclabel type='dynamic'>",
@@ -143,6 +145,7 @@ XMLIO = ("CDATA '<!doctype <!--<!--...'", "CDATA sections in <name>", "comments 
          "nesting at libxml2's depth limit", "metadata children", "one element, many attributes",
          "XML declaration padded with blanks")
 DIGEST = ("CDATA of <seclabel> openers, type='dynamic'", "CDATA of <seclabel> openers, one closer",
+          "CDATA of dynamic openers of one empty <seclabel/>",
           "CDATA of <label> openers in a dynamic <seclabel>", "CDATA of <label> texts holding '<'",
           "dynamic <seclabel> with a 4 MiB label", "root tag of long attributes")
 NO_DEFINITION = "reads nothing of the definition"
@@ -156,8 +159,9 @@ SCANNERS: dict[str, tuple[str, ...] | str] = {
     "virtxml_cpu.tables.builds": NO_DEFINITION + " (an empty package: a layer's folder)",
     "virtxml_cpu.xml": NO_DEFINITION + " (an empty package: a layer's folder)",
     "virtxml_cpu.hook.entry": "reads the definition's bytes (bounded) and hands them on",
-    "virtxml_cpu.hook.digest": DIGEST,
-    "virtxml_cpu.xml.text": XMLIO,
+    "virtxml_cpu.hook.digest_key": DIGEST,
+    "virtxml_cpu.hook.digest": NO_DEFINITION + " (the entry named by the key)",
+    "virtxml_cpu.xml.parse": XMLIO,
     "virtxml_cpu.core.pipeline": XMLIO,  # read(): the parse and the facts, nothing of its own
     "virtxml_cpu.core.domain": ("cpu features", "features children", "uuid of the whole size", "qemu:commandline args",
                            "commandline -global of many dots", "commandline -machine of many irqchips",

@@ -25,7 +25,7 @@ from virtxml_cpu.core import domain  # noqa: E402
 from virtxml_cpu.core.config import Config  # noqa: E402
 from virtxml_cpu.core.hostfacts import combine  # noqa: E402
 from virtxml_cpu.core.pipeline import process  # noqa: E402
-from virtxml_cpu.xml.text import parse_domain_lean  # noqa: E402
+from virtxml_cpu.xml.parse import parse_domain_lean  # noqa: E402
 
 try:
     from virtxml_cpu.render.explain import json_line

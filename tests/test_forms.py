@@ -9,7 +9,7 @@ from virtxml_cpu.core import domain, resolve as core_resolve
 from virtxml_cpu.core.config import Config
 from virtxml_cpu.core.hostfacts import HostFacts
 from virtxml_cpu.core.pipeline import process
-from virtxml_cpu.xml.text import parse_domain
+from virtxml_cpu.xml.parse import parse_domain
 
 UP = HostFacts(qemu_build="upstream", build_source="test")
 QNS = "xmlns:qemu='http://libvirt.org/schemas/domain/qemu/1.0'"

@@ -20,7 +20,7 @@ from lxml import etree
 
 from virtxml_cpu import cli
 from virtxml_cpu.hook import evaluate, install
-from virtxml_cpu.xml import text as xml_text
+from virtxml_cpu.xml import parse as xml_parse
 from virtxml_cpu.errors import EXIT_BAD_INPUT, EXIT_ENVIRONMENT, BadInput
 
 from .conftest import FIXTURES, ROOT, Capture
@@ -155,7 +155,7 @@ def _disks(size: int) -> bytes:
     # the rendering check read attributes through a dict, one lookup by name each (512 KiB: ~10 s)
     # (elements of as many attributes as one may have: one element of more is refused before parsing)
     (True, MiB // 2, lambda size: with_metadata(NO_COMMENTS, (b"<m:y " + b" ".join(b"a%07d='1'" % i for i in
-                                                range(xml_text.MAX_ATTRIBUTES - 1)) + b"/>") * (size // 12 // 255))),
+                                                range(xml_parse.MAX_ATTRIBUTES - 1)) + b"/>") * (size // 12 // 255))),
 ], ids=["cdata-text-decide", "attributes-rewrite"])
 def test_crafted_text_and_attributes_cost_about_what_plain_xml_of_that_size_costs(render, size, doc):
     plain, crafted_doc = _disks(size), doc(size)
@@ -174,12 +174,12 @@ def test_crafted_text_and_attributes_cost_about_what_plain_xml_of_that_size_cost
 ])
 def test_only_the_prolog_is_looked_at_for_declarations(prolog, declares):
     body = with_metadata(NEEDS_FIX, b"<![CDATA[<!DOCTYPE x><!ENTITY y 'z'>]]><!-- <!DOCTYPE -->")
-    assert xml_text.prolog_declares(prolog + body) is declares
+    assert xml_parse.prolog_declares(prolog + body) is declares
     if declares:
         with pytest.raises(BadInput, match="DOCTYPE or entity"):
-            xml_text.parse_domain(prolog + body)
+            xml_parse.parse_domain(prolog + body)
     else:
-        assert xml_text.parse_domain(prolog + body).getroot().findtext("name") == "scratch"
+        assert xml_parse.parse_domain(prolog + body).getroot().findtext("name") == "scratch"
 
 
 # --- an inert parser: only UTF-8, nothing external ---------------------------------------------------------
@@ -228,37 +228,37 @@ def test_a_document_naming_a_fifo_in_another_encoding_is_refused_before_parsing(
 def test_a_declared_encoding_other_than_utf8_is_refused(declared, ok):
     doc = f"<?xml version='1.0' encoding='{declared}'?>".encode() + NEEDS_FIX
     if ok:
-        assert xml_text.parse_domain(doc).getroot().findtext("name") == "scratch"
+        assert xml_parse.parse_domain(doc).getroot().findtext("name") == "scratch"
     else:
         with pytest.raises(BadInput, match="only UTF-8 is read"):
-            xml_text.parse_domain(doc)
+            xml_parse.parse_domain(doc)
 
 
 def test_a_nul_byte_is_refused():
     with pytest.raises(BadInput, match="NUL byte"):
-        xml_text.parse_domain(NEEDS_FIX.replace(b"<name>scratch", b"<name>scr\0atch"))
+        xml_parse.parse_domain(NEEDS_FIX.replace(b"<name>scratch", b"<name>scr\0atch"))
 
 
 @pytest.mark.parametrize("lean", [False, True])
 def test_the_parser_itself_refuses_every_external_resource(fifo, lean):
     """Behind the byte checks: a parser that is handed a document naming a FIFO refuses it (libxml2 asks for
     the external subset even with load_dtd=False) instead of opening it."""
-    code = (f"from lxml import etree; from virtxml_cpu.xml import text\n"
-            f"p = text.safe_parser(etree.XMLPullParser) if {lean} else text.safe_parser()\n"
+    code = (f"from lxml import etree; from virtxml_cpu.xml import parse\n"
+            f"p = parse.safe_parser(etree.XMLPullParser) if {lean} else parse.safe_parser()\n"
             f"try:\n    p.feed({_naming(fifo).encode()!r})\n    p.close()\n"
-            f"except text.BadInput as e:\n    print('refused', e)\n")
+            f"except parse.BadInput as e:\n    print('refused', e)\n")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=20)
     assert r.stdout.startswith("refused names an external resource"), r
 
 
 def test_a_large_document_takes_the_same_checks():
     """parse_domain_lean (what a decision reads of a large domain) refuses what parse_domain refuses."""
-    big = NEEDS_FIX.replace(b"</devices>", b"<disk/>" * (xml_text.LEAN_FROM_BYTES // 7) + b"</devices>")
-    assert xml_text.parse_domain_lean(big).findtext("name") == "scratch"
+    big = NEEDS_FIX.replace(b"</devices>", b"<disk/>" * (xml_parse.LEAN_FROM_BYTES // 7) + b"</devices>")
+    assert xml_parse.parse_domain_lean(big).findtext("name") == "scratch"
     for bad, why in ((b"<!DOCTYPE domain>" + big, "DOCTYPE"), (big.replace(b"<disk/>", b"<disk>\0</disk>", 1), "NUL"),
                      (big.decode().encode("utf-16"), "UTF-16")):
         with pytest.raises(BadInput, match=why):
-            xml_text.parse_domain_lean(bad)
+            xml_parse.parse_domain_lean(bad)
 
 
 # --- one bad domain stays one bad domain -------------------------------------------------------------------
@@ -509,13 +509,13 @@ def test_an_element_of_too_many_attributes_is_refused_before_parsing_and_the_hoo
     took about 10 s to parse on Debian 11. One element with MAX_ATTRIBUTES is refused in one line (the hook
     starts the guest unchecked), one fewer is read; `>` in the values changes nothing, and `=` in text or in
     values is no attribute."""
-    assert _seconds(_one_element(xml_text.MAX_ATTRIBUTES - 1), render=True) < 5
-    crowded = _one_element(xml_text.MAX_ATTRIBUTES)
+    assert _seconds(_one_element(xml_parse.MAX_ATTRIBUTES - 1), render=True) < 5
+    crowded = _one_element(xml_parse.MAX_ATTRIBUTES)
     with pytest.raises(BadInput, match=r"^x has an element with 256 or more attributes"):
         _seconds(crowded, render=False)
-    assert xml_text.has_crowded_element(crowded.replace(b"='1'", b"='>'"))
+    assert xml_parse.has_crowded_element(crowded.replace(b"='1'", b"='>'"))
     text = b"<!-- " + b" ".join(b"a=b" for _ in range(4000)) + b" --><m:z v='" + b"k=v," * 4000 + b"'/>"
-    assert not xml_text.has_crowded_element(with_metadata(NO_COMMENTS, text))  # `=` in text and in values
+    assert not xml_parse.has_crowded_element(with_metadata(NO_COMMENTS, text))  # `=` in text and in values
     bench = _crafted_bench()
     evaluate, _digests = bench.install(str(tmp_path))
     r = subprocess.run(evaluate, input=crowded, capture_output=True, env=bench.ENV, timeout=60, check=False)

@@ -21,7 +21,7 @@ from virtxml_cpu.core import resolve
 from virtxml_cpu.tables import qemu as tables_qemu
 from virtxml_cpu.core.domain import extract
 from virtxml_cpu.host.sources import HostSources, assemble
-from virtxml_cpu.xml.text import parse_domain
+from virtxml_cpu.xml.parse import parse_domain
 
 libvirt = require_lab()
 pytestmark = pytest.mark.lab

@@ -47,6 +47,15 @@ def test_wheel_carries_the_hook_script(dist):
     assert "virtxml_cpu/render/prometheus.py" in names
 
 
+def test_wheel_carries_every_module_of_the_tree(dist):
+    """A module added or split off (xml/parse.py, xml/edit.py, hook/digest_key.py) is installed too."""
+    (wheel,) = dist.glob("virtxml_cpu-*.whl")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    tree = {p.relative_to(ROOT).as_posix() for p in (ROOT / "virtxml_cpu").rglob("*.py") if "__pycache__" not in p.parts}
+    assert {"virtxml_cpu/xml/parse.py", "virtxml_cpu/xml/edit.py", "virtxml_cpu/hook/digest_key.py"} <= tree
+    assert tree <= names, sorted(tree - names)
+
+
 def test_sdist_carries_the_hook_script(tmp_path):
     r = subprocess.run([sys.executable, "-c", "import setuptools.build_meta as b, sys; "
                         f"print(b.build_sdist({str(tmp_path)!r}))"], cwd=ROOT, capture_output=True, text=True)

@@ -15,7 +15,7 @@ from virtxml_cpu.core.config import Config
 from virtxml_cpu.core.hostfacts import HostFacts, combine
 from virtxml_cpu.core.memo import FrozenDict, Memo
 from virtxml_cpu.core.pipeline import process
-from virtxml_cpu.xml.text import parse_domain_lean
+from virtxml_cpu.xml.parse import parse_domain_lean
 
 from .conftest import FIXTURES, ROOT, recorded_host
 
@@ -149,15 +149,15 @@ def test_the_lean_parse_keeps_all_but_the_devices_and_each_emulator_across_chunk
     <devices> elements deeper in the tree (kept whole) are read as the full parse reads them."""
     from lxml import etree
 
-    from virtxml_cpu.xml import text
+    from virtxml_cpu.xml import parse as xml_parse
 
     disk = b"<disk type='file'><source file='/d.img'/><target dev='vda'/></disk>"
     devices = lambda n: (b"<devices>" + disk * n + b"<emulator>/usr/bin/a</emulator>" + disk * 3000
                          + b"<emulator>/usr/bin/b</emulator>" + disk * 4000 + b"<emulator>/e</emulator></devices>")
     doc = (b"<domain type='kvm'><name>d</name><metadata><m:x xmlns:m='urn:x'><devices>" + disk * 5000
            + b"</devices></m:x></metadata>" + devices(2500) + b"<os><type>hvm</type></os>" + devices(7) + b"</domain>")
-    assert len(doc) > 3 * text.LEAN_FROM_BYTES
-    lean, full = text.parse_domain_lean(doc), etree.fromstring(doc)
+    assert len(doc) > 3 * xml_parse.LEAN_FROM_BYTES
+    lean, full = xml_parse.parse_domain_lean(doc), etree.fromstring(doc)
     for el in full.findall("devices"):
         for child in el.findall("disk"):
             el.remove(child)

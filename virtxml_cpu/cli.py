@@ -61,6 +61,13 @@ def _live_opts(p: argparse.ArgumentParser, several: bool = True) -> None:
     _policy_opts(p)
 
 
+def _live_verb(sub, name: str, summary: str, description: str, several: bool = True) -> argparse.ArgumentParser:
+    """The parser of a verb that talks to libvirt, with the options they share (_live_opts)."""
+    p = sub.add_parser(name, epilog=EPILOG, help=summary, description=description)
+    _live_opts(p, several)
+    return p
+
+
 def _seconds(text: str) -> float:
     try:
         value = float(text)
@@ -112,26 +119,22 @@ def build_parser() -> argparse.ArgumentParser:
     out.add_argument("--check", action="store_true", help="change nothing; exit 1 if a change would be made")
     rw.add_argument("--backup", metavar="SUFFIX", help="with --in-place: keep the original as FILE+SUFFIX")
 
-    ap = sub.add_parser("apply", epilog=EPILOG, help="fix persistent definitions through libvirt",
-                        description="Rewrite the persistent definitions of libvirt domains (read with "
-                                    "INACTIVE|SECURE, so secrets survive) and define them again. A running "
-                                    "guest is never touched: the change applies at its next cold boot. Give the "
-                                    "names after --, options before it.")
-    _live_opts(ap)
-    which = ap.add_mutually_exclusive_group()
+    ap = _live_verb(sub, "apply", "fix persistent definitions through libvirt",
+                    "Rewrite the persistent definitions of libvirt domains (read with INACTIVE|SECURE, so secrets "
+                    "survive) and define them again. A running guest is never touched: the change applies at "
+                    "its next cold boot. Give the names after --, options before it.")
+    which, show = ap.add_mutually_exclusive_group(), ap.add_mutually_exclusive_group()
     which.add_argument("--all", action="store_true", help="every domain on the connection")
     which.add_argument("--pending", action="store_true", help="the fixes the hook queued (queue mode)")
-    show = ap.add_mutually_exclusive_group()
     show.add_argument("--dry-run", action="store_true", help="say what would change; exit 1 if anything would")
     show.add_argument("--diff", action="store_true", help="show the diffs; change nothing")
     ap.add_argument("-y", "--yes", action="store_true", help="do not ask before defining")
 
-    au = sub.add_parser("audit", epilog=EPILOG, help="report kvm-pv-unhalt of every domain on libvirt hosts",
-                        description="For each domain on each connection: kvm-pv-unhalt in its persistent "
-                                    "definition and, for running guests, in the live definition. Exit 1 when "
-                                    "any domain needs the fix. Connections are audited concurrently. The table "
-                                    "ends with the apply that fixes what was found (fix with: ..., on stderr).")
-    _live_opts(au)
+    au = _live_verb(sub, "audit", "report kvm-pv-unhalt of every domain on libvirt hosts",
+                    "For each domain on each connection: kvm-pv-unhalt in its persistent definition and, for "
+                    "running guests, in the live definition. Exit 1 when any domain needs the fix. Connections "
+                    "are audited concurrently. The table ends with the apply that fixes what was found (fix "
+                    "with: ..., on stderr).")
     au.add_argument("--observe", action="store_true",
                     help="also read what QEMU really has for running guests (QMP qom-get through libvirt; "
                          "libvirt then marks those domains 'tainted: custom-monitor')")
@@ -140,11 +143,10 @@ def build_parser() -> argparse.ArgumentParser:
     au.add_argument("-o", "--output", metavar="FILE",
                     help="write the report to FILE atomically (e.g. /var/lib/node_exporter/textfile/virtxml-cpu.prom)")
 
-    wa = sub.add_parser("watch", epilog=EPILOG, help="fix each newly defined or updated domain (service)",
-                        description="Listen to libvirt lifecycle events and apply the policy to every domain "
-                                    "defined or redefined; also applies the hook's queue. Reconnects when "
-                                    "libvirtd restarts; stops on SIGTERM. See contrib/systemd/.")
-    _live_opts(wa, several=False)
+    _live_verb(sub, "watch", "fix each newly defined or updated domain (service)",
+               "Listen to libvirt lifecycle events and apply the policy to every domain defined or redefined; "
+               "also applies the hook's queue. Reconnects when libvirtd restarts; stops on SIGTERM. See "
+               "contrib/systemd/.", several=False)
 
     ve = sub.add_parser("verify", epilog=EPILOG, help="check the rules against this host's QEMU",
                         description="Start this host's QEMU paused, without disks or devices, for every x86 "

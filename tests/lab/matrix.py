@@ -10,7 +10,7 @@ from tests.lab import harness
 from virtxml_cpu.core import resolve
 from virtxml_cpu.tables import qemu
 from virtxml_cpu.core.domain import extract
-from virtxml_cpu.xml.text import parse_domain
+from virtxml_cpu.xml.parse import parse_domain
 
 QNS = "xmlns:qemu='http://libvirt.org/schemas/domain/qemu/1.0'"
 CPU_MODES = {

@@ -19,7 +19,7 @@ from ..errors import BadInput
 from ..tables.builds.known import BUILDS
 from .machines import classify, parse_version
 from .memo import frozen
-from ..xml.text import parse_xml
+from ..xml.parse import parse_xml
 
 KVM_GET_SUPPORTED_CPUID = 0xC008AE05  # _IOWR(KVMIO=0xAE, 0x05, struct kvm_cpuid2)
 _ENTRY = struct.Struct("=IIIIIIIIII")  # function, index, flags, eax, ebx, ecx, edx, padding[3]

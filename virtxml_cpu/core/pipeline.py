@@ -17,7 +17,7 @@ from . import domain, resolve, decide as decision_rules
 from .config import Config
 from .hostfacts import HostFacts
 from .memo import Memo, frozen
-from ..xml.text import parse_domain, parse_domain_lean
+from ..xml.parse import parse_domain, parse_domain_lean
 
 MEMO = Memo()
 

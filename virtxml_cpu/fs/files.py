@@ -26,7 +26,7 @@ from collections.abc import Callable
 from typing import TypeVar
 
 from ..errors import BadInput, EnvironmentProblem, VirtxmlCpuError, shown
-from ..xml.text import MAX_INPUT_BYTES
+from ..xml.parse import MAX_INPUT_BYTES
 from .atomic import create_at, replace_at
 from .paths import NOT_REGULAR, Place, env_error, locate, moved, os_error, root_may_not_replace
 

@@ -1,17 +1,8 @@
 """The hook's decision digest: what `prepare` decided for a definition, kept for its next start.
 
-A guest's definition rarely changes between starts; what libvirt hands `prepare` differs only in values
-it assigns per start. The digest maps a key to the decision's log fields, so a repeat start neither
-imports lxml nor the rule tables. The key covers everything the decision reads:
-
-- the definition's bytes without libvirt's per-start values (`canonical`): the root's `id='N'` (seen in the
-  lab, libvirt 9.0 and 11.3, DAC driver: the only difference between two starts) and the text of
-  `<label>`/`<imagelabel>` inside a `<seclabel type='dynamic'>` (SELinux draws a new MCS pair each start,
-  virSecuritySELinuxGenLabel);
-- the domain name libvirt passes, the hook's mode and config path, and the config file's bytes;
-- the package: its version and every module's inode, size, mtime and ctime, subpackages included (an edited
-  checkout or any reinstall is a new package);
-- the host: /proc/sys/kernel/random/boot_id (a reboot, a new kernel or CPU).
+A repeat start of an unchanged guest is answered from an entry, importing neither lxml nor the rule
+tables. Entries are named by digest_key.key(), which covers everything the decision read of the
+definition, the config, the package and the host.
 
 What the decision read from other files is recorded as dependencies and compared at every hit: the
 capabilities cache file libvirt keeps for the domain's emulator and its directory (device, inode, size,
@@ -21,8 +12,8 @@ new one; its times change whenever guests start).
 The store is a directory only the effective user can change, checked like the spool (no link, 0700, every
 directory above it root's or ours); entries are regular files of at most MAX_ENTRY_BYTES, never read
 through a link, written whole and synced by atomic.replace_at in the directory opened once, and carrying
-their own checksum. A
-bad, foreign or stale entry is a miss, never an error. At most MAX_ENTRIES are kept.
+their own checksum. A bad, foreign or stale entry is a miss, never an error. At most MAX_ENTRIES
+are kept.
 """
 
 from __future__ import annotations
@@ -30,182 +21,22 @@ from __future__ import annotations
 import os
 import stat
 
-from .. import __version__
 from ..fs.trusted import check_private_dir, check_trusted, open_private_dir, read_regular
+from .digest_key import FORMAT, sha256  # an entry's first line names the format its key was made for
 
-try:  # the builtin SHA-256: hashlib would load OpenSSL
-    from _sha256 import sha256
-except ImportError:  # Python 3.12+
-    try:
-        from _sha2 import sha256
-    except ImportError:
-        from hashlib import sha256
 try:  # JSON strings without the json package
     from _json import encode_basestring_ascii as _quoted, scanstring as _unquoted
 except ImportError:  # pragma: no cover - an interpreter without the C accelerator
     from json.decoder import py_scanstring as _unquoted
     from json.encoder import py_encode_basestring_ascii as _quoted
 
-FORMAT = b"virtxml-cpu decision 1"
 MAX_ENTRY_BYTES = 16 * 1024
 MAX_ENTRIES = 512
 SUFFIX = ".decision"
-BOOT_ID = "/proc/sys/kernel/random/boot_id"
 KVM_DEVICE = "/dev/kvm"
-_XML_SPACE = b" \t\r\n"  # XML's white space (the S production)
 # An entry's lines that hold one string each, named by their first word: the key, then the verdict's strings.
 STRING_LINES = ("key", "name", "why", "uuid", "rule", "reason", "action", "mode", "spool", "syslog", "domain",
                 "raw_uuid")
-_ATTRIBUTE_NAME_BYTES = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_:.-")
-_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the package, above hook/
-
-
-def canonical(data: bytes) -> bytes:
-    """The definition without libvirt's per-start values; anything of an unexpected shape stays as it is
-    (then two starts simply differ: a miss, never a wrong answer)."""
-    return _without_dynamic_labels(_without_root_id(data))
-
-
-def _without_root_id(data: bytes) -> bytes:
-    """`<domain type='kvm' id='7'>` -> `<domain type='kvm'>`: the root start tag read attribute by attribute
-    (quotes respected), the `id` dropped only when its value is all digits."""
-    i = len(data) - len(data.lstrip(_XML_SPACE))
-    if not data.startswith(b"<domain", i) or data[i + 7:i + 8] not in (b" ", b"\t", b"\r", b"\n"):
-        return data
-    j, cut = i + 7, None
-    for _ in range(64):
-        start = j
-        while data[j:j + 1] in (b" ", b"\t", b"\r", b"\n"):
-            j += 1
-        if data[j:j + 1] in (b">", b"/"):  # the tag's end
-            break
-        if j == start:  # attributes not separated: not libvirt's
-            return data
-        k = j
-        while k < len(data) and data[k] in _ATTRIBUTE_NAME_BYTES:
-            k += 1
-        name, k = data[j:k], k
-        while data[k:k + 1] in (b" ", b"\t", b"\r", b"\n"):
-            k += 1
-        if not name or data[k:k + 1] != b"=":
-            return data
-        k += 1
-        while data[k:k + 1] in (b" ", b"\t", b"\r", b"\n"):
-            k += 1
-        quote = data[k:k + 1]
-        end = data.find(quote, k + 1) if quote in (b"'", b'"') else -1
-        if end < 0 or b"<" in data[k + 1:end]:
-            return data
-        if name == b"id" and data[k + 1:end].isdigit():
-            if cut is not None:
-                return data  # two ids: not libvirt's
-            cut = (start, end + 1)
-        j = end + 1
-    else:
-        return data
-    return data if cut is None else data[:cut[0]] + data[cut[1]:]
-
-
-_DYNAMIC = (b"type='dynamic'", b'type="dynamic"')
-
-
-def _without_dynamic_labels(data: bytes) -> bytes:
-    """The text of <label> and <imagelabel> inside each <seclabel type='dynamic' ...>...</seclabel> dropped
-    (text only: what is removed holds no '<', so no element can go with it).
-
-    Linear, and a step per `type='dynamic'` rather than per `<seclabel`: the tag a marker is in is the last
-    `<seclabel` before it with no '>' between, its body ends at the first closer after the tag's '>', and
-    every search starts where the last one ended or reuses what it found (a run of openers before one
-    closer, as libvirt keeps verbatim in a CDATA section of <metadata>, is looked through once)."""
-    if _DYNAMIC[0] not in data and _DYNAMIC[1] not in data:
-        return data
-    out, pos, cur, close = [], 0, 0, -1
-    marks = [data.find(m) for m in _DYNAMIC]  # the next of each spelling at or after cur (-1: none left)
-    while True:
-        live = [m for m in marks if m >= 0]
-        if not live:
-            break
-        q = min(live)
-        s = data.rfind(b"<seclabel", cur, q)
-        if s >= 0 and data.find(b">", s, q) < 0:  # the marker is inside this start tag
-            gt = data.find(b">", q)
-            if gt < 0:
-                break
-            if close < gt:  # the first closer after this tag: found once for every opener before it
-                close = data.find(b"</seclabel>", gt)
-                if close < 0:
-                    break
-            if data[gt - 1:gt] != b"/":
-                out.append(data[pos:gt + 1])
-                out.append(_strip_texts(data[gt + 1:close], (b"label", b"imagelabel")))
-                pos = cur = close
-        cur = max(cur, q + 1)
-        marks = [data.find(_DYNAMIC[i], cur) if 0 <= m < cur else m for i, m in enumerate(marks)]
-    out.append(data[pos:])
-    return b"".join(out)
-
-
-def _strip_texts(body: bytes, names: tuple[bytes, ...]) -> bytes:
-    """Each <name>TEXT</name>'s TEXT dropped where it holds no '<'. A step per closer: of the openers
-    before a closer only the last can hold a text without '<' (the next opener is a '<')."""
-    for name in names:
-        opening, closing = b"<" + name + b">", b"</" + name + b">"
-        out, pos, cur = [], 0, 0
-        while True:
-            s = body.find(opening, cur)
-            if s < 0:
-                break
-            e = body.find(closing, s + len(opening))
-            if e < 0:
-                break
-            s = body.rfind(opening, s, e)  # the last opener before this closer
-            t = s + len(opening)
-            if body.find(b"<", t, e) < 0:
-                out.append(body[pos:t])
-                pos = e
-            cur = e
-        out.append(body[pos:])
-        body = b"".join(out)
-    return body
-
-
-def package_identity(top: str = _PACKAGE) -> bytes:
-    """The version and every module's path, inode, size, mtime and ctime, in the package and every
-    subpackage. A reinstall writes new files (a new inode and ctime, which no one can set back), so even
-    a rebuild of the same version with its mtimes restored (dpkg, debhelper's clamping) is a new package."""
-    parts = [__version__.encode()]
-    todo = [""]
-    while todo:
-        rel = todo.pop()
-        try:
-            with os.scandir(os.path.join(top, rel)) as it:
-                entries = sorted(it, key=lambda e: e.name)
-            for e in entries:
-                st = e.stat(follow_symlinks=False)
-                if stat.S_ISDIR(st.st_mode) and e.name != "__pycache__":
-                    todo.append(os.path.join(rel, e.name))
-                elif e.name.endswith(".py"):
-                    parts.append(f"{os.path.join(rel, e.name)}:{st.st_dev}:{st.st_ino}:{st.st_size}:"
-                                 f"{st.st_mtime_ns}:{st.st_ctime_ns}".encode("utf-8", "surrogateescape"))
-        except OSError:
-            parts.append(b"?" + rel.encode("utf-8", "surrogateescape"))
-    return b"\n".join(parts)
-
-
-def key(definition: bytes, name: str, mode: str, config_path: str, config_bytes: bytes | None,
-        package: bytes | None = None) -> str:
-    """The digest key of one decision (hex). `config_bytes` None: no config file."""
-    try:
-        boot = read_regular(BOOT_ID, 256)[0]
-    except OSError:
-        boot = b"?"
-    h = sha256()
-    for part in (FORMAT, package if package is not None else package_identity(), boot, name.encode("utf-8", "replace"),
-                 mode.encode(), config_path.encode("utf-8", "surrogateescape"),
-                 b"-" if config_bytes is None else b"+" + config_bytes, canonical(definition)):
-        h.update(b"%d:" % len(part))
-        h.update(part)
-    return h.hexdigest()
 
 
 def identity(path: str) -> str:

@@ -1,9 +1,10 @@
 """The hook's Python entry: the shell front (hook/qemu-hook) execs an isolated interpreter into `main`.
 
-A repeat start is answered from the decision digest (virtxml_cpu.hook.digest) with the same log line as a full
-evaluation plus `cached=yes`, importing neither lxml nor the rule tables; anything else goes to
-virtxml_cpu.hook.evaluate, which evaluates and keeps its verdict for the next start. What both do with a verdict
-(log, refuse, queue) is virtxml_cpu.hook.act. Fails open: no error here stops a guest.
+A repeat start is answered from the decision digest (virtxml_cpu.hook.digest, its entries named by
+virtxml_cpu.hook.digest_key) with the same log line as a full evaluation plus `cached=yes`, importing neither
+lxml nor the rule tables; anything else goes to virtxml_cpu.hook.evaluate, which evaluates and keeps its
+verdict for the next start. What both do with a verdict (log, refuse, queue) is virtxml_cpu.hook.act. Fails
+open: no error here stops a guest.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from .act import act
 from .logline import SYSLOG_SOCKET, Log
 
 HANDLED = (("prepare", "begin"), ("migrate", "begin"), ("restore", "begin"))
-MAX_DEFINITION_BYTES = 10 * 1024 * 1024  # text.MAX_INPUT_BYTES (a test keeps them equal)
+MAX_DEFINITION_BYTES = 10 * 1024 * 1024  # xml/parse.py MAX_INPUT_BYTES (a test keeps them equal)
 
 
 def main(argv: list[str], stdin=None) -> int:
@@ -40,11 +41,11 @@ def _main(argv: list[str], stdin) -> int:
     key, raw = None, False  # raw: the config's bytes, read once (False: not read)
     if digest_dir:
         try:
-            from . import digest
+            from . import digest, digest_key
             from ..core.config import read_raw
 
             raw = read_raw(config_path or None, environ={})
-            key = digest.key(data, name, mode, config_path, raw)
+            key = digest_key.key(data, name, mode, config_path, raw)
             hit = digest.lookup(digest_dir, key)
             if hit is not None:
                 return act(hit, op, Log(hit.get("syslog") or SYSLOG_SOCKET), cached=True)

@@ -21,7 +21,7 @@ from ..host.sources import HostSources, assemble
 from .logline import SYSLOG_SOCKET, Log, kv
 from ..core.machines import format_version
 from ..core.pipeline import decide, read
-from ..xml.text import MAX_INPUT_BYTES
+from ..xml.parse import MAX_INPUT_BYTES
 
 __all__ = ["Log", "SYSLOG_SOCKET", "enforce_message", "evaluate", "hook_host_facts", "hook_sources", "run"]
 

@@ -16,7 +16,7 @@ from collections import namedtuple
 from ..core.hostfacts import HostFacts, decode_libvirt_version, release_facts
 from ..fs.atomic import replace_at
 from ..fs.trusted import Untrusted, check_private_dir, check_trusted, open_private_dir, read_regular
-from ..xml.text import parse_xml
+from ..xml.parse import parse_xml
 
 try:  # the builtin SHA-256: hashlib would load OpenSSL, ~7 ms on the hook's prepare path
     from _sha256 import sha256

@@ -135,7 +135,7 @@ def emulator_for(uri: str) -> tuple[str, str | None]:
     libvirt reports for it: what verify --connect starts, on this host only."""
     from ..core.machines import format_version
     from ..errors import BadInput
-    from ..xml.text import parse_xml
+    from ..xml.parse import parse_xml
 
     if not is_local(uri):
         raise BadInput(f"{uri}: verify starts QEMU on this host; give a local URI or run it on that host")

@@ -12,7 +12,7 @@ from ..core import precedence, domain, resolve, lifecycle
 from ..tables import qemu
 from ..core.hostfacts import HostFacts, build_from_machines, qemu_answer, release_facts
 from ..host.sources import HostSources
-from ..xml.text import parse_domain
+from ..xml.parse import parse_domain
 from .types import QemuBinary, CpuMode, Disagreement, Run, VerifyOptions
 
 # A named Intel and AMD model, the first this QEMU has (query-cpu-definitions).

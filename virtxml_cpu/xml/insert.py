@@ -6,7 +6,8 @@ from lxml import etree
 
 from ..tables import libvirt_order, libvirt_xml
 from ..errors import BadInput
-from .text import Insertion, apply_insertions, parse_domain, same_tree
+from .edit import Insertion, apply_insertions, same_tree
+from .parse import parse_domain
 
 
 def _element(tag: str, **attrs: str) -> etree._Element:
