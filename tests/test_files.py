@@ -450,3 +450,36 @@ def test_in_place_on_a_directory_or_a_trailing_slash_is_refused(tmp_path, vm):
         r = run("rewrite", "--in-place", "--no-host-probe", path)
         one_line(r, 2)
     assert vm.read_bytes() == SRC.read_bytes() and sorted(p.name for p in tmp_path.iterdir()) == ["vm.xml"]
+
+
+def test_read_input_reads_whole_files_and_refuses_directories_and_oversize(tmp_path):
+    """read_input opens with os.open and stops at a regular file's first short read: every size up to the
+    limit comes back whole, a file past it only to one byte over (what check_raw refuses), a directory is
+    the same one line as with open(), and a pipe's short reads are not taken for its end."""
+    from virtxml_cpu.errors import BadInput
+    from virtxml_cpu.fs.files import read_input
+    from virtxml_cpu.xml.parse import MAX_INPUT_BYTES
+
+    for size in (0, 1, 4095, 4096, 65537, MAX_INPUT_BYTES, MAX_INPUT_BYTES + 5):
+        f = tmp_path / f"f{size}"
+        data = (bytes(range(251)) * (size // 251 + 1))[:size]
+        f.write_bytes(data)
+        got = read_input(str(f))
+        assert got == data[:MAX_INPUT_BYTES + 1], size
+    with pytest.raises(BadInput, match="is a directory"):
+        read_input(str(tmp_path))
+    with pytest.raises(BadInput, match="no such file"):
+        read_input(str(tmp_path / "absent"))
+    r, w = os.pipe()  # not a regular file: short reads are not its end
+    os.write(w, b"<dom")
+    pid = os.fork()
+    if pid == 0:
+        time.sleep(0.2)
+        os.write(w, b"ain/>")
+        os._exit(0)
+    os.close(w)
+    try:
+        assert read_input(f"/dev/fd/{r}") == b"<domain/>"
+    finally:
+        os.waitpid(pid, 0)
+        os.close(r)

@@ -255,10 +255,11 @@ def main(argv: list[str] | None = None) -> int:
         return e.exit_code
     status = EXIT_OK
     render = args.command == "rewrite" and not args.check
+    in_place = args.command == "rewrite" and args.in_place
     for path in args.files:
         label = "<stdin>" if path == "-" else shown(path)
         try:
-            if args.command == "rewrite" and args.in_place:
+            if in_place:
                 status = max(status, _in_place(args, path, label, host, cfg))
                 continue
             outcome = process(read_input(path), label, host, cfg, args.policy, args.style, render=render)
@@ -329,7 +330,8 @@ def _notes(args, o) -> None:
 
 def _emit(args, path: str, o) -> int:
     if args.command == "explain":
-        print(explain.json_line(o) if args.format == "json" else explain.table(o, args.verbose) + "\n")
+        line = explain.json_line(o) if args.format == "json" else explain.table(o, args.verbose) + "\n"
+        sys.stdout.write(line + "\n")  # what print() writes, in one write instead of two
         return EXIT_OK
     _notes(args, o)
     if args.check:

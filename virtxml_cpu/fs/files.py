@@ -35,13 +35,19 @@ MAX_BACKUP_NUMBER = 999
 _READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
 
 
+_READ_INPUT = os.O_RDONLY | os.O_CLOEXEC  # what open(path, "rb") asks for
+
+
 def read_input(path: str) -> bytes:
     """Read a file (or stdin, `-`), at most MAX_INPUT_BYTES + 1 bytes; pipes and /dev/fd/N work too."""
     try:
         if path == "-":
             return _read_fd(sys.stdin.fileno(), "<stdin>")
-        with open(path, "rb", buffering=0) as fh:
-            return _read_fd(fh.fileno(), path)
+        fd = os.open(path, _READ_INPUT)  # not open(): a file object per document costs more than the read
+        try:
+            return _read_fd(fd, path, refuse_directory=True)
+        finally:
+            os.close(fd)
     except FileNotFoundError:
         raise BadInput(f"{shown(path)}: no such file") from None
     except IsADirectoryError:
@@ -117,19 +123,28 @@ def _still_named(place: Place, path: str, locked: os.stat_result | None) -> None
         raise EnvironmentProblem(f"{shown(path)}: {problem} while it was being updated; nothing was written")
 
 
-def _read_fd(fd: int, path: str) -> bytes:
+def _read_fd(fd: int, path: str, refuse_directory: bool = False) -> bytes:
     """At most MAX_INPUT_BYTES + 1 bytes, in reads sized to the file (a 10 MiB buffer for every small file
-    would cost more than parsing it)."""
+    would cost more than parsing it). A regular file's short read is its end: no second read to see it."""
     chunks, size = [], 0
     try:
         st = os.fstat(fd)
-        step = min(st.st_size + 1, MAX_INPUT_BYTES + 1) if stat.S_ISREG(st.st_mode) else 1 << 16
+    except OSError as e:
+        raise env_error(path, e) from None
+    if refuse_directory and stat.S_ISDIR(st.st_mode):  # open() refused a directory; os.open opens it
+        raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), path)
+    regular = stat.S_ISREG(st.st_mode)
+    step = min(st.st_size + 1, MAX_INPUT_BYTES + 1) if regular else 1 << 16
+    try:
         while size <= MAX_INPUT_BYTES:
-            chunk = os.read(fd, min(step, MAX_INPUT_BYTES + 1 - size))
+            want = min(step, MAX_INPUT_BYTES + 1 - size)
+            chunk = os.read(fd, want)
             if not chunk:
                 break
             chunks.append(chunk)
             size += len(chunk)
+            if regular and len(chunk) < want:
+                break
     except OSError as e:
         raise env_error(path, e) from None
     return b"".join(chunks)

@@ -60,7 +60,8 @@ def parse_xml(data: bytes, what: str = "XML") -> etree._ElementTree:
         tree = etree.ElementTree(etree.fromstring(data, _parser()))
     except _PARSE_ERRORS as e:
         raise _refusal(e, what) from None
-    if tree.docinfo.doctype or tree.docinfo.internalDTD is not None:
+    docinfo = tree.docinfo  # a new object on each read
+    if docinfo.doctype or docinfo.internalDTD is not None:
         raise BadInput(f"{what} has a DOCTYPE, which domain XML never has")
     return tree
 
@@ -83,7 +84,7 @@ def check_raw(data: bytes, what: str) -> None:
     """Size, emptiness, encoding and DTDs, before any parser sees the bytes; each check linear in the size."""
     if len(data) > MAX_INPUT_BYTES:
         raise BadInput(f"{what} is larger than {MAX_INPUT_BYTES // (1024 * 1024)} MiB")
-    if not data.strip():
+    if not data or data.isspace():  # not data.strip(): the same bytes (ASCII whitespace), without a copy
         raise BadInput(f"{what} is empty")
     if data.startswith(_BOM_PREFIXES):  # one test for the usual case, then which one
         name = next(name for bom, name in _BOMS if data.startswith(bom))
@@ -92,7 +93,7 @@ def check_raw(data: bytes, what: str) -> None:
     if nul >= 0:
         raise BadInput(f"{what} has a NUL byte (offset {nul}): UTF-16/UTF-32 or not text; only UTF-8 is read")
     try:
-        data.decode("utf-8")
+        data.isascii() or data.decode("utf-8")  # ASCII is UTF-8: no str built for the usual document
     except UnicodeDecodeError as e:
         raise BadInput(f"{what} is not UTF-8 (byte {e.start})") from None
     declared = declared_encoding(data)
