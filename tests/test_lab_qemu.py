@@ -188,7 +188,7 @@ def test_xml_variants(qlab):
     bad = {label: diffs for label, _got, diffs in results if diffs}
     refused = sum(1 for _l, got, _d in results if got == {"start": "refused"})
     print(f"\nvariants on {lab.title}: {len(results)} guests ({refused} refused by libvirt, as predicted), "
-          f"{len(results) * len(qemu.PROPERTIES)} property checks, {sum(len(d) for d in bad.values())} "
+          f"{len(results) * len(tables_qemu.PROPERTIES)} property checks, {sum(len(d) for d in bad.values())} "
           f"disagreements; not offered by this QEMU: {', '.join(skipped) or 'none'}")
     assert not bad, json.dumps(bad, indent=1)
 
