@@ -102,8 +102,10 @@ def test_installed_package_carries_a_vdsm_hook_that_runs(venv, tmp_path):
     run as VDSM runs it (tests/test_xml_hooks.py has the contract): the file it names is rewritten."""
     (front,) = venv.glob("lib/python*/site-packages/virtxml_cpu/hook/vdsm-hook")
     assert os.access(front, os.X_OK)
-    lines = [f"PYTHONS='{venv}/bin/python'" if line.startswith("PYTHONS=") else line
-             for line in front.read_text().split("\n")]
+    config = tmp_path / "config.toml"
+    config.write_text(f'[hook]\nspool = "{tmp_path}/spool/pending"\n')  # its caps digest beside it, not in /var/lib
+    lines = [f"PYTHONS='{venv}/bin/python'" if line.startswith("PYTHONS=") else
+             f"CONFIG='{config}'" if line.startswith("CONFIG=") else line for line in front.read_text().split("\n")]
     hook = tmp_path / "50_virtxml-cpu"
     hook.write_text("\n".join(lines))
     hook.chmod(0o755)

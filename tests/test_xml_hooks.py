@@ -89,7 +89,7 @@ def workdir(tmp_path_factory) -> Path:
     """A config pinning the host facts, and both fronts as installed with their settings pointing at this
     interpreter and that config (the lines `hook install`-like rendering changes; nothing else)."""
     d = tmp_path_factory.mktemp("xmlhooks")
-    (d / "config.toml").write_text(PINNED)
+    (d / "config.toml").write_text(PINNED + spool_in(d))
     hooks = d / "hooks" / "before_vm_start"
     hooks.mkdir(parents=True)
     render(VDSM_FRONT, hooks / "50_virtxml-cpu", PYTHONS=f"/nonexistent/python3 {sys.executable}",
@@ -98,6 +98,12 @@ def workdir(tmp_path_factory) -> Path:
     render(SIDECAR_FRONT, d / "bin" / "onDefineDomain", PYTHON=sys.executable, LIB_DIR="",
            CONFIG=str(d / "config.toml"))
     return d
+
+
+def spool_in(d: Path) -> str:
+    """The [hook] table keeping what the hooks' host sources keep (libvirt's capabilities cache parsed,
+    beside the spool) in `d`, not in the host's /var/lib/virtxml-cpu."""
+    return f'[hook]\nspool = "{d}/spool/pending"\n'
 
 
 def render(src: Path, dst: Path, **settings: str) -> None:
@@ -239,7 +245,7 @@ def test_an_exemption_in_metadata_is_honoured_by_both(workdir, tmp_path):
     """exempt-by-metadata.xml says policy='never'; without that line the same document is changed, and a
     config asking for `always` does not override the domain's own word."""
     config = tmp_path / "always.toml"
-    config.write_text(PINNED + 'policy = "always"\n')
+    config.write_text(PINNED + 'policy = "always"\n' + spool_in(tmp_path))
     hooks, bin_dir = tmp_path / "before_vm_start", tmp_path / "bin"
     hooks.mkdir()
     bin_dir.mkdir()
