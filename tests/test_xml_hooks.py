@@ -359,3 +359,50 @@ def test_the_vm_example_asks_for_the_sidecar_as_kubevirt_reads_the_annotation():
     assert sidecar["args"][0] == "--version" and sidecar["args"][1] in ("v1alpha1", "v1alpha2", "v1alpha3")
     assert sidecar["image"] and "command" not in sidecar  # the image's entrypoint, the shim, stays
     assert "pvspinlock" not in json.dumps(vm["spec"]["template"]["spec"]["domain"])  # the sidecar decides
+
+
+def _system_python_with_lxml() -> bool:
+    return subprocess.run(["/usr/bin/python3", "-I", "-c", "import lxml.etree"], capture_output=True).returncode == 0
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv") or not _system_python_with_lxml(),
+                    reason="SKIPPED LOUDLY: running the VDSM hook as an unprivileged user needs root, setpriv and "
+                           "/usr/bin/python3 with lxml")
+def test_vdsm_hook_as_an_unprivileged_user_like_vdsm(tmp_path):
+    """VDSM runs hooks as its user (vdsm), the XML in a mkstemp file of its own: here uid 65534 with no
+    groups, in a directory only that user may write, the interpreter a venv of the system Python (one that
+    user may run) seeing this checkout's package. The file is rewritten as rewrite rewrites it, and stays
+    that user's, mode 0600; root's config is trusted."""
+    uid = gid = 65534
+    top = Path(tempfile.mkdtemp(prefix="vxc-vdsm-", dir="/tmp"))
+    try:
+        top.chmod(0o755)
+        subprocess.run(["/usr/bin/python3", "-m", "venv", "--without-pip", "--system-site-packages", str(top / "py")],
+                       check=True, capture_output=True)
+        (site,) = (top / "py" / "lib").glob("python3*/site-packages")
+        (site / "virtxml_cpu_checkout.pth").write_text(f"{ROOT}\n")
+        config = top / "config.toml"
+        config.write_text(PINNED + spool_in(top))  # root's: not writable by the hook's user
+        hooks = top / "before_vm_start"
+        hooks.mkdir()
+        hooks.chmod(0o755)
+        render(VDSM_FRONT, hooks / "50_virtxml-cpu", PYTHONS=str(top / "py" / "bin" / "python3"), CONFIG=str(config))
+        private = top / "vdsm-tmp"
+        private.mkdir(mode=0o700)
+        os.chown(private, uid, gid)
+        src = ROOT / "examples" / "fedora-host-model.xml"
+        domxml = private / "tmpabc123"
+        domxml.write_bytes(src.read_bytes())
+        os.chown(domxml, uid, gid)
+        domxml.chmod(0o600)
+        env = {"PATH": "/usr/bin:/bin", "_hook_domxml": str(domxml), "vmId": "vm-2", "HOME": "/"}
+        r = subprocess.run(["setpriv", f"--reuid={uid}", f"--regid={gid}", "--clear-groups",
+                            str(hooks / "50_virtxml-cpu")], capture_output=True, env=env, cwd="/", timeout=120)
+        assert r.returncode == 0, r.stderr
+        assert b"added kvm-pv-unhalt" in one_line(r.stderr, VDSM_PREFIX)
+        assert domxml.read_bytes() == cli_rewrite(src, config) != src.read_bytes()
+        st = domxml.stat()
+        assert (st.st_uid, st.st_gid, st.st_mode & 0o7777) == (uid, gid, 0o600)
+        assert sorted(p.name for p in private.iterdir()) == ["tmpabc123"]  # no temporary file left
+    finally:
+        shutil.rmtree(top)
