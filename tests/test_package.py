@@ -44,6 +44,7 @@ def test_wheel_carries_the_hook_script(dist):
     (wheel,) = dist.glob("virtxml_cpu-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
     assert "virtxml_cpu/hook/qemu-hook" in names and "virtxml_cpu/tables/builds/ubuntu.py" in names
+    assert "virtxml_cpu/hook/vdsm-hook" in names  # VDSM's before_vm_start front, copied from the installed package
     assert "virtxml_cpu/render/prometheus.py" in names
 
 
@@ -94,3 +95,24 @@ def test_installed_package_installs_a_hook_that_libvirt_can_run(venv, tmp_path):
     r = subprocess.run([cli, "hook", "uninstall", "--hooks-dir", str(hooks)], capture_output=True, text=True)
     assert r.returncode == 0 and not script.exists()
     assert os.listdir(hooks / "qemu.d") == []
+
+
+def test_installed_package_carries_a_vdsm_hook_that_runs(venv, tmp_path):
+    """The front in the installed package, copied into a hook directory and pointed at the venv's Python,
+    run as VDSM runs it (tests/test_xml_hooks.py has the contract): the file it names is rewritten."""
+    (front,) = venv.glob("lib/python*/site-packages/virtxml_cpu/hook/vdsm-hook")
+    assert os.access(front, os.X_OK)
+    config = tmp_path / "config.toml"
+    config.write_text(f'[hook]\nspool = "{tmp_path}/spool/pending"\n')  # its caps digest beside it, not in /var/lib
+    lines = [f"PYTHONS='{venv}/bin/python'" if line.startswith("PYTHONS=") else
+             f"CONFIG='{config}'" if line.startswith("CONFIG=") else line for line in front.read_text().split("\n")]
+    hook = tmp_path / "50_virtxml-cpu"
+    hook.write_text("\n".join(lines))
+    hook.chmod(0o755)
+    doc = tmp_path / "domxml"
+    doc.write_bytes((FIXTURES / "handwritten-no-cpu.xml").read_bytes())
+    r = subprocess.run([str(hook)], capture_output=True, cwd="/", env={"PATH": "/usr/bin:/bin", "_hook_domxml": str(doc),
+                                                                       "vmId": "v1", "PYTHONPATH": str(ROOT)})
+    assert r.returncode == 0 and b"added kvm-pv-unhalt" in r.stderr, r.stderr
+    assert doc.read_bytes() != (FIXTURES / "handwritten-no-cpu.xml").read_bytes()
+    assert b"<pvspinlock state='on'/>" in doc.read_bytes()
