@@ -66,6 +66,20 @@ IDENTITY = ("name", "uuid")  # the only facts that differ between clones of one 
 _DECIDING = itemgetter(*(i for i, f in enumerate(domain.DomainFacts._fields) if f not in IDENTITY))
 
 
+ITEM_BYTES = 1024  # what kept answers hold per item of a document's fact sequences (one <cpu><feature>: ~0.8 KiB)
+
+
+def kept_cost(facts: domain.DomainFacts, source: bytes) -> int:
+    """What the memo is charged for the answers about one document: its size, and ITEM_BYTES per item of the
+    sequences its facts hold (features, settings, placement, -global, -overcommit), which a key holds as
+    Python objects: 25,000 `<cpu><feature>`s in 1 MiB are about 4 MiB of them, and charged by size alone, a
+    long-lived `watch` kept 40 such definitions' worth."""
+    q = facts.qemu
+    items = (len(facts.cpu_features) + len(facts.settings) + len(facts.placement) + len(q.globals)
+             + len(q.overcommit))
+    return len(source) + ITEM_BYTES * items
+
+
 def resolution_key(facts: domain.DomainFacts, host: HostFacts) -> tuple:
     """Everything resolve.resolve reads: the domain's facts but its name and uuid (by field name), and the
     host's facts."""
@@ -85,7 +99,7 @@ def decide(doc: Document, host: HostFacts, config: Config, cli_policy: str | Non
     """The outcome for a document read, under `host`; rewritten bytes when it was read with its tree."""
     facts = doc.facts
     key = resolution_key(facts, host)
-    cost = len(doc.source)  # what the facts in the key, and the answers, may hold of it
+    cost = kept_cost(facts, doc.source)
     # One entry per key: the resolution, its decisions by policy and style (a handful), and the key itself,
     # which holds every deciding fact: it is hashed and compared once per document, and the outcome carries
     # the entry's own key, which a renderer's lookups (shared_part) then find by identity.
@@ -120,7 +134,7 @@ def shared_part(o: Outcome, part: str, kind: str, make):
     if not o.key:
         return make(o)
     key = o.key if part == "resolution" else (o.decision, o.policy_source, o.style)
-    return MEMO.get((kind, part, key), lambda: make(o), len(o.source))
+    return MEMO.get((kind, part, key), lambda: make(o), kept_cost(o.resolution.facts, o.source))
 
 
 def process(data: bytes, label: str, host: HostFacts, config: Config, cli_policy: str | None = None,
