@@ -102,7 +102,7 @@ def test_the_marks_are_bounded_and_old_ones_cleared(marks, monkeypatch):
 # --- A mark for one domain only (name as libvirt passes it, and uuid) ---------------------------------------
 
 NEEDS_FIX = (FIXTURES / "handwritten-no-cpu.xml").read_bytes()  # <name>scratch</name>, lacks the bit
-OWN, OWN_UUID = "own", "6d1f0a3e-2b4c-4d5e-8f90-a1b2c3d4e5f6"
+OWN = "own"
 VICTIM, VICTIM_UUID = "victim", "5f0c9b8a-7d6e-4f3a-9b2c-1d0e9f8a7b6c"
 BLANKS = {"nbsp": "\u00a0", "line-separator": "\u2028", "leading-space": " ", "tab": "\t"}
 
