@@ -251,14 +251,16 @@ def test_a_rejected_restore_with_a_victims_uuid_lets_no_cold_start_in(hooks, key
         assert mine in saved and own.UUIDString() in saved
         alt = saved.replace(own.UUIDString(), victim.UUIDString())
         logged(hook, own.UUIDString())
-        for attack in (alt, alt.replace(mine, f"<name>{victim.name()}</name>")):
+        for attack, said in ((alt, []), (alt.replace(mine, f"<name>{victim.name()}</name>"), ["not marked"])):
             with pytest.raises(libvirt.libvirtError) as e:
                 conn.restoreFlags(str(image), attack, 0)
             assert "does not match" in e.value.get_error_message()
             with pytest.raises(libvirt.libvirtError) as e:
                 victim.createWithFlags(libvirt.VIR_DOMAIN_START_PAUSED)
             assert "refusing to start" in e.value.get_error_message() and not victim.isActive()
-            (cold,) = logged(hook, victim.UUIDString())[-1:]
+            *restore, cold = logged(hook, victim.UUIDString())
+            assert len(restore) == len(said) and all("op=restore " in x and f'result="{s}"' in x
+                                                     for s, x in zip(said, restore)), restore
             assert "op=prepare " in cold and "result=refused" in cold and "after=" not in cold, cold
         conn.restore(str(image))  # the image as it is: its own restore
         assert own.isActive()
