@@ -76,7 +76,7 @@ def test_the_prepare_after_restore_or_migrate_is_not_a_cold_start(tmp_path, caps
 
 
 def test_a_restore_of_a_guest_that_needs_nothing_logs_no_cold_boot(tmp_path):
-    fine = FINE.replace(b"</name>", f"</name><uuid>{UUID}</uuid>".encode(), 1)
+    fine = FINE.replace(b"<name>old-kernel-guest</name>", f"<name>scratch</name><uuid>{UUID}</uuid>".encode(), 1)
     assert run_hook(tmp_path, "enforce", fine, op="restore") == (0, [])
     rc, lines = run_hook(tmp_path, "enforce", fine)
     assert rc == 0 and "after=restore" in lines[0] and "decision=keep" in lines[0] and "cold boot" not in lines[0]

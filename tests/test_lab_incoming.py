@@ -217,3 +217,59 @@ def test_an_incoming_live_migration_is_let_in_by_the_destinations_enforce_hook(h
         with suppress(FileNotFoundError):  # the copy, when the guest never arrived
             dst.path(harness.IMAGES / f"{dom.name()}.img").unlink()
         remove(dom, src)
+
+
+EXEMPT = "<metadata><vxc:cpu xmlns:vxc='urn:virtxml-cpu:domain:1' policy='never'/></metadata>"
+
+
+def logged(hook: LabHook, uuid: str) -> list[str]:
+    """The lines logged for the domain with `uuid` since the last call (whatever its name's quoting)."""
+    out = harness.drain(hook.sock)
+    hook.seen += out
+    return [line.split(": ", 1)[1] for line in out if f"uuid={uuid} " in line]
+
+
+@pytest.mark.parametrize("key", list(harness.LABS))
+def test_a_rejected_restore_with_a_victims_uuid_lets_no_cold_start_in(hooks, key):
+    """The attack: whoever may save and restore their own (exempt) guest runs `virsh restore OWN.save --xml
+    ALT.xml`, ALT.xml carrying the victim's uuid (under their own name, or the victim's too). libvirt runs
+    `restore begin` with ALT.xml, then rejects the restore; the victim's cold start right after is refused
+    (enforce). The image still restores as it is."""
+    installed, conns = hooks
+    lab, hook, conn = harness.LABS[key], installed[key], conns[key]
+    victim = define(conn, lab, "victim", HM)
+    own_name = harness.unique_name("own") + "\u00a0"  # libvirt keeps the blank; the hook must too
+    xml = harness.startable(harness.boot_sector_guest(own_name, MACHINE[lab.key], HM, lab=lab)).decode()
+    own = conn.defineXML(xml.replace("</name>", "</name>" + EXEMPT, 1))
+    image = harness.IMAGES / f"{own.name()}.saved"
+    try:
+        hook.mode("enforce")
+        own.createWithFlags(libvirt.VIR_DOMAIN_START_PAUSED)
+        own.save(str(image))
+        saved = conn.saveImageGetXMLDesc(str(image), libvirt.VIR_DOMAIN_XML_SECURE)
+        mine = f"<name>{own_name}</name>"
+        assert mine in saved and own.UUIDString() in saved
+        alt = saved.replace(own.UUIDString(), victim.UUIDString())
+        logged(hook, own.UUIDString())
+        for attack, said in ((alt, []), (alt.replace(mine, f"<name>{victim.name()}</name>"), ["not marked"])):
+            with pytest.raises(libvirt.libvirtError) as e:
+                conn.restoreFlags(str(image), attack, 0)
+            assert "does not match" in e.value.get_error_message()
+            with pytest.raises(libvirt.libvirtError) as e:
+                victim.createWithFlags(libvirt.VIR_DOMAIN_START_PAUSED)
+            assert "refusing to start" in e.value.get_error_message() and not victim.isActive()
+            *restore, cold = logged(hook, victim.UUIDString())
+            assert len(restore) == len(said) and all("op=restore " in x and f'result="{s}"' in x
+                                                     for s, x in zip(said, restore)), restore
+            assert "op=prepare " in cold and "result=refused" in cold and "after=" not in cold, cold
+        conn.restore(str(image))  # the image as it is: its own restore
+        assert own.isActive()
+        line = [x for x in logged(hook, own.UUIDString()) if "op=prepare" in x]
+        assert len(line) == 1 and "op=prepare after=restore " in line[0], hook.seen[-6:]
+        print(f"\n{lab.title}: victim after the rejected restores: {cold}\nown restore: {line[0]}")
+    finally:
+        hook.mode("audit")
+        remove(victim, lab)
+        remove(own, lab)
+        with suppress(FileNotFoundError):
+            lab.path(image).unlink()

@@ -15,10 +15,11 @@ OWN_NS = "urn:virtxml-cpu:domain:1"  # domain.OWN_NS (a test keeps them equal)
 DEFAULT_SPOOL = "/var/lib/virtxml-cpu/pending"  # config.DEFAULT_SPOOL (a test keeps them equal)
 
 
-def act(verdict: dict, op: str, log, cached: bool = False) -> int:
+def act(verdict: dict, op: str, log, cached: bool = False, name: str | None = None) -> int:
     """Log the verdict (one line), and refuse (enforce) or queue (queue mode) a cold start that lacks the
-    fix. `migrate`/`restore` print nothing and mark the domain (logging only when that fails); the
-    `prepare` that takes the mark logs that the guest needs a cold boot, and starts it."""
+    fix. `migrate`/`restore` print nothing and mark the domain `name` (libvirt's argv, as passed) with the
+    verdict's uuid (logging only when that fails); the `prepare` of that same name and uuid takes the mark,
+    logs that the guest needs a cold boot, and starts it. Without `name` no mark is left or taken."""
     fields = list(verdict["fields"])
     fields.insert(2, ("op", op))
     fields.append(("reason", verdict["reason"]))
@@ -26,11 +27,11 @@ def act(verdict: dict, op: str, log, cached: bool = False) -> int:
     inject, mode = verdict["action"] == "inject", verdict["mode"]
     marks = incoming.beside(verdict.get("spool") or DEFAULT_SPOOL)
     if op in incoming.OPS:
-        why = incoming.leave(marks, verdict["uuid"], op)
+        why = incoming.leave(marks, name, verdict.get("defined_name"), verdict["uuid"], op)
         if why:  # its prepare will be taken for a cold start: say so
             log(kv(**dict(fields), result="not marked", error=why, **tail), warning=True)
         return 0
-    after = incoming.take(marks, verdict["uuid"]) if op == "prepare" else None
+    after = incoming.take(marks, name, verdict["uuid"]) if op == "prepare" else None
     if after:
         fields.insert(3, ("after", after))
         if inject:

@@ -14,14 +14,14 @@ import sys
 from ..core import config
 from . import digest
 from ..host import caps_cache
-from ..core.domain import DomainFacts, canonical_uuid
+from ..core.domain import DomainFacts, canonical_uuid, extract
 from .act import act, enforce_message
 from ..core.hostfacts import HostFacts
 from ..host.sources import HostSources, assemble
 from .logline import SYSLOG_SOCKET, Log, kv
 from ..core.machines import format_version
-from ..core.pipeline import decide, read
-from ..xml.parse import MAX_INPUT_BYTES
+from ..core.pipeline import Document, decide
+from ..xml.parse import MAX_INPUT_BYTES, parse_domain_lean
 
 __all__ = ["Log", "SYSLOG_SOCKET", "enforce_message", "evaluate", "hook_host_facts", "hook_sources", "run"]
 
@@ -73,13 +73,14 @@ def run(argv: list[str], mode: str | None = None, config_path: str | None = None
         return 0
     if digest_dir and digest_key and deps is not None:
         digest.store(digest_dir, digest_key, verdict, deps)
-    return act(verdict, op, log)
+    return act(verdict, op, log, name=name)
 
 
 def evaluate(data: bytes, name: str, cfg, mode: str | None) -> tuple[dict, list[tuple[str, str]] | None]:
     """The decision for one definition as the verdict `act` carries out, and the dependencies it read
     (path, identity) as they were before and after (None when one changed meanwhile: not kept)."""
-    doc = read(data, name, render=False)
+    root = parse_domain_lean(data, name)  # pipeline.read(render=False), keeping the root for defined_name
+    doc = Document(name, data, extract(root), None)
     before = [(p, digest.identity(p)) for p in dependencies(doc.facts)]
     host = hook_host_facts(doc.facts, cfg)  # from the domain's own devices/emulator, read from this one parse
     outcome = decide(doc, host, cfg)
@@ -105,4 +106,13 @@ def evaluate(data: bytes, name: str, cfg, mode: str | None) -> tuple[dict, list[
                "spool": cfg.spool, "syslog": cfg.syslog_socket or ""}
     if r.facts.name is not None:
         verdict["domain"] = r.facts.name
+    defined = defined_name(root)
+    if defined is not None:
+        verdict["defined_name"] = defined  # an incoming mark is left only when it is libvirt's argv
     return verdict, deps
+
+
+def defined_name(root) -> str | None:
+    """The definition's name as libvirt reads it, `string(./name[1])`, nothing stripped; None without one."""
+    el = root.find("name")
+    return el.xpath("string()") if el is not None else None
