@@ -46,7 +46,8 @@ def hostile(tmp_path) -> list[str]:
 
 def domain(name: str, fixed: bool = False) -> str:
     features = "<features><pvspinlock state='on'/></features>" if fixed else ""
-    return (f"<domain type='kvm'><name>{escape(name, {chr(13): '&#13;'})}</name><memory unit='MiB'>64</memory><vcpu>2</vcpu>"
+    return (f"<domain type='kvm'><name>{escape(name, {chr(13): '&#13;'})}</name>"  # a bare CR would read as LF
+            "<memory unit='MiB'>64</memory><vcpu>2</vcpu>"
             f"<os><type arch='x86_64' machine='pc-q35-7.2'>hvm</type></os>{features}"
             "<cpu mode='host-model'/></domain>")
 
@@ -113,6 +114,13 @@ def test_a_suggested_word_is_printable_and_every_shell_reads_it_back_exactly(she
     assert w.isprintable()
     said = read_back(shells, f"printf '%s' {w}")
     assert said == dict.fromkeys(said, name.encode()), w
+
+
+def test_an_undecodable_byte_of_argv_reads_back_as_that_byte(shells):
+    """The hook's argv is decoded with surrogateescape: a byte that is not UTF-8 is that byte again."""
+    name = os.fsdecode(b"-v\xff\xc3web01")
+    said = read_back(shells, f"printf '%s' {commands.word(name)}")
+    assert said == dict.fromkeys(said, b"-v\xff\xc3web01")
 
 
 # Names an attacker may pick: leading dashes, C0 and C1 controls (NEL, CR, tab), bidi controls and line or
