@@ -38,7 +38,8 @@ demo: $(STAMP)
 # output in build/setup/): Debian 12's QEMU 7.2 + libvirt 9.0 on the host, and three Debian chroots with
 # their own daemons (tests/lab/up-chroot.sh): QEMU 10.0.2 + libvirt 11.3 from bookworm-backports, Debian 11
 # (QEMU 5.2, libvirt 7.0, Python 3.9) and forky (QEMU 11.1, libvirt 12.8); libvirt-python and
-# pytest-xdist in the venv. For the Cockpit page's test: cockpit-ws, cockpit-bridge, chromium and its
+# pytest-xdist in the venv; zsh, mksh and busybox, the shells besides dash and bash that tests/test_names.py
+# reads suggested commands in. For the Cockpit page's test: cockpit-ws, cockpit-bridge, chromium and its
 # driver, and selenium in the venv.
 LAB_PARTS := lab-host lab-bookworm-bpo lab-bullseye lab-forky lab-cockpit
 LAB_CHROOTS := lab-bookworm-bpo lab-bullseye lab-forky
@@ -49,7 +50,7 @@ lab: $(STAMP)
 
 lab-host: $(STAMP)
 	bash tests/lab/up.sh
-	bash -c '. tests/lab/need-pkgs.sh && need_pkgs systemd'
+	bash -c '. tests/lab/need-pkgs.sh && need_pkgs systemd zsh mksh busybox'
 	$(PY) -c 'import libvirt, xdist, selenium' 2>/dev/null || \
 	  $(PY) -m pip install -q 'libvirt-python>=9.0' 'pytest-xdist>=3.0' 'selenium>=4.10'
 

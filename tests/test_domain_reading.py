@@ -65,7 +65,8 @@ def reference(root) -> dict:
             break
     spinlocks = _one(root, "features[1]/hyperv[1]/spinlocks[1]")
     return {
-        "name": _text(root, "name[1]"), "uuid": _text(root, "uuid[1]"), "virt_type": root.get("type"),
+        "name": None if _one(root, "name[1]") is None else root.xpath("string(name[1])"),  # libvirt's own XPath
+        "uuid": _text(root, "uuid[1]"), "virt_type": root.get("type"),
         "arch": _one(root, "os[1]/type[1]/@arch"), "machine": _one(root, "os[1]/type[1]/@machine"),
         "cpu_mode": "none" if cpu is None else cpu.get("mode") or "custom",
         "cpu_model": _text(root, "cpu[1]/model[1]") or None,

@@ -330,6 +330,12 @@ def _text(el) -> str | None:
     return (el.text or "").strip() if el is not None else None
 
 
+def _name(el) -> str | None:
+    """<name> as libvirt reads it (`string(./name[1])`): all its text, comments left out, nothing stripped.
+    libvirt keeps blanks (a trailing NBSP, a leading space, U+2028, a tab) as part of the name."""
+    return "".join(el.itertext()) if el is not None else None
+
+
 _QEMU_COMMANDLINE, _QEMU_ARG = f"{{{QEMU_NS}}}commandline", f"{{{QEMU_NS}}}arg"
 _OWN_CPU = f"{{{OWN_NS}}}cpu"
 _LIBOSINFO, _LIBOSINFO_OS = f"{{{LIBOSINFO_NS}}}libosinfo", f"{{{LIBOSINFO_NS}}}os"
@@ -369,7 +375,7 @@ def extract(root: etree._Element) -> DomainFacts:
     hv_spin = _first(hyperv, "spinlocks")
     launch_security = top.get("launchSecurity")
     return DomainFacts(
-        name=_text(top.get("name")),
+        name=_name(top.get("name")),
         uuid=_text(top.get("uuid")),
         virt_type=root.get("type"),
         arch=os_type.get("arch") if os_type is not None else None,

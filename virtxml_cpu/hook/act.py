@@ -65,19 +65,8 @@ def enforce_message(name: str, why: str) -> str:
     """The one line `virsh start` shows: what is missing, the fix (a command that runs as shown), the
     exemption."""
     from ..errors import shown
+    from ..render.commands import line
 
     return (f"virtxml-cpu: refusing to start '{shown(name)}': it lacks kvm-pv-unhalt (paravirtual spinlocks; "
-            f"{why}). Fix: virtxml-cpu apply --yes -- {shell_word(name)}, then start it. "
+            f"{why}). Fix: {line(['apply', '--yes'], [name])}, then start it. "
             f"Exempt: add <vxc:cpu xmlns:vxc='{OWN_NS}' policy='never'/> to its <metadata>.")
-
-
-def shell_word(text: str) -> str:
-    """`text` as one POSIX shell word that shows no control or bidi character: shell-quoted as it is when
-    printable, else `"$(printf 'FORMAT')"` with each byte of a non-printable character as an octal escape."""
-    import shlex
-
-    if text.isprintable():
-        return shlex.quote(text)
-    fmt = "".join(c.replace("\\", "\\\\").replace("%", "%%") if c.isprintable()
-                  else "".join(f"\\{b:03o}" for b in c.encode("utf-8", "surrogateescape")) for c in text)
-    return f'"$(printf {shlex.quote(fmt)})"'

@@ -198,8 +198,8 @@ def key(definition: bytes, name: str, mode: str, config_path: str, config_bytes:
     except OSError:
         boot = b"?"
     h = sha256()
-    for part in (FORMAT, package if package is not None else package_identity(), boot, name.encode("utf-8", "replace"),
-                 mode.encode(), config_path.encode("utf-8", "surrogateescape"),
+    for part in (FORMAT, package if package is not None else package_identity(), boot,
+                 name.encode("utf-8", "surrogatepass"), mode.encode(), config_path.encode("utf-8", "surrogateescape"),
                  b"-" if config_bytes is None else b"+" + config_bytes, canonical(definition)):
         h.update(b"%d:" % len(part))
         h.update(part)

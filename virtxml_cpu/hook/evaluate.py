@@ -14,14 +14,14 @@ import sys
 from ..core import config
 from . import digest
 from ..host import caps_cache
-from ..core.domain import DomainFacts, canonical_uuid, extract
+from ..core.domain import DomainFacts, canonical_uuid
 from .act import act, enforce_message
 from ..core.hostfacts import HostFacts
 from ..host.sources import HostSources, assemble
 from .logline import SYSLOG_SOCKET, Log, kv
 from ..core.machines import format_version
-from ..core.pipeline import Document, decide
-from ..xml.parse import MAX_INPUT_BYTES, parse_domain_lean
+from ..core.pipeline import decide, read
+from ..xml.parse import MAX_INPUT_BYTES
 
 __all__ = ["Log", "SYSLOG_SOCKET", "enforce_message", "evaluate", "hook_host_facts", "hook_sources", "run"]
 
@@ -78,16 +78,17 @@ def run(argv: list[str], mode: str | None = None, config_path: str | None = None
 
 def evaluate(data: bytes, name: str, cfg, mode: str | None) -> tuple[dict, list[tuple[str, str]] | None]:
     """The decision for one definition as the verdict `act` carries out, and the dependencies it read
-    (path, identity) as they were before and after (None when one changed meanwhile: not kept)."""
-    root = parse_domain_lean(data, name)  # pipeline.read(render=False), keeping the root for defined_name
-    doc = Document(name, data, extract(root), None)
+    (path, identity) as they were before and after (None when one changed meanwhile: not kept). The
+    definition decides; `name` (libvirt's, the hook's argv) is the name every line, refusal and queue entry
+    gives, even where the definition's <name> says otherwise."""
+    doc = read(data, name, render=False)
     before = [(p, digest.identity(p)) for p in dependencies(doc.facts)]
     host = hook_host_facts(doc.facts, cfg)  # from the domain's own devices/emulator, read from this one parse
     outcome = decide(doc, host, cfg)
     deps = before if all(digest.identity(p) == was for p, was in before) else None
     r, d = outcome.resolution, outcome.decision
     uuid = canonical_uuid(r.facts.uuid)
-    fields = [("domain", r.facts.name or name), ("uuid", uuid or "-"), ("machine", r.machine.label()),
+    fields = [("domain", name), ("uuid", uuid or "-"), ("machine", r.machine.label()),
               ("cpu_mode", r.facts.cpu_mode), ("pv_unhalt", r.features["kvm-pv-unhalt"].state),
               ("decision", d.action), ("rule", d.rule), ("mode", cfg.hook_mode or mode or "audit")]
     fields.append(("qemu", host.qemu_build or "unknown"))
@@ -100,19 +101,10 @@ def evaluate(data: bytes, name: str, cfg, mode: str | None) -> tuple[dict, list[
     if r.facts.orchestrator:
         fields.append(("managed_by", r.facts.orchestrator))  # its definition is regenerated: see the note
     v = r.features["kvm-pv-unhalt"]
-    verdict = {"fields": fields, "name": r.facts.name or name, "uuid": uuid or "", "raw_uuid": r.facts.uuid or "",
+    verdict = {"fields": fields, "name": name, "domain": name, "uuid": uuid or "", "raw_uuid": r.facts.uuid or "",
                "rule": d.rule, "reason": d.reason, "action": d.action, "mode": cfg.hook_mode or mode or "audit",
                "why": f"{v.state} from {v.source} on {r.machine.label()}, CPU {r.facts.cpu_mode}",
                "spool": cfg.spool, "syslog": cfg.syslog_socket or ""}
     if r.facts.name is not None:
-        verdict["domain"] = r.facts.name
-    defined = defined_name(root)
-    if defined is not None:
-        verdict["defined_name"] = defined  # an incoming mark is left only when it is libvirt's argv
+        verdict["defined_name"] = r.facts.name  # an incoming mark is left only when it is libvirt's argv
     return verdict, deps
-
-
-def defined_name(root) -> str | None:
-    """The definition's name as libvirt reads it, `string(./name[1])`, nothing stripped; None without one."""
-    el = root.find("name")
-    return el.xpath("string()") if el is not None else None
