@@ -7,7 +7,8 @@
 # here with Debian's tools (debhelper, dh-python), in a copy of the tree under /tmp, and check them with
 # lintian; as root, installs what is missing for that.
 # `make rpm`: build virtxml-cpu-VERSION-1.noarch.rpm and its source RPM the same way with rpmbuild (Debian's
-# rpm package) from a tarball of the tree, in a temporary topdir, and check them with rpmlint.
+# rpm package) from a tarball of the tree, in a temporary topdir, and check them with rpmlint (into RPM_OUT,
+# default here).
 
 PYTHON ?= python3
 VENV ?= .venv
@@ -25,6 +26,7 @@ RPM_VERSION := $(shell sed -n 's/^Version:[[:space:]]*//p' rpm/virtxml-cpu.spec)
 RPM_RELEASE := $(shell sed -n 's/^Release:[[:space:]]*\([0-9]*\).*/\1/p' rpm/virtxml-cpu.spec)
 RPM := virtxml-cpu-$(RPM_VERSION)-$(RPM_RELEASE).noarch.rpm
 SRPM := virtxml-cpu-$(RPM_VERSION)-$(RPM_RELEASE).src.rpm
+RPM_OUT ?= .
 RPM_BUILD_DEPS := rpm rpmlint python3-pip python3-setuptools python3-wheel python3-lxml python3-argparse-manpage
 
 .PHONY: demo test lab deb rpm bench clean
@@ -126,9 +128,9 @@ rpm:
 	env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME="$$tmp" LC_ALL=C.UTF-8 \
 	  rpmbuild -ba --nodeps --define "_topdir $$tmp" --define "_docdir_fmt %%{NAME}" \
 	    --define "__brp_compress bash %{_rpmconfigdir}/brp-compress %{?_prefix}" rpm/virtxml-cpu.spec && \
-	cp "$$tmp/RPMS/noarch/$(RPM)" "$$tmp/SRPMS/$(SRPM)" . && echo "built $(RPM) $(SRPM)"
+	cp "$$tmp/RPMS/noarch/$(RPM)" "$$tmp/SRPMS/$(SRPM)" $(RPM_OUT)/ && echo "built $(RPM_OUT)/$(RPM) $(RPM_OUT)/$(SRPM)"
 	env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/nonexistent LC_ALL=C.UTF-8 \
-	  rpmlint -c rpm/rpmlint.toml -r rpm/virtxml-cpu.rpmlintrc $(RPM) $(SRPM) rpm/virtxml-cpu.spec
+	  rpmlint -c rpm/rpmlint.toml -r rpm/virtxml-cpu.rpmlintrc $(RPM_OUT)/$(RPM) $(RPM_OUT)/$(SRPM) rpm/virtxml-cpu.spec
 
 bench: $(STAMP)
 	$(PY) bench/hook_latency.py

@@ -5,9 +5,7 @@ real listening sockets or none; and what `hook install`/`uninstall`/`status` say
 from __future__ import annotations
 
 import os
-import shutil
 import socket
-import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -19,18 +17,9 @@ from virtxml_cpu.host import daemons
 UNITS = ("virtqemud.service", "virtqemud.socket", "libvirtd.service", "libvirtd.socket")
 
 
-@pytest.fixture
-def shared_dir():
-    """A directory the stand-in can be run from: as root, local_qemu.run runs it as an unprivileged
-    user, who cannot enter pytest's private tmp_path."""
-    path = Path(tempfile.mkdtemp(prefix="vxc-daemons-"))
-    path.chmod(0o755)
-    yield path
-    shutil.rmtree(path)
-
-
 def stand_in(where: Path, active: set[str] | None) -> tuple[str, Path]:
-    """A systemctl that prints one state per unit asked (`active` for those in `active`, else
+    """In `where` (conftest's `shared`: as root, local_qemu.run runs the binary as an unprivileged user,
+    who cannot enter pytest's private tmp_path), a systemctl that prints one state per unit asked (`active` for those in `active`, else
     `inactive`, exit 3 as systemctl does) and records its argv; `active=None`: a host not booted with
     systemd (nothing on stdout, the message on stderr, exit 1)."""
     calls = where / "calls"
@@ -64,25 +53,35 @@ def listening(run_dir: Path, *names: str):
             s.close()
 
 
+def case(active, sockets, expected, note, id):
+    return pytest.param(active, sockets, expected, note, id=id)
+
+
 CASES = [  # (units active, sockets listening, expected (name, state, systemd), a phrase of the reload note)
-    ({"virtqemud.service", "virtqemud.socket"}, (), ("virtqemud", "running", True), "systemctl reload virtqemud"),
-    ({"virtqemud.socket"}, (), ("virtqemud", "idle", True), "nothing to reload"),
-    ({"libvirtd.service", "libvirtd.socket"}, (), ("libvirtd", "running", True), "systemctl reload libvirtd"),
-    ({"libvirtd.service", "virtqemud.socket"}, (), ("libvirtd", "running", True), "systemctl reload libvirtd"),
-    ({"libvirtd.socket"}, (), ("libvirtd", "idle", True), "nothing to reload"),
-    (set(), (), (None, "none", True), "no libvirt daemon (virtqemud or libvirtd) is running"),
+    case({"virtqemud.service", "virtqemud.socket"}, (), ("virtqemud", "running", True), "systemctl reload virtqemud",
+         "virtqemud-runs"),
+    case({"virtqemud.socket"}, (), ("virtqemud", "idle", True), "nothing to reload", "virtqemud-idle"),
+    case({"libvirtd.service", "libvirtd.socket"}, (), ("libvirtd", "running", True), "systemctl reload libvirtd",
+         "libvirtd-runs"),
+    case({"libvirtd.service", "virtqemud.socket"}, (), ("libvirtd", "running", True), "systemctl reload libvirtd",
+         "libvirtd-runs-virtqemud-idle"),
+    case({"libvirtd.socket"}, (), ("libvirtd", "idle", True), "nothing to reload", "libvirtd-idle"),
+    case(set(), (), (None, "none", True), "no libvirt daemon (virtqemud or libvirtd) is running", "neither"),
     # systemd answers, nothing of libvirt active, but a daemon started by hand listens
-    (set(), ("libvirt-sock",), ("libvirtd", "running", False), "kill -HUP $(pidof libvirtd)"),
-    (None, ("libvirt-sock",), ("libvirtd", "running", False), "kill -HUP $(pidof libvirtd)"),
-    (None, ("virtqemud-sock", "libvirt-sock"), ("virtqemud", "running", False), "kill -HUP $(pidof virtqemud)"),
-    (None, (), (None, "none", False), "no libvirt daemon"),
+    case(set(), ("libvirt-sock",), ("libvirtd", "running", False), "kill -HUP $(pidof libvirtd)",
+         "libvirtd-by-hand"),
+    case(None, ("libvirt-sock",), ("libvirtd", "running", False), "kill -HUP $(pidof libvirtd)",
+         "no-systemd-libvirtd"),
+    case(None, ("virtqemud-sock", "libvirt-sock"), ("virtqemud", "running", False), "kill -HUP $(pidof virtqemud)",
+         "no-systemd-virtqemud-and-virtproxyd"),
+    case(None, (), (None, "none", False), "no libvirt daemon", "no-systemd-nothing"),
 ]
 
 
 @pytest.mark.parametrize("active, sockets, expected, note", CASES)
-def test_the_daemon_that_reads_the_hook(shared_dir, active, sockets, expected, note):
-    systemctl, calls = stand_in(shared_dir, active)
-    run_dir = shared_dir / "run-libvirt"
+def test_the_daemon_that_reads_the_hook(shared, active, sockets, expected, note):
+    systemctl, calls = stand_in(shared, active)
+    run_dir = shared / "run-libvirt"
     run_dir.mkdir()
     with listening(run_dir, *sockets):
         found = daemons.qemu_daemon(systemctl, str(run_dir))
@@ -92,24 +91,24 @@ def test_the_daemon_that_reads_the_hook(shared_dir, active, sockets, expected, n
     assert calls.read_text().splitlines() == ["is-active " + " ".join(UNITS)]
 
 
-def test_a_stale_socket_file_is_no_daemon(shared_dir):
+def test_a_stale_socket_file_is_no_daemon(shared):
     """A regular file where the socket was (not a socket): nothing listens there."""
-    systemctl, _ = stand_in(shared_dir, None)
-    (shared_dir / "virtqemud-sock").write_text("")
-    assert tuple(daemons.qemu_daemon(systemctl, str(shared_dir))) == (None, "none", False)
+    systemctl, _ = stand_in(shared, None)
+    (shared / "virtqemud-sock").write_text("")
+    assert tuple(daemons.qemu_daemon(systemctl, str(shared))) == (None, "none", False)
 
 
-def test_no_systemctl_at_all_falls_back_to_the_sockets(shared_dir):
-    with listening(shared_dir, "virtqemud-sock"):
-        found = daemons.qemu_daemon(str(shared_dir / "no-systemctl"), str(shared_dir))
+def test_no_systemctl_at_all_falls_back_to_the_sockets(shared):
+    with listening(shared, "virtqemud-sock"):
+        found = daemons.qemu_daemon(str(shared / "no-systemctl"), str(shared))
     assert tuple(found) == ("virtqemud", "running", False)
 
 
-def test_an_untrusted_systemctl_is_not_run(shared_dir):
+def test_an_untrusted_systemctl_is_not_run(shared):
     """The binary asked is run only as any binary is (local_qemu.run): writable by others, it is not."""
-    systemctl, calls = stand_in(shared_dir, {"virtqemud.service"})
+    systemctl, calls = stand_in(shared, {"virtqemud.service"})
     os.chmod(systemctl, 0o777)
-    assert tuple(daemons.qemu_daemon(systemctl, str(shared_dir))) == (None, "none", False)
+    assert tuple(daemons.qemu_daemon(systemctl, str(shared))) == (None, "none", False)
     assert calls.read_text() == ""
 
 
