@@ -106,10 +106,11 @@ RPM_ONLY = {  # in the RPM and not the .deb, and why
 }
 
 
-def mapped(deb: dict[str, tuple[str, str]], sitelib: str) -> dict[str, tuple[str, str]]:
+def mapped(deb: dict[str, tuple[str, str]], rules) -> dict[str, tuple[str, str]]:
+    """The .deb's entries at the places `rules` (pattern, replacement or None) give them."""
     out = {}
     for path, entry in deb.items():
-        for pattern, replacement in mapping(sitelib):
+        for pattern, replacement in rules:
             if re.fullmatch(pattern, path):
                 if replacement is not None:
                     out[re.sub(pattern, replacement, path)] = entry
@@ -120,7 +121,7 @@ def mapped(deb: dict[str, tuple[str, str]], sitelib: str) -> dict[str, tuple[str
 def test_the_rpm_holds_the_debian_packages_files_at_fedoras_places(rpm_file, deb_file):
     rpm, deb = rpm_entries(rpm_file), deb_entries(deb_file)
     sitelib = sitelib_of(rpm)
-    expected = mapped(deb, sitelib)
+    expected = mapped(deb, mapping(sitelib))
     rpm_files = {p: e for p, e in rpm.items() if not e[0].startswith("d")}
     rpm_files = {p: e for p, e in rpm_files.items()
                  if not p.endswith(".dist-info/INSTALLER") and "/__pycache__/" not in p}
