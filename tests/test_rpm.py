@@ -312,3 +312,38 @@ def test_the_spec_version_is_the_package_version():
     spec = SPEC.read_text()
     assert re.search(rf"^Version:\s+{re.escape(__version__)}$", spec, flags=re.M)
     assert re.search(rf"^\* .* - {re.escape(__version__)}-1$", spec, flags=re.M)  # the newest %changelog entry
+
+
+def parsed_spec(*defines: str) -> str:
+    args = [a for d in defines for a in ("--define", d)]
+    return subprocess.run(["rpmspec", "-P", *args, str(SPEC)], capture_output=True, text=True, check=True).stdout
+
+
+STAND_INS = ("python3_version 3.13", "python3_sitelib /usr/lib/python3.13/site-packages",
+             "python3_sitearch /usr/lib64/python3.13/site-packages")
+
+
+def test_on_fedora_the_spec_builds_with_pyproject_and_systemd_macros(rpm_file):
+    """rpmspec -P with stand-ins for what pyproject-rpm-macros and systemd-rpm-macros define on Fedora:
+    the branches Debian's rpm cannot take are there and use them."""
+    text = parsed_spec("fedora 43", "pyproject_wheel PYPROJECT_WHEEL", "pyproject_install PYPROJECT_INSTALL",
+                       *(f"{m}() {m.upper()} %*" for m in ("systemd_post", "systemd_preun", "systemd_postun",
+                                                           "systemd_postun_with_restart")), *STAND_INS)
+    units = "virtxml-cpu-audit.timer virtxml-cpu-audit.service virtxml-cpu-watch.service"
+    assert "\nPYPROJECT_WHEEL\n" in text and "\nPYPROJECT_INSTALL\n" in text and "pip wheel" not in text
+    assert f"%post\nSYSTEMD_POST {units}\n" in text and f"%preun\nSYSTEMD_PREUN {units}\n" in text
+    assert "SYSTEMD_POSTUN_WITH_RESTART virtxml-cpu-watch.service\n" in text
+    assert "--package-dir /usr/lib/python3.13/site-packages --lib-dir /usr/lib64/python3.13/site-packages" in text
+    assert "BuildRequires:  pyproject-rpm-macros" in text and "Group:" not in text
+
+
+def test_on_opensuse_the_spec_uses_its_service_macros_and_one_python(rpm_file):
+    text = parsed_spec("suse_version 1600", "pyproject_wheel PYPROJECT_WHEEL", "pyproject_install PYPROJECT_INSTALL",
+                       *(f"{m}() {m.upper()} %*" for m in ("service_add_pre", "service_add_post", "service_del_preun",
+                                                           "service_del_postun")), *STAND_INS)
+    units = "virtxml-cpu-audit.timer virtxml-cpu-audit.service virtxml-cpu-watch.service"
+    for section, macro in (("pre", "SERVICE_ADD_PRE"), ("post", "SERVICE_ADD_POST"), ("preun", "SERVICE_DEL_PREUN"),
+                           ("postun", "SERVICE_DEL_POSTUN")):
+        assert f"%{section}\n{macro} {units}\n" in text, section
+    assert "Group:          System/Management" in text and "BuildRequires:  python-rpm-macros" in text
+    assert "pyproject-rpm-macros" not in text
