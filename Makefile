@@ -1,6 +1,6 @@
 # `make demo`: run virtxml-cpu on the bundled example XMLs (no libvirt needed).
 # `make test`: set everything up and run the whole suite. As root on a KVM host this installs Debian's
-# QEMU + libvirt, starts libvirtd, builds the Debian package and runs the real-QEMU tests; elsewhere
+# QEMU + libvirt, starts libvirtd, builds the Debian package and the RPM and runs the real-QEMU tests; elsewhere
 # those tests skip, loudly.
 # `make bench`: the benchmarks in bench/ (as root on a KVM host also the lab's guest-start cost of the hook).
 # `make deb`: build virtxml-cpu_VERSION_all.deb and cockpit-virtxml-cpu_VERSION_all.deb (the Cockpit page)
