@@ -1,11 +1,14 @@
 # `make demo`: run virtxml-cpu on the bundled example XMLs (no libvirt needed).
 # `make test`: set everything up and run the whole suite. As root on a KVM host this installs Debian's
-# QEMU + libvirt, starts libvirtd, builds the Debian package and runs the real-QEMU tests; elsewhere
+# QEMU + libvirt, starts libvirtd, builds the Debian package and the RPM and runs the real-QEMU tests; elsewhere
 # those tests skip, loudly.
 # `make bench`: the benchmarks in bench/ (as root on a KVM host also the lab's guest-start cost of the hook).
 # `make deb`: build virtxml-cpu_VERSION_all.deb and cockpit-virtxml-cpu_VERSION_all.deb (the Cockpit page)
 # here with Debian's tools (debhelper, dh-python), in a copy of the tree under /tmp, and check them with
 # lintian; as root, installs what is missing for that.
+# `make rpm`: build virtxml-cpu-VERSION-1.noarch.rpm and its source RPM the same way with rpmbuild (Debian's
+# rpm package) from a tarball of the tree, in a temporary topdir, and check them with rpmlint (into RPM_OUT,
+# default here).
 
 PYTHON ?= python3
 VENV ?= .venv
@@ -19,7 +22,34 @@ COCKPIT_DEB := cockpit-virtxml-cpu_$(DEB_VERSION)_all.deb
 DEB_BUILD_DEPS := build-essential dpkg-dev debhelper dh-python pybuild-plugin-pyproject python3-all python3-setuptools \
 	python3-lxml python3-argparse-manpage lintian
 
-.PHONY: demo test lab deb bench clean
+RPM_VERSION := $(shell sed -n 's/^Version:[[:space:]]*//p' rpm/virtxml-cpu.spec)
+RPM_RELEASE := $(shell sed -n 's/^Release:[[:space:]]*\([0-9]*\).*/\1/p' rpm/virtxml-cpu.spec)
+RPM := virtxml-cpu-$(RPM_VERSION)-$(RPM_RELEASE).noarch.rpm
+SRPM := virtxml-cpu-$(RPM_VERSION)-$(RPM_RELEASE).src.rpm
+RPM_OUT ?= .
+RPM_BUILD_DEPS := rpm rpmlint python3-pip python3-setuptools python3-wheel python3-lxml python3-argparse-manpage
+
+.PHONY: demo test lab deb rpm bench clean
+
+# $(call need_debs,PACKAGES,TARGET): install those of Debian's packages that are missing (root only).
+define need_debs
+@missing=$$(for p in $(1); do \
+  dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'ok installed' || echo $$p; done); \
+if [ -n "$$missing" ]; then \
+  if [ "$$(id -u)" != 0 ]; then echo "make $(2) needs: apt-get install" $$missing; exit 1; fi; \
+  echo "installing build dependencies:" $$missing; \
+  bash -c '. tests/lab/need-pkgs.sh && need_pkgs "$$@"' need-pkgs $$missing; \
+fi
+endef
+
+# $(call copy_tree,DIR): the source (tracked and new files, not ignored ones) copied into DIR, so the build
+# never changes the tree as git has it.
+define copy_tree
+if git rev-parse --git-dir >/dev/null 2>&1; then git ls-files -z -co --exclude-standard; \
+else find . \( -name .git -o -path ./.venv -o -path ./build \) -prune -o -type f -print0; fi | \
+  xargs -0 -r sh -c 'for f; do [ -e "$$f" ] && printf "%s\0" "$$f"; done' sh | \
+  tar --null -T - -cf - | tar -xf - -C $(1)
+endef
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -64,33 +94,44 @@ lab-cockpit:
 # on a worker of its own (pytest-xdist, --dist loadgroup; conftest.py groups them).
 test: $(STAMP)
 	@if [ "$$(id -u)" = 0 ] && [ -e /dev/kvm ]; then \
-	  MAKE="$(MAKE)" bash tests/lab/side-by-side.sh $(LAB_PARTS) deb; \
+	  MAKE="$(MAKE)" bash tests/lab/side-by-side.sh $(LAB_PARTS) deb rpm; \
 	else \
 	  echo "!!! not root or no /dev/kvm: the real libvirt/QEMU/KVM tests will be SKIPPED"; \
 	fi
-	VIRTXML_CPU_DEB=$$([ -f $(DEB) ] && echo $(CURDIR)/$(DEB)) $(PY) -m pytest -ra --durations=15 \
+	VIRTXML_CPU_DEB=$$([ -f $(DEB) ] && echo $(CURDIR)/$(DEB)) VIRTXML_CPU_RPM=$$([ -f $(RPM) ] && echo $(CURDIR)/$(RPM)) \
+	  $(PY) -m pytest -ra --durations=15 \
 	  $$([ "$$(id -u)" = 0 ] && [ -e /dev/kvm ] && echo --numprocesses=5 --dist=loadscope) tests
 
 # The source is copied (tracked and new files, not ignored ones) so the tree stays as git has it; the
 # build runs with a plain PATH so Debian's python3 builds it, whatever python3 the caller has first.
 deb:
-	@missing=$$(for p in $(DEB_BUILD_DEPS); do \
-	  dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'ok installed' || echo $$p; done); \
-	if [ -n "$$missing" ]; then \
-	  if [ "$$(id -u)" != 0 ]; then echo "make deb needs: apt-get install" $$missing; exit 1; fi; \
-	  echo "installing build dependencies:" $$missing; \
-	  bash -c '. tests/lab/need-pkgs.sh && need_pkgs "$$@"' need-pkgs $$missing; \
-	fi
+	$(call need_debs,$(DEB_BUILD_DEPS),deb)
 	@tmp=$$(mktemp -d /tmp/virtxml-cpu-deb.XXXXXX) && trap 'rm -rf "$$tmp"' EXIT && \
 	mkdir "$$tmp/virtxml-cpu-$(DEB_VERSION)" && \
-	if git rev-parse --git-dir >/dev/null 2>&1; then git ls-files -z -co --exclude-standard; \
-	else find . \( -name .git -o -path ./.venv -o -path ./build \) -prune -o -type f -print0; fi | \
-	  xargs -0 -r sh -c 'for f; do [ -e "$$f" ] && printf "%s\0" "$$f"; done' sh | \
-	  tar --null -T - -cf - | tar -xf - -C "$$tmp/virtxml-cpu-$(DEB_VERSION)" && \
+	$(call copy_tree,"$$tmp/virtxml-cpu-$(DEB_VERSION)") && \
 	(cd "$$tmp/virtxml-cpu-$(DEB_VERSION)" && env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME="$$tmp" \
 	  LC_ALL=C.UTF-8 dpkg-buildpackage -us -uc -b) && \
 	cp "$$tmp/$(DEB)" "$$tmp/$(COCKPIT_DEB)" . && echo "built $(DEB) $(COCKPIT_DEB)"
 	lintian --fail-on error $(DEB) $(COCKPIT_DEB)
+
+# rpmbuild --nodeps: the build dependencies are Fedora's names, which Debian's rpm database does not know
+# (the Debian packages above stand in for them). The spec's own fallbacks build it without Fedora's macros.
+# Two of Fedora's settings Debian's rpm lacks: documentation in /usr/share/doc/NAME (not NAME-VERSION), and
+# brp-compress run by bash (it uses `read -d`, which Debian's /bin/sh, dash, does not have: it would
+# compress no man page).
+rpm:
+	$(call need_debs,$(RPM_BUILD_DEPS),rpm)
+	@tmp=$$(mktemp -d /tmp/virtxml-cpu-rpm.XXXXXX) && trap 'rm -rf "$$tmp"' EXIT && \
+	mkdir -p "$$tmp/SOURCES" "$$tmp/virtxml-cpu-$(RPM_VERSION)" && \
+	$(call copy_tree,"$$tmp/virtxml-cpu-$(RPM_VERSION)") && \
+	tar --sort=name --owner=0 --group=0 --numeric-owner -czf "$$tmp/SOURCES/virtxml-cpu-$(RPM_VERSION).tar.gz" \
+	  -C "$$tmp" "virtxml-cpu-$(RPM_VERSION)" && \
+	env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME="$$tmp" LC_ALL=C.UTF-8 \
+	  rpmbuild -ba --nodeps --define "_topdir $$tmp" --define "_docdir_fmt %%{NAME}" \
+	    --define "__brp_compress bash %{_rpmconfigdir}/brp-compress %{?_prefix}" rpm/virtxml-cpu.spec && \
+	cp "$$tmp/RPMS/noarch/$(RPM)" "$$tmp/SRPMS/$(SRPM)" $(RPM_OUT)/ && echo "built $(RPM_OUT)/$(RPM) $(RPM_OUT)/$(SRPM)"
+	env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/nonexistent LC_ALL=C.UTF-8 \
+	  rpmlint -c rpm/rpmlint.toml -r rpm/virtxml-cpu.rpmlintrc $(RPM_OUT)/$(RPM) $(RPM_OUT)/$(SRPM) rpm/virtxml-cpu.spec
 
 bench: $(STAMP)
 	$(PY) bench/hook_latency.py
@@ -103,4 +144,5 @@ bench: $(STAMP)
 	else echo "!!! not root or no /dev/kvm: bench/hook_start.py (the hook's cost to a real guest start) SKIPPED"; fi
 
 clean:
-	rm -rf $(VENV) build demo-out .pytest_cache virtxml-cpu_*_all.deb cockpit-virtxml-cpu_*_all.deb
+	rm -rf $(VENV) build demo-out .pytest_cache virtxml-cpu_*_all.deb cockpit-virtxml-cpu_*_all.deb \
+	  virtxml-cpu-*.noarch.rpm virtxml-cpu-*.src.rpm

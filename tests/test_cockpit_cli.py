@@ -76,7 +76,7 @@ def test_hook_status_json_is_the_text_status_as_data(tmp_path, capsys):
     assert cli.main(["hook", "status", "--hooks-dir", str(hooks), "--format", "json"]) == 1
     rec = json.loads(capsys.readouterr().out)
     assert rec["installed"] is False and rec["hooks"] == [] and rec["hooks_dir"] == str(hooks)
-    assert set(rec) == {"libvirt", "hooks_dir", "installed", "trusted", "hooks", "qemu"}
+    assert set(rec) == {"libvirt", "daemon", "hooks_dir", "installed", "trusted", "hooks", "qemu"}
     install.install(str(hooks), "queue", None, False)
     code = cli.main(["hook", "status", "--hooks-dir", str(hooks), "--format", "json"])
     rec = json.loads(capsys.readouterr().out)

@@ -41,8 +41,8 @@ needs_debian_libs = pytest.mark.skipif(
            " (apt-get install them, or run `make deb` as root)")
 
 
-def generate(what: str) -> str:
-    r = subprocess.run([SYSTEM_PYTHON, str(ROOT / "tools" / "gen_package_files.py"), what, "-"],
+def generate(what: str, *options: str) -> str:
+    r = subprocess.run([SYSTEM_PYTHON, str(ROOT / "tools" / "gen_package_files.py"), what, "-", *options],
                        capture_output=True, text=True, timeout=60, check=True)
     return r.stdout
 
@@ -232,3 +232,21 @@ def test_completion_offers_no_option_after_the_double_dash(completion_script, tm
     assert complete(completion_script, "explain", "--", str(tmp_path / "--gu")) == [str(tmp_path / "--guest.xml")]
     assert complete(completion_script, "apply", "--", "web01", "--co") == []
     assert complete(completion_script, "apply", "--con") == ["--config", "--connect"]  # before it: options
+
+
+def test_the_rpms_hook_imports_lxml_from_the_arch_specific_site_packages():
+    """Fedora and openSUSE install lxml (compiled) under lib64/, the package (pure Python) under lib/: the
+    hook's isolated interpreter has no site-packages on its path, so both are named."""
+    text = gen.hook("/usr/lib/python3.13/site-packages", ("/usr/lib64/python3.13/site-packages",))
+    settings = install.installed_settings(text)
+    assert settings["PACKAGE_DIR"] == "/usr/lib/python3.13/site-packages"
+    assert settings["LIB_DIRS"] == "/usr/lib64/python3.13/site-packages"
+    same = install.installed_settings(gen.hook("/usr/lib/python3.11/site-packages", ("/usr/lib/python3.11/site-packages",)))
+    assert same["LIB_DIRS"] == ""  # one directory for both (Debian's layout, or a 32-bit libdir)
+
+
+@needs_debian_libs
+def test_the_rpms_man_page_names_the_documentation_as_installed_uncompressed():
+    text = generate("man", "--docs-uncompressed")
+    assert "/usr/share/doc/virtxml\\-cpu/install.md\\fR" in text and ".md.gz" not in text and "zless" not in text
+    assert ".md.gz" in generate("man")

@@ -7,7 +7,9 @@
     python3 tools/gen_package_files.py hook OUT         # the qemu hook for /usr/bin/python3, audit mode
 
 Run from the source tree (it imports virtxml_cpu from there). debian/rules calls it at build time with
-Debian's python3-argparse-manpage.
+Debian's python3-argparse-manpage; the RPM's spec (rpm/virtxml-cpu.spec) with its own paths:
+`man --docs-uncompressed` (rpm compresses man pages, not documentation) and `hook --package-dir
+SITELIB --lib-dir SITEARCH` (lxml is arch-specific there, in lib64/, beside nothing of ours).
 """
 
 from __future__ import annotations
@@ -86,7 +88,8 @@ def _section(title: str, rows) -> str:
     return "\n".join(out)
 
 
-def manpage(parser: argparse.ArgumentParser | None = None, date: datetime.date | None = None) -> str:
+def manpage(parser: argparse.ArgumentParser | None = None, date: datetime.date | None = None,
+            compressed_docs: bool = True) -> str:
     """virtxml-cpu(8): argparse-manpage's rendering of every verb and option, then the exit status,
     the config keys and the files."""
     from build_manpages.manpage import Manpage
@@ -111,7 +114,7 @@ def manpage(parser: argparse.ArgumentParser | None = None, date: datetime.date |
                                       + config_text),
         "\n".join(_section("", CONFIG_KEYS).splitlines()[1:]),
         _section("FILES", FILES),
-        see_also(),
+        see_also(compressed=compressed_docs),
     ]
     return "\n".join(body + extra) + "\n"
 
@@ -120,9 +123,10 @@ DOC_DIR = "/usr/share/doc/virtxml-cpu"  # where debian/virtxml-cpu.docs puts REA
 SOURCE = Path(__file__).resolve().parent.parent
 
 
-def installed_docs(source: Path = SOURCE) -> list[tuple[str, str]]:
+def installed_docs(source: Path = SOURCE, compressed: bool = True) -> list[tuple[str, str]]:
     """(installed name, title) of README.md and every docs/*.md, as the package installs them: flat in
-    DOC_DIR, and compressed by dh_compress when larger than 4 KiB (its rule for /usr/share/doc)."""
+    DOC_DIR, and (`compressed`: the .deb) compressed by dh_compress when larger than 4 KiB (its rule for
+    /usr/share/doc); the RPM installs them as they are."""
     pages = [source / "README.md"] + sorted((source / "docs").glob("*.md"))
     out = []
     for page in pages:
@@ -130,16 +134,16 @@ def installed_docs(source: Path = SOURCE) -> list[tuple[str, str]]:
         title = next((line[2:].strip() for line in text.splitlines() if line.startswith("# ")), page.stem)
         if page.name == "README.md":
             title = "start here: the problem, install, the first five minutes on a host"
-        out.append((page.name + (".gz" if page.stat().st_size > 4096 else ""), title))
+        out.append((page.name + (".gz" if compressed and page.stat().st_size > 4096 else ""), title))
     return out
 
 
-def see_also(source: Path = SOURCE) -> str:
+def see_also(source: Path = SOURCE, compressed: bool = True) -> str:
     """SEE ALSO: the libvirt tools, then each page of the documentation as installed, with its title."""
     intro = (f"The documentation, installed in {DOC_DIR}/ (a name ending in .gz is compressed: read it "
-             "with zless):")
+             "with zless):") if compressed else f"The documentation, installed in {DOC_DIR}/:"
     return "\n".join([".SH SEE ALSO", "\\fBvirsh\\fR(1), \\fBlibvirtd\\fR(8).", ".PP", _roff(intro)]
-                     + [line for name, title in installed_docs(source)
+                     + [line for name, title in installed_docs(source, compressed)
                         for line in (".TP", f"\\fB{_roff(f'{DOC_DIR}/{name}')}\\fR", _roff(title))])
 
 
@@ -203,18 +207,26 @@ def _reply(action: argparse.Action) -> str:
     return ":"  # a URI, a number, a domain name: nothing to offer
 
 
-def hook() -> str:
-    """The hook the package installs: the system interpreter, the system package dir, audit mode (the
-    config file's [hook] mode still wins)."""
-    return render(template(), SYSTEM_PYTHON, SYSTEM_PACKAGE_DIR, HOOK_MODE, None, (), DEFAULT_DIGEST_DIR)
+def hook(package_dir: str = SYSTEM_PACKAGE_DIR, lib: tuple[str, ...] = ()) -> str:
+    """The hook the package installs: the system interpreter, the system package dir (and where lxml is
+    when elsewhere: `lib`), audit mode (the config file's [hook] mode still wins)."""
+    lib = tuple(d for d in dict.fromkeys(lib) if d != package_dir)
+    return render(template(), SYSTEM_PYTHON, package_dir, HOOK_MODE, None, lib, DEFAULT_DIGEST_DIR)
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("what", choices=("man", "completion", "hook"))
     ap.add_argument("out", help="file to write, - for stdout")
+    ap.add_argument("--docs-uncompressed", action="store_true",
+                    help="man: the documentation is installed uncompressed (the RPM)")
+    ap.add_argument("--package-dir", default=SYSTEM_PACKAGE_DIR,
+                    help=f"hook: the directory holding virtxml_cpu/ (default {SYSTEM_PACKAGE_DIR})")
+    ap.add_argument("--lib-dir", action="append", default=[],
+                    help="hook: a further directory to import lxml from (repeatable)")
     args = ap.parse_args(argv)
-    text = {"man": manpage, "completion": completion, "hook": hook}[args.what]()
+    text = {"man": lambda: manpage(compressed_docs=not args.docs_uncompressed), "completion": completion,
+            "hook": lambda: hook(args.package_dir, tuple(args.lib_dir))}[args.what]()
     if args.out == "-":
         sys.stdout.write(text)
     else:

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from ..errors import BadInput, EnvironmentProblem, shown
 from ..fs.files import write_output
+from ..host import daemons
 from ..host.local_qemu import run, run_trusted, which
 from ..fs.trusted import check_ancestors, check_trusted, check_tree, read_regular, resolve_trusted
 
@@ -22,14 +23,12 @@ DEFAULT_HOOKS_DIR = "/etc/libvirt/hooks"
 MARKER = "# managed by `virtxml-cpu hook install`; `virtxml-cpu hook uninstall` removes it"
 PACKAGE_PARENT = str(Path(__file__).resolve().parent.parent.parent)  # the directory the hook puts on sys.path
 QEMU_D_SINCE = (6, 5, 0)
-RESTART_NOTE = ("libvirtd reads hooks when it starts: restart it or send it SIGHUP before the hook is used "
-                "(systemctl restart libvirtd, or kill -HUP $(pidof libvirtd))")
 
 
 def libvirt_version() -> tuple[int, ...] | None:
-    """The local libvirt's version from `libvirtd --version` (or virtqemud's), run only as a trusted
+    """The local libvirt's version from `virtqemud --version` (or libvirtd's), run only as a trusted
     binary is (local_qemu.run_trusted: root-owned, nobody else may write it, unprivileged)."""
-    for name in ("libvirtd", "virtqemud"):
+    for name in daemons.DAEMONS:
         path = which(name) or which(name, "/usr/sbin:/sbin")
         out = run_trusted(path, "--version") if path else None
         m = re.search(r"(\d+)\.(\d+)\.(\d+)", out or "")
@@ -264,7 +263,7 @@ def install(hooks_dir: str, mode: str | None, config: str | None, legacy: bool |
         raise EnvironmentProblem(f"{path.parent}: {e.strerror}") from None
     write_output(str(path), text.encode(), [])
     os.chmod(path, 0o755)
-    return [f"installed {path} ({what})", RESTART_NOTE]
+    return [f"installed {path} ({what})", daemons.reload_note(daemons.qemu_daemon())]
 
 
 def _check_config(config: str) -> None:
@@ -290,13 +289,14 @@ def uninstall(hooks_dir: str) -> list[str]:
     if not msgs:
         msgs.append(f"no virtxml-cpu hook under {hooks_dir}")
     else:
-        msgs.append(RESTART_NOTE)
+        msgs.append(daemons.reload_note(daemons.qemu_daemon()))
     return msgs
 
 
 def status_record(hooks_dir: str) -> dict:
     """What `hook status` finds, as data (`--format json` prints it; the text lines are made from it)."""
     v = libvirt_version()
+    daemon = daemons.qemu_daemon()
     hooks = []
     for path in (Path(hooks_dir) / "qemu.d" / "virtxml-cpu", Path(hooks_dir) / "qemu"):
         if not path.exists():
@@ -313,14 +313,17 @@ def status_record(hooks_dir: str) -> dict:
                       "interpreter_ok": bool(python) and os.access(python, os.X_OK) and os.access(path, os.X_OK),
                       "problems": installed_problems(path, python, settings)})
     ours = [h for h in hooks if h["ours"]]
-    return {"libvirt": ".".join(map(str, v)) if v else None, "hooks_dir": hooks_dir, "installed": bool(ours),
+    return {"libvirt": ".".join(map(str, v)) if v else None,
+            "daemon": {"name": daemon.name, "state": daemon.state, "systemd": daemon.systemd},
+            "hooks_dir": hooks_dir, "installed": bool(ours),
             "trusted": bool(ours) and not any(h["problems"] for h in ours), "hooks": hooks}
 
 
 def status(hooks_dir: str) -> tuple[bool, list[str]]:
     """The text `hook status` prints; True when our hook is installed and trusted."""
     rec = status_record(hooks_dir)
-    lines = [f"libvirt {rec['libvirt'] or 'not found'}; hooks directory {hooks_dir}"]
+    daemon = daemons.QemuDaemon(rec["daemon"]["name"], rec["daemon"]["state"], rec["daemon"]["systemd"])
+    lines = [f"libvirt {rec['libvirt'] or 'not found'} ({daemons.describe(daemon)}); hooks directory {hooks_dir}"]
     for h in rec["hooks"]:
         if not h["ours"]:
             lines.append(f"{h['path']}: present, not ours")
