@@ -27,7 +27,7 @@ XML = (FIXTURES / "handwritten-no-cpu.xml").read_bytes().replace(
     b"<name>scratch</name>", f"<name>scratch</name><uuid>{UUID}</uuid>".encode())
 ENV = {"LC_ALL": "C", "PATH": "/usr/bin:/bin", "HOME": "/root"}  # what libvirt gives a hook
 MODES = ("audit", "enforce", "queue")
-CASES = ("rnc2rng", "org", "backports_abc", "link", "group-writable", "lxml after install")
+CASES = ("rnc2rng", "org", "backports_abc", "link", "group-writable", "bytecode", "lxml after install")
 
 
 class Layout:
@@ -88,17 +88,30 @@ def plant(lay: Layout, case: str) -> Path:
         (planted / "__init__.py").write_text(lay.code())
         (planted / "core.py").write_text(lay.code() + "PyStringMap = dict\n")
         theirs(planted, planted / "__init__.py", planted / "core.py")
-    elif case == "link":  # root's link, to their file
-        (lay.shared / "theirs").mkdir()
-        (lay.shared / "theirs" / "evil.py").write_text(lay.code())
-        theirs(lay.shared / "theirs", lay.shared / "theirs" / "evil.py")
+    elif case == "link":  # root's link, to their file (named to break a log line)
+        evil = lay.shared / "theirs" / "evil\u2028\x1b[2J\n.py"
+        evil.parent.mkdir()
+        evil.write_text(lay.code())
+        theirs(evil.parent, evil)
         planted = lay.lib / "rnc2rng.py"
-        planted.symlink_to(lay.shared / "theirs" / "evil.py")
+        planted.symlink_to(evil)
     elif case == "group-writable":  # root's package, in a directory their group may write
         planted = lay.lib / "rnc2rng"
         planted.mkdir()
         (planted / "__init__.py").write_text(lay.code())
         planted.chmod(0o775)
+    elif case == "bytecode":  # root's source; their cached bytecode, which the loader reads instead
+        import importlib.util
+        import py_compile
+
+        source = lay.lib / "rnc2rng.py"
+        source.write_text(lay.code())
+        planted = Path(py_compile.compile(str(source), doraise=True))
+        assert planted == Path(importlib.util.cache_from_source(str(source)))
+        st = source.stat()
+        source.write_text("X = 1".ljust(st.st_size - 1) + "\n")  # the same size and mtime: the bytecode is used
+        os.utime(source, ns=(st.st_atime_ns, st.st_mtime_ns))
+        theirs(planted)
     else:
         planted = lay.lib / "lxml" / "__init__.py"
         planted.write_text(planted.read_text() + lay.code())
@@ -126,7 +139,7 @@ def test_install_and_the_front_refuse_what_another_user_planted_where_the_hook_i
     else:
         planted = plant(lay, case)
         r = lay.install()
-        assert r.returncode == 2 and not lay.hooks.exists() and r.stderr.count("\n") == 1, (r.returncode, r.stderr)
+        assert r.returncode == 2 and not lay.hooks.exists() and len(r.stderr.splitlines()) == 1, (r.returncode, r.stderr)
         assert r.stderr.startswith("virtxml-cpu: not installing a hook") and str(planted) in r.stderr, r.stderr
         script = lay.front()
     if lay.marker.exists():  # the installing CLI's own lxml looked it up: that process is the admin's, not the hook's

@@ -84,8 +84,8 @@ def deb_root(request):
     assert not package.exists(), f"{package} exists (the .deb installed there?): not touching it"
     shutil.copytree(ROOT / "virtxml_cpu", package, ignore=shutil.ignore_patterns("__pycache__"))
     deb = DebRoot(root)
-    init = deb.site / "lxml" / "__init__.py"
-    init_text, init_st = init.read_bytes(), init.stat()
+    kept = [deb.site / "lxml" / "__init__.py", *deb.site.glob("__pycache__/*"), *deb.site.glob("lxml/__pycache__/*")]
+    saved = {p: (p.read_bytes(), p.stat()) for p in kept if p.is_file()}
     before = set(os.listdir(deb.site))
     try:
         yield deb
@@ -94,11 +94,14 @@ def deb_root(request):
         for name in set(os.listdir(deb.site)) - before:
             path = deb.site / name
             shutil.rmtree(path) if path.is_dir() and not path.is_symlink() else path.unlink()
-        if init.read_bytes() != init_text or init.stat().st_uid != init_st.st_uid:
-            init.write_bytes(init_text)
-            os.chown(init, init_st.st_uid, init_st.st_gid)
-            os.chmod(init, init_st.st_mode & 0o7777)
-            os.utime(init, ns=(init_st.st_atime_ns, init_st.st_mtime_ns))
+        for path in {*deb.site.glob("__pycache__/*"), *deb.site.glob("lxml/__pycache__/*")} - set(saved):
+            path.unlink()  # bytecode root's own runs left (the installing CLI imports what was planted)
+        for path, (data, st) in saved.items():
+            if path.read_bytes() != data or path.stat().st_uid != st.st_uid:
+                path.write_bytes(data)
+                os.chown(path, st.st_uid, st.st_gid)
+                os.chmod(path, st.st_mode & 0o7777)
+                os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
         shutil.rmtree(deb.work, ignore_errors=True)
 
 

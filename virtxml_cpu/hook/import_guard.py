@@ -69,9 +69,10 @@ class Checker:
     """The rule applied below `roots` (the directories the hook adds to sys.path), each directory's
     verdict kept for the process."""
 
-    def __init__(self, roots, owners: tuple[int, ...] = (0,)):
+    def __init__(self, roots, owners: tuple[int, ...] = (0,), checked=()):
         self.roots = tuple(dict.fromkeys(os.path.normpath(r) for r in roots if r))
         self.owners = owners
+        self.checked = tuple(os.path.normpath(c) + "/" for c in checked)  # trees checked whole already
         self._dirs: dict[str, str | None] = {}
 
     def root_of(self, path: str) -> str | None:
@@ -86,7 +87,7 @@ class Checker:
         if "//" in path or "/./" in path or "/../" in path or path.endswith(("/", "/.", "/..")):
             path = os.path.normpath(path)  # not as the path finder joins names (a package's own __path__)
         root = self.root_of(path)
-        if root is None:
+        if root is None or path.startswith(self.checked):
             return None
         parts = path[len(root) + 1:].split("/")
         here = root
@@ -166,12 +167,13 @@ class GuardedPathFinder:
         return getattr(self.path_finder, name)
 
 
-def install(roots, refuse, owners: tuple[int, ...] = (0,)) -> GuardedPathFinder:
+def install(roots, refuse, owners: tuple[int, ...] = (0,), checked=()) -> GuardedPathFinder:
     """Put the guarded finder where the path finder is on sys.meta_path (so an absent name is looked up
-    once) and return it."""
+    once) and return it. `checked`: trees below the roots the caller has just checked whole, as the front
+    does the package's (only root can change them since: their files are not checked again)."""
     for i, finder in enumerate(sys.meta_path):
         if getattr(finder, "__name__", "") == "PathFinder":
-            guarded = GuardedPathFinder(finder, Checker(roots, owners), refuse)
+            guarded = GuardedPathFinder(finder, Checker(roots, owners, checked), refuse)
             sys.meta_path[i] = guarded
             return guarded
     raise ImportError("no path finder on sys.meta_path")

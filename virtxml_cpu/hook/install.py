@@ -197,7 +197,8 @@ def _import_path_problem(dirs: tuple[str, ...], owners: tuple[int, ...]) -> str 
         why = check_ancestors(os.path.join(directory, "x"), owners)
         if why:
             return why
-    return Checker(dirs, owners).tree_problem()
+    why = Checker(dirs, owners).tree_problem()
+    return shown(why) if why else None  # a link's target is named as its owner chose
 
 
 def _file_problem(path: str, owners: tuple[int, ...]) -> str | None:
