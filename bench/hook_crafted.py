@@ -158,6 +158,7 @@ SCANNERS: dict[str, tuple[str, ...] | str] = {
     "virtxml_cpu.tables": NO_DEFINITION + " (an empty package: a layer's folder)",
     "virtxml_cpu.tables.builds": NO_DEFINITION + " (an empty package: a layer's folder)",
     "virtxml_cpu.xml": NO_DEFINITION + " (an empty package: a layer's folder)",
+    "virtxml_cpu.hook.import_guard": NO_DEFINITION + " (checks the files of the modules the front imports)",
     "virtxml_cpu.hook.entry": "reads the definition's bytes (bounded) and hands them on",
     "virtxml_cpu.hook.digest_key": DIGEST,
     "virtxml_cpu.hook.digest": NO_DEFINITION + " (the entry named by the key)",

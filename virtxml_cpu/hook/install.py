@@ -18,6 +18,7 @@ from ..fs.files import write_output
 from ..host import daemons
 from ..host.local_qemu import run, run_trusted, which
 from ..fs.trusted import check_ancestors, check_trusted, check_tree, read_regular, resolve_trusted
+from .import_guard import Checker
 
 DEFAULT_HOOKS_DIR = "/etc/libvirt/hooks"
 MARKER = "# managed by `virtxml-cpu hook install`; `virtxml-cpu hook uninstall` removes it"
@@ -113,8 +114,9 @@ def untrusted_code(python: str | None = None, package_dir: str = PACKAGE_PARENT,
       standard library is found;
     - the directories on the isolated interpreter's sys.path (the standard library, lib-dynload),
       the package and lxml trees, symbolic links inside them followed and checked;
-    - whatever in the package and lib directories the hook puts on sys.path could shadow a module the
-      hook imports (module_names: the standard library's, virtxml_cpu, lxml, the TOML readers)."""
+    - everything in the package and lib directories the hook puts on sys.path: its interpreter may look up
+      any name there (lxml's optional rnc2rng, copy.py's org, ...), and the front checks whatever it finds
+      there by the same rule (import_guard) at every start."""
     python = python or sys.executable
     lib = lib_dirs(package_dir) if lib is None else lib
     owners = tuple(sorted({0, os.geteuid()}))
@@ -132,8 +134,7 @@ def untrusted_code(python: str | None = None, package_dir: str = PACKAGE_PARENT,
                     None)
     for what, why in (("virtxml_cpu", check_tree(os.path.join(package_dir, "virtxml_cpu"), owners)),
                       ("lxml", check_tree(lxml_dir, owners) if lxml_dir else "not found where the hook looks"),
-                      ("the hook's import path", _shadowing(tuple(dict.fromkeys((package_dir, *lib))), owners,
-                                                            module_names(dirs)))):
+                      ("the hook's import path", _import_path_problem((package_dir, *lib), owners))):
         if why:
             return f"{what}: {why}"
     return None
@@ -185,42 +186,18 @@ def _isolated_path(python: str) -> tuple[list[str], str | None]:
         return [], f"cannot ask it for its module path ({why or e})"
 
 
-HOOK_IMPORTS = ("virtxml_cpu", "lxml", "tomli", "toml")  # besides the standard library (TOML: below Python 3.11)
-
-
-def module_names(stdlib_dirs: tuple[str, ...] | list[str] = ()) -> frozenset[str]:
-    """Every module name an import in the hook could resolve in the standard library: this Python's
-    sys.stdlib_module_names (3.10+), those of 3.10 to 3.13 (stdlib_names), its built-in modules, what its
-    standard library directories `stdlib_dirs` hold, and the few packages the hook imports besides."""
-    from ..tables.stdlib_names import STDLIB_NAMES
-
-    names = set(STDLIB_NAMES) | set(getattr(sys, "stdlib_module_names", ())) | set(sys.builtin_module_names)
-    for directory in stdlib_dirs:
-        try:
-            names.update(entry.split(".")[0] for entry in os.listdir(directory))
-        except OSError:
-            pass  # a zip that is not there (python39.zip), or checked and reported by the caller
-    return frozenset(names | set(HOOK_IMPORTS))
-
-
-def _shadowing(dirs: tuple[str, ...], owners: tuple[int, ...], names: frozenset[str]) -> str | None:
-    """An entry in a directory the hook adds to sys.path, named as a module the hook could import
-    (`names`), that someone else can change (the hook's package directory comes first on its path)."""
-    for directory in dirs:
+def _import_path_problem(dirs: tuple[str, ...], owners: tuple[int, ...]) -> str | None:
+    """Why something in a directory the hook adds to sys.path (the package's, lxml's) is not the owners'
+    alone: the way to each, then every entry below them by import_guard's rule, the one the front applies
+    to each module it finds there. Every entry, not a list of names: the interpreter looks up names nobody
+    lists (an optional import, a check for another platform), and a name absent today is looked up all the
+    same."""
+    for directory in dict.fromkeys(dirs):
         why = check_ancestors(os.path.join(directory, "x"), owners)
         if why:
             return why
-        try:
-            entries = sorted(os.listdir(directory))
-        except OSError as e:
-            return f"{directory}: {e.strerror or e}"
-        for name in entries:
-            if name.split(".")[0] in names and name not in ("virtxml_cpu", "lxml"):  # those two: checked whole
-                path = os.path.join(directory, name)
-                why = check_tree(path, owners) if os.path.isdir(path) else _interpreter_file(path, owners)
-                if why:
-                    return f"{path} (it shadows the module {name.split('.')[0]}): {why}"
-    return None
+    why = Checker(dirs, owners).tree_problem()
+    return shown(why) if why else None  # a link's target is named as its owner chose
 
 
 def _file_problem(path: str, owners: tuple[int, ...]) -> str | None:
