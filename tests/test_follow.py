@@ -37,7 +37,7 @@ class Following:
         self.stop = threading.Event()
         opts = AuditOptions(Config(), details=True, timeout=timeout, host_timeout=timeout)
         self.thread = threading.Thread(target=follow, args=(uri, opts, self.records.append, self.stop),
-                                       kwargs={"hello": {"hook": None}}, daemon=True)
+                                       kwargs={"hook": lambda: {"installed": False}}, daemon=True)
         self.thread.start()
 
     def wait(self, cond, seconds: float = 2.0, what: str = "") -> dict:
@@ -75,10 +75,11 @@ def test_snapshot_then_each_change_as_an_event_within_2_s(conn):
     f = Following()
     try:
         hello = f.wait(lambda r: True, what="hello")
-        assert hello == {"record": "hello", "version": SCHEMA_VERSION, "host": URI, "hook": None}
-        f.wait(lambda r: r["record"] == "summary", what="the snapshot")
+        assert hello == {"record": "hello", "version": SCHEMA_VERSION, "host": URI}
+        f.wait(lambda r: r["record"] == "hook", what="the snapshot and the hook record")
         snap = {r["domain"]: r for r in f.records if r["record"] == "domain"}
-        assert [r["record"] for r in f.records[-2:]] == ["host", "summary"]
+        assert [r["record"] for r in f.records[-3:]] == ["host", "summary", "hook"]
+        assert f.records[-1]["status"] == {"installed": False}
         nova = snap["f-nova"]
         assert nova["needs_fix"] and not nova["fixable"] and nova["managed_by"] == "OpenStack Nova"
         assert nova["details"]["cpu_mode"] == "host-model" and nova["details"]["machine"] == "pc-q35-7.2"

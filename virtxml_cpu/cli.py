@@ -425,7 +425,7 @@ def _audit(args) -> int:
     if args.follow:
         from .live.follow import follow
 
-        return follow((args.connect or [DEFAULT_URI])[0], opts, _write_record, hello={"hook": hook_status_record()})
+        return follow((args.connect or [DEFAULT_URI])[0], opts, _write_record, hook=hook_status_record)
     chunks: list[str] = []
     write = chunks.append if args.output else _write_stdout
     results = _reporting_errors(audit.audit_stream(args.connect or [DEFAULT_URI], opts))

@@ -113,7 +113,8 @@ function useHost() {
                     return;
                 }
                 hello = rec;
-                set(s => ({ ...s, hook: rec.hook }));
+            } else if (rec.record === "hook") {
+                set(s => ({ ...s, hook: rec.status }));
             } else if (rec.record === "domain") {
                 pending.push(rec);
             } else if (rec.record === "summary") {

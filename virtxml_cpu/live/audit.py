@@ -79,15 +79,24 @@ def audit_one(uri: str, dom, host, opts: AuditOptions) -> AuditRow:
 def audit_host(uri: str, opts: AuditOptions) -> HostResult:
     started = time.monotonic()
     try:
-        libvirt = libvirt_module()
         conn = open_for_reading(uri, opts.timeout)  # --observe and domain capabilities need read-write
     except VirtxmlCpuError as e:
         return HostResult(uri, error=str(e), condition=TIMED_OUT if isinstance(e, HostTimeout) else UNREACHABLE,
                           seconds=time.monotonic() - started)
+    try:
+        return audit_connection(uri, conn, opts, started=started)
+    finally:
+        conn.close()
+
+
+def audit_connection(uri: str, conn, opts: AuditOptions, host=None, started: float | None = None) -> HostResult:
+    """audit_host on a connection already open (left open); `host`: its facts when already assembled."""
+    libvirt = libvirt_module()
+    started = time.monotonic() if started is None else started
     rows: list[AuditRow] = []
     error = None
     try:
-        host = connection_facts(opts.sources, opts.cfg, conn, uri)
+        host = host or connection_facts(opts.sources, opts.cfg, conn, uri)
         # Three list calls whatever the number of domains, and no round trip per name: every domain, the
         # running ones and the transient ones (always running, usually none; the persistent ones would be
         # nearly all of them).
@@ -133,8 +142,6 @@ def audit_host(uri: str, opts: AuditOptions) -> HostResult:
         error = e.get_error_message()
     except VirtxmlCpuError as e:
         error = str(e)
-    finally:
-        conn.close()
     return HostResult(uri, tuple(rows), error, UNREACHABLE if error else OK, time.monotonic() - started)
 
 

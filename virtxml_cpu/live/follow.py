@@ -2,9 +2,9 @@
 whenever libvirt says it changed, as JSON lines, until stopped. Read-only: nothing is fixed.
 
 A program that shows the host (the Cockpit page) runs this one command and reads everything from it:
-a `hello` record (the schema's version and what it was given to show besides the domains), a snapshot
-(the domain records, the host record, the summary record, exactly as `audit --format json` writes them),
-then an `event` record per domain libvirt reports defined, undefined, started, stopped ... carrying that
+a `hello` record (the schema's version), a snapshot (the domain records, the host record, the summary
+record, exactly as `audit --format json` writes them), a `hook` record (what `hook status --format json`
+says) after the first snapshot, then an `event` record per domain libvirt reports defined, undefined, started, stopped ... carrying that
 domain's row as it is now (null when the domain is gone). When the connection is lost or cannot be made
 a `connection` record says why (`unreachable`, `timed_out` or `denied`) and the command keeps trying;
 once connected again a whole snapshot follows, since events may have been missed meanwhile.
@@ -23,7 +23,7 @@ from ..host.connection import ensure_event_loop, libvirt_module, open_for_readin
 from ..host.sources import connection_facts
 from ..render.jsonlines import domain_record, host_record, summary_record
 from ..render.records import SCHEMA_VERSION
-from .audit import AuditOptions, audit_host, audit_one
+from .audit import AuditOptions, audit_connection, audit_one
 
 SETTLE = 0.1  # seconds to gather the events of one change (define + start come together) before reading
 MAX_BACKOFF = 5.0  # between tries to reach libvirtd: a restarted daemon is seen within this
@@ -39,16 +39,17 @@ def condition(e: VirtxmlCpuError) -> str:
 
 
 def follow(uri: str, opts: AuditOptions, write: Callable[[dict], None], stop: threading.Event | None = None,
-           hello: dict | None = None) -> int:
+           hook: Callable[[], dict] | None = None) -> int:
     """Write the records until `stop` is set (SIGTERM or SIGINT when run in the main thread). `write`
-    takes one record; `hello` is merged into the first one."""
+    takes one record; `hook` gives the hook's status, written as a `hook` record after the first snapshot
+    (it probes the local QEMU: the domains come first)."""
     libvirt = libvirt_module()
     stop = stop or threading.Event()
     if threading.current_thread() is threading.main_thread():
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, lambda *_: stop.set())
     ensure_event_loop()
-    write({"record": "hello", "version": SCHEMA_VERSION, "host": uri, **(hello or {})})
+    write({"record": "hello", "version": SCHEMA_VERSION, "host": uri})
     todo: queue.Queue[tuple[str, str]] = queue.Queue()
 
     def on_event(_conn, dom, event, _detail, _opaque):
@@ -72,7 +73,7 @@ def follow(uri: str, opts: AuditOptions, write: Callable[[dict], None], stop: th
         cb = conn.domainEventRegisterAny(None, libvirt.VIR_DOMAIN_EVENT_ID_LIFECYCLE, on_event, None)
         try:
             facts = connection_facts(opts.sources, opts.cfg, conn, uri)
-            result = audit_host(uri, opts)  # after registering: a change meanwhile is an event as well
+            result = audit_connection(uri, conn, opts, facts)  # after registering: a change meanwhile is an event too
         except (VirtxmlCpuError, libvirt.libvirtError) as e:
             problem = ("unreachable", str(e) if isinstance(e, VirtxmlCpuError) else e.get_error_message())
             write({"record": "connection", "host": uri, "condition": problem[0], "error": problem[1]})
@@ -80,7 +81,7 @@ def follow(uri: str, opts: AuditOptions, write: Callable[[dict], None], stop: th
             _close(conn, cb)
             stop.wait(backoff)
             continue
-        if result.error:  # lost between the two connections: try again
+        if result.error:  # lost meanwhile: try again
             write({"record": "connection", "host": uri, "condition": result.condition, "error": result.error})
             last_problem = (result.condition, result.error)
             _close(conn, cb)
@@ -91,6 +92,9 @@ def follow(uri: str, opts: AuditOptions, write: Callable[[dict], None], stop: th
             write(domain_record(row))
         write(host_record(result))
         write(summary_record([result]))
+        if hook is not None:
+            write({"record": "hook", "host": uri, "status": hook()})
+            hook = None
         while not stop.is_set() and not closed.is_set():
             try:
                 first = todo.get(timeout=0.5)
