@@ -1,11 +1,12 @@
 // Bundle the page with esbuild, as cockpit-project/starter-kit does: src/index.jsx (React, PatternFly) and
-// its CSS into dist/index.js and dist/index.css, index.html and manifest.json beside them, and each
-// ../po/LANG.po as dist/po.LANG.js. cockpit.js is not bundled: the page loads Cockpit's own
+// its CSS into dist/index.js.gz and dist/index.css.gz, index.html and manifest.json beside them, and each
+// ../po/LANG.po as dist/po.LANG.js.gz. cockpit.js is not bundled: the page loads Cockpit's own
 // (../base1/cockpit.js) from the cockpit-ws that serves it. Fonts are Cockpit's too (../../static/fonts/).
 // Runs offline once `npm ci` has installed the lock file's packages.
 import * as esbuild from "esbuild";
 import fs from "node:fs";
 import path from "node:path";
+import zlib from "node:zlib";
 import { poToJs } from "./po2js.mjs";
 
 const here = path.dirname(new URL(import.meta.url).pathname);
@@ -45,5 +46,12 @@ const po = path.join(here, "..", "po");
 for (const f of fs.readdirSync(po).filter(f => f.endsWith(".po")).sort()) {
     const lang = f.slice(0, -3);
     fs.writeFileSync(path.join(dist, `po.${lang}.js`), poToJs(fs.readFileSync(path.join(po, f), "utf8"), lang));
+}
+// Compressed as Cockpit's own packages are: the bridge serves FILE.gz for FILE (gzip transfer encoding), so
+// only the .gz is installed. Deterministic: no name or time in the gzip header.
+for (const f of fs.readdirSync(dist).filter(f => /\.(js|css)$/.test(f))) {
+    const file = path.join(dist, f);
+    fs.writeFileSync(file + ".gz", zlib.gzipSync(fs.readFileSync(file), { level: 9 }));
+    fs.rmSync(file);
 }
 console.log("built", fs.readdirSync(dist).sort().join(" "));

@@ -304,8 +304,12 @@ def show_needing(driver) -> None:
 
 def error_line(driver, id_: str = "vxc-error") -> str:
     """The text of the page's error alert (PatternFly's Alert: its title), "" when there is none."""
-    found = driver.find_elements("id", id_)
-    return found[0].find_element("css selector", ".pf-v5-c-alert__title").text.strip() if found else ""
+    return driver.execute_script("""
+        var a = document.getElementById(arguments[0]);
+        if (!a) return '';
+        var t = a.querySelector('.pf-v5-c-alert__title').cloneNode(true);
+        t.querySelectorAll('.pf-v5-screen-reader').forEach(function (s) { s.remove(); });
+        return t.textContent.trim();""", id_)
 
 
 def dialog_open(driver) -> bool:
@@ -319,9 +323,13 @@ def table_shown(driver) -> bool:
 def test_a_every_domain_audit_reports_is_listed_with_its_needs_fix_within_3_s(browser, host, domains):
     seconds = open_page(browser, host)
     assert error_line(browser) == ""
+    marks = browser.execute_script("return performance.getEntriesByType('mark').map(function (m) {"
+                                   " return m.name + ' ' + (m.startTime / 1000).toFixed(2); }).join(', ')")
     t0 = time.monotonic()
     show_all(browser)
     listed = wait(browser, lambda d: (lambda r: r if len(r) >= MANY else None)(rows(d)), 10, "every row")
+    print(f"\nopened in {seconds:.2f} s (in the page, s after navigation: {marks}); every row shown "
+          f"{time.monotonic() - t0:.2f} s after choosing All")
     seconds += time.monotonic() - t0
     t1 = time.monotonic()
     audit = root_audit(details=True)  # what the page's audit --follow reads first, timed in the same run as its baseline
@@ -380,7 +388,7 @@ def test_c_a_fix_through_the_page_changes_the_persistent_definition_and_the_row(
     wait(browser, lambda d: confirm.is_enabled(), 10, "the confirm button")
     confirm.click()
     wait(browser, lambda d: not dialog_open(d), 60, "the fix")
-    assert browser.find_element("id", "vxc-action-result").text.startswith("1 guest defined again")
+    assert error_line(browser, "vxc-action-result").startswith("1 guest defined again")
     show_all(browser)
     wait(browser, lambda d: rows(d).get(name, {}).get("needs_fix") == "false", 30, "the row to refresh")
     assert rows(browser)[name]["fix"] == 0
@@ -548,7 +556,7 @@ def test_h_fix_all_reaches_only_the_guests_the_page_lists_whatever_their_names(b
         confirm(browser).click()
         wait(browser, lambda d: not dialog_open(d) or error_line(d, "vxc-dialog-error"), 120, "the fix")
         assert error_line(browser, "vxc-dialog-error") == ""
-        result = browser.find_element("id", "vxc-action-result").text
+        result = error_line(browser, "vxc-action-result")
         assert result.startswith(f"{len(listed)} guests defined again"), result
         assert not mark.exists(), f"the fix ran {uri} (uid {mark.read_text().strip()})"
         after = {d.name(): d.XMLDesc(libvirt.VIR_DOMAIN_XML_INACTIVE) for d in conn.listAllDomains()}
@@ -792,7 +800,7 @@ def test_m_no_serious_accessibility_violation(browser, host, domains):
 def test_n_names_are_shown_as_the_text_they_are(browser, host, domains):
     """Quotes, markup, a `--` prefix, blanks and bidi controls: each name is its row's exact text (no
     element made of it, nothing reordered outside its cell), and its fix is that one guest."""
-    names = ['q"uo\'te <b>bold</b> &amp;', "--connect=x", "bidi \u202egnp.exe\u202c end", "rlm\u200f \u05d0\u05d1 ab",
+    names = ['q"uo\'te <b>bold<b> &amp;', "--connect=x", "bidi \u202egnp.exe\u202c end", "rlm\u200f \u05d0\u05d1 ab",
              "  two  blanks "]
     conn = harness.connect()
     for name in names:
@@ -812,8 +820,10 @@ def test_n_names_are_shown_as_the_text_they_are(browser, host, domains):
             assert shown[name]["text"] == name and shown[name]["elements"] == 0, shown[name]
             assert shown[name]["bidi"] == "isolate" and shown[name]["state"] == "shut off"
         assert not browser.find_elements("css selector", "#vxc-table b")
-        row = browser.find_element("xpath", f"//tr[@data-domain={json.dumps(names[2])}]")
-        row.find_element("css selector", "[data-action=fix]").click()
+        browser.execute_script("""
+            Array.prototype.filter.call(document.querySelectorAll('tr[data-domain]'), function (tr) {
+                return tr.getAttribute('data-domain') === arguments[0]; }.bind(null, arguments[0]))[0]
+                .querySelector('[data-action=fix]').click();""", names[2])
         diff = wait(browser, lambda d: d.find_element("id", "vxc-dialog-diff").text, 30, "the diff")
         assert diff.count("+++ ") == 1, diff[:500]
         browser.find_element("css selector", "#vxc-dialog [data-action=cancel]").click()

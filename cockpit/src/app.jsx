@@ -113,6 +113,7 @@ function useHost() {
                     return;
                 }
                 hello = rec;
+                performance.mark("vxc-hello");
             } else if (rec.record === "hook") {
                 set(s => ({ ...s, hook: rec.status }));
             } else if (rec.record === "domain") {
@@ -120,7 +121,8 @@ function useHost() {
             } else if (rec.record === "summary") {
                 if (rec.version !== SCHEMA)
                     return fail(tooOld(rec.version));
-                const rows = new Map(pending.filter(r => !r.error).sort(byName).map(r => [r.uuid, r]));
+                performance.mark("vxc-snapshot");
+                const rows = new Map(pending.filter(row => !row.error).sort(byName).map(row => [row.uuid, row]));
                 pending = [];
                 set(s => ({ ...s, rows, error: null, loaded: true }));
             } else if (rec.record === "event") {
@@ -130,7 +132,7 @@ function useHost() {
                         rows.set(rec.uuid, rec.row);
                     else
                         rows.delete(rec.uuid);
-                    return { ...s, rows: new Map([...rows.values()].sort(byName).map(r => [r.uuid, r])) };
+                    return { ...s, rows: new Map([...rows.values()].sort(byName).map(row => [row.uuid, row])) };
                 });
             } else if (rec.record === "connection") {
                 pending = [];
@@ -138,6 +140,7 @@ function useHost() {
             }
         }
 
+        performance.mark("vxc-spawn");
         const p = cockpit.spawn(FOLLOW, LIBVIRT);
         proc.current = p;
         p.stream(chunk => {
@@ -224,10 +227,10 @@ function HookSummary({ hook }) {
 
 function Summary({ rows, hook, actions }) {
     const all = [...rows.values()];
-    const need = all.filter(r => r.needs_fix).length;
-    const fixable = all.filter(r => r.fixable).length;
+    const need = all.filter(row => row.needs_fix).length;
+    const fixable = all.filter(row => row.fixable).length;
     const q = hook && hook.qemu;
-    const any = all.find(r => r.details);
+    const any = all.find(row => row.details);
     const v = q && q.verified;
     const item = (id, term, value) => (
         <DescriptionListGroup>
@@ -302,7 +305,9 @@ function machineText(x) {
     return x.machine || _("(default)");
 }
 
-function DomainRows({ row, index, open, onToggle, onFix }) {
+/* One guest's row and, opened, its details. Memoized: a filter change or one guest's event renders only
+ * the rows that changed (200 guests are 200 of these). */
+const DomainRows = React.memo(function DomainRows({ row, index, open, onToggle, onFix }) {
     const x = row.details;
     const d = row.decision || {};
     const status = MACHINE[row.machine_status];
@@ -310,7 +315,7 @@ function DomainRows({ row, index, open, onToggle, onFix }) {
     return (
         <Tbody isExpanded={open}>
             <Tr data-domain={row.domain} data-needs-fix={String(!!row.needs_fix)}>
-                <Td expand={{ rowIndex: index, isExpanded: open, onToggle, expandId: "vxc-expand" }}
+                <Td expand={{ rowIndex: index, isExpanded: open, onToggle: () => onToggle(row.uuid), expandId: "vxc-expand" }}
                     data-action="expand" />
                 <Th dataLabel={_("Name")} className="vxc-name" scope="row">{row.domain}</Th>
                 <Td dataLabel={_("State")}>{STATES[row.state] || row.state}</Td>
@@ -334,7 +339,7 @@ function DomainRows({ row, index, open, onToggle, onFix }) {
                     {d.rule && <div className="vxc-mono">{d.rule}</div>}
                 </Td>
                 <Td dataLabel={_("Action")} isActionCell>
-                    {row.fixable && <Button variant="secondary" size="sm" data-action="fix" onClick={onFix}>
+                    {row.fixable && <Button variant="secondary" size="sm" data-action="fix" onClick={() => onFix(row.domain)}>
                         {_("Fix at next boot")}
                     </Button>}
                 </Td>
@@ -344,7 +349,7 @@ function DomainRows({ row, index, open, onToggle, onFix }) {
             </Tr>}
         </Tbody>
     );
-}
+});
 
 function FixDialog({ fix, onClose, onDone }) {
     const [diff, setDiff] = useState(null);
@@ -447,13 +452,18 @@ export function App() {
     useSuperuserChange(onAccess);
 
     useEffect(() => {
-        if (host.loaded)
+        if (host.loaded) {
+            performance.mark("vxc-rendered");
             document.body.setAttribute("data-loaded", "true");
+        }
     }, [host.loaded]);
 
     const rows = useMemo(() => [...host.rows.values()], [host.rows]);
-    const shown = rows.filter(r => filter === "all" || r.needs_fix);
-    const fixable = rows.filter(r => r.fixable).map(r => r.domain);
+    const position = useMemo(() => new Map(rows.map((row, i) => [row.uuid, i])), [rows]);
+    const toggle = useCallback(uuid => setExpanded(e => ({ ...e, [uuid]: !e[uuid] })), []);
+    const fixOne = useCallback(name => setFix({ names: [name], title: cockpit.format(_("Fix $0 at next boot"), name) }), []);
+    const shown = rows.filter(row => filter === "all" || row.needs_fix);
+    const fixable = rows.filter(row => row.fixable).map(row => row.domain);
     const readHook = host.readHook;
     const verified = useCallback(() => { setVerifyDone(true); readHook() }, [readHook]);
 
@@ -517,10 +527,9 @@ export function App() {
                                         <Th screenReaderText={_("Action")} />
                                     </Tr>
                                 </Thead>
-                                {shown.map((r, i) => (
-                                    <DomainRows key={r.uuid} row={r} index={i} open={!!expanded[r.uuid]}
-                                                onToggle={() => setExpanded(e => ({ ...e, [r.uuid]: !e[r.uuid] }))}
-                                                onFix={() => setFix({ names: [r.domain], title: cockpit.format(_("Fix $0 at next boot"), r.domain) })} />
+                                {shown.map(row => (
+                                    <DomainRows key={row.uuid} row={row} index={position.get(row.uuid)} open={!!expanded[row.uuid]}
+                                                onToggle={toggle} onFix={fixOne} />
                                 ))}
                             </Table>
                         )}

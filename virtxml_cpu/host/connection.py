@@ -111,8 +111,18 @@ def open_for_reading(uri: str, timeout: float | None = DEFAULT_TIMEOUT):
         return open_connection(uri, read_only=False, timeout=timeout)
     except HostTimeout:
         raise
-    except EnvironmentProblem:
+    except EnvironmentProblem as e:
+        refused = e
+    try:
         return open_connection(uri, timeout=timeout)
+    except HostTimeout:
+        raise
+    except EnvironmentProblem as e:
+        if isinstance(refused, AccessDenied) and not isinstance(e, AccessDenied):
+            # refused read-write, and read-only failed too (e.g. its polkit check, without a system bus):
+            # this user is not let in
+            raise AccessDenied(f"{refused}; read-only: {str(e).split(': ', 1)[-1]}") from None
+        raise
 
 
 def host_facts(uri: str) -> HostFacts:
