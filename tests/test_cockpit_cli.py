@@ -109,7 +109,7 @@ HOSTILE_NAMES = ["--all", "--pending", "--connect=qemu+ext:?command=%2Ftmp%2Fp",
 
 
 def page_commands(js: str | None = None) -> list[tuple[list[str], bool]]:
-    """Every virtxml-cpu command line index.js runs: the `[CMD, "verb", ...]` literal, and whether domain
+    """Every virtxml-cpu command line the page (cockpit/src) runs: the `[CMD, "verb", ...]` literal, and whether domain
     names are appended to it (`.concat(names)`). A `[CMD` that is not such a literal fails: every command
     line is checked here."""
     js = page_source() if js is None else js

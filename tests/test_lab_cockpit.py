@@ -821,9 +821,10 @@ def test_n_names_are_shown_as_the_text_they_are(browser, host, domains):
             assert shown[name]["bidi"] == "isolate" and shown[name]["state"] == "shut off"
         assert not browser.find_elements("css selector", "#vxc-table b")
         browser.execute_script("""
+            var name = arguments[0];
             Array.prototype.filter.call(document.querySelectorAll('tr[data-domain]'), function (tr) {
-                return tr.getAttribute('data-domain') === arguments[0]; }.bind(null, arguments[0]))[0]
-                .querySelector('[data-action=fix]').click();""", names[2])
+                return tr.getAttribute('data-domain') === name; })[0].querySelector('[data-action=fix]').click();""",
+                               names[2])
         diff = wait(browser, lambda d: d.find_element("id", "vxc-dialog-diff").text, 30, "the diff")
         assert diff.count("+++ ") == 1, diff[:500]
         browser.find_element("css selector", "#vxc-dialog [data-action=cancel]").click()
@@ -832,3 +833,22 @@ def test_n_names_are_shown_as_the_text_they_are(browser, host, domains):
             with suppress(libvirt.libvirtError):
                 conn.lookupByName(name).undefine()
         conn.close()
+
+
+def test_o_a_command_of_another_schema_is_refused_with_one_line(browser, host, domains):
+    """A virtxml-cpu whose records are of another schema (here one that says version 1, as before
+    `fixable` and `details`) is named in one line, and nothing of what it says is shown. The stand-in is
+    found first on the bridge's PATH (/usr/local/bin) and removed afterwards."""
+    fake = Path("/usr/local/bin/virtxml-cpu")
+    assert not fake.exists()
+    fake.write_text('#!/bin/sh\necho \'{"record": "hello", "version": 1, "host": "qemu:///system"}\'\n'
+                    'echo \'{"record": "domain", "domain": "from-the-old-one", "uuid": "u"}\'\nsleep 30\n')
+    os.chmod(fake, 0o755)
+    try:
+        open_page(browser, host)
+        line = wait(browser, error_line, 10, "the schema line")
+        assert line == ("virtxml-cpu on this host writes records of schema 1, this page reads schema 2: install "
+                        "the virtxml-cpu package of the same version as cockpit-virtxml-cpu."), line
+        assert not table_shown(browser) and "from-the-old-one" not in browser.find_element("tag name", "body").text
+    finally:
+        fake.unlink()

@@ -522,7 +522,7 @@ export function App() {
                                         <Th>{_("State")}</Th>
                                         <Th>{_("Machine")}</Th>
                                         <Th>{_("CPU mode")}</Th>
-                                        <Th info={{ tooltip: _("in the persistent definition") }}>{_("kvm-pv-unhalt")}</Th>
+                                        <Th modifier="nowrap" info={{ tooltip: _("in the persistent definition") }}>{_("kvm-pv-unhalt")}</Th>
                                         <Th>{_("Decision")}</Th>
                                         <Th screenReaderText={_("Action")} />
                                     </Tr>
