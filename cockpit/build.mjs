@@ -30,7 +30,7 @@ await esbuild.build({
     bundle: true,
     outdir: dist,
     target: ["es2020"],
-    minify: production,
+    minify: production && !process.env.NO_MINIFY,
     legalComments: "external",
     loader: { ".js": "jsx", ".svg": "dataurl", ".png": "dataurl", ".jpg": "dataurl" },
     define: { "process.env.NODE_ENV": JSON.stringify(production ? "production" : "development") },
