@@ -30,7 +30,7 @@ await esbuild.build({
     bundle: true,
     outdir: dist,
     target: ["es2020"],
-    minify: production && !process.env.NO_MINIFY,
+    minify: production && !process.env.NO_MINIFY, // NO_MINIFY=1: readable names for a profile
     legalComments: "external",
     loader: { ".js": "jsx", ".svg": "dataurl", ".png": "dataurl", ".jpg": "dataurl" },
     define: { "process.env.NODE_ENV": JSON.stringify(production ? "production" : "development") },
