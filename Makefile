@@ -3,6 +3,9 @@
 # QEMU + libvirt, starts libvirtd, builds the Debian package and the RPM and runs the real-QEMU tests; elsewhere
 # those tests skip, loudly.
 # `make bench`: the benchmarks in bench/ (as root on a KVM host also the lab's guest-start cost of the hook).
+# `make cockpit`: bundle the Cockpit page (cockpit/src, PatternFly React) into cockpit/dist with esbuild,
+# from the packages cockpit/package-lock.json pins (npm ci: the one step that needs the npm registry or its
+# cache). `make pot`: po/virtxml-cpu.pot from the page's sources; `make po-update`: merge it into po/*.po.
 # `make deb`: build virtxml-cpu_VERSION_all.deb and cockpit-virtxml-cpu_VERSION_all.deb (the Cockpit page)
 # here with Debian's tools (debhelper, dh-python), in a copy of the tree under /tmp, and check them with
 # lintian; as root, installs what is missing for that.
@@ -29,7 +32,7 @@ SRPM := virtxml-cpu-$(RPM_VERSION)-$(RPM_RELEASE).src.rpm
 RPM_OUT ?= .
 RPM_BUILD_DEPS := rpm rpmlint python3-pip python3-setuptools python3-wheel python3-lxml python3-argparse-manpage
 
-.PHONY: demo test lab deb rpm bench clean
+.PHONY: demo test lab deb rpm bench clean cockpit pot po-update
 
 # $(call need_debs,PACKAGES,TARGET): install those of Debian's packages that are missing (root only).
 define need_debs
@@ -50,6 +53,39 @@ else find . \( -name .git -o -path ./.venv -o -path ./build \) -prune -o -type f
   xargs -0 -r sh -c 'for f; do [ -e "$$f" ] && printf "%s\0" "$$f"; done' sh | \
   tar --null -T - -cf - | tar -xf - -C $(1)
 endef
+
+# The Cockpit page. npm ci installs exactly the lock file's packages into cockpit/node_modules (npm's own
+# cache in ~/.npm is the only thing outside the checkout); install scripts are not run: esbuild's binary
+# comes in its platform package.
+NPM_STAMP := cockpit/node_modules/.package-lock.json
+COCKPIT_SRC := $(wildcard cockpit/src/*) cockpit/index.html cockpit/manifest.json cockpit/build.mjs \
+	cockpit/po2js.mjs $(wildcard po/*.po)
+
+$(NPM_STAMP): cockpit/package.json cockpit/package-lock.json
+	cd cockpit && npm ci --no-audit --no-fund --ignore-scripts --prefer-offline --loglevel=error
+	@touch $@
+
+cockpit/dist/index.js: $(NPM_STAMP) $(COCKPIT_SRC)
+	cd cockpit && node build.mjs
+
+cockpit: cockpit/dist/index.js
+
+# Every string of the page: `_("...")`, cockpit.gettext and cockpit.ngettext in cockpit/src (read as C, as
+# cockpit-project/starter-kit does: xgettext's JavaScript reader stumbles on JSX), the <title translate>
+# of index.html and the manifest's menu label (which the shell shows).
+pot: po/virtxml-cpu.pot
+po/virtxml-cpu.pot: $(wildcard cockpit/src/*) cockpit/index.html cockpit/manifest.json
+	@mkdir -p build
+	sed -n 's|.*<title translate="yes">\(.*\)</title>.*|_("\1");|p' cockpit/index.html > build/cockpit-html.c
+	$(PYTHON) -c 'import json, sys; m = json.load(open("cockpit/manifest.json")); \
+	  print("".join("_(%s);\n" % json.dumps(v["label"]) for v in m["menu"].values()))' > build/cockpit-manifest.c
+	xgettext --language=C --keyword= --keyword=_ --keyword=gettext --keyword=ngettext:1,2 --from-code=UTF-8 \
+	  --add-comments=TRANSLATORS --package-name=virtxml-cpu --no-location \
+	  --sort-output -o $@ $(sort $(wildcard cockpit/src/*.js cockpit/src/*.jsx)) build/cockpit-html.c build/cockpit-manifest.c
+	@sed -i '/^"POT-Creation-Date:/d' $@
+
+po-update: po/virtxml-cpu.pot
+	for po in po/*.po; do msgmerge --quiet --update --backup=none --no-location --sort-output $$po $<; done
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -92,7 +128,7 @@ lab-cockpit:
 
 # As root with /dev/kvm: the labs and the package are set up side by side, then pytest runs each lab's tests
 # on a worker of its own (pytest-xdist, --dist loadgroup; conftest.py groups them).
-test: $(STAMP)
+test: $(STAMP) cockpit
 	@if [ "$$(id -u)" = 0 ] && [ -e /dev/kvm ]; then \
 	  MAKE="$(MAKE)" bash tests/lab/side-by-side.sh $(LAB_PARTS) deb rpm; \
 	else \
@@ -104,11 +140,12 @@ test: $(STAMP)
 
 # The source is copied (tracked and new files, not ignored ones) so the tree stays as git has it; the
 # build runs with a plain PATH so Debian's python3 builds it, whatever python3 the caller has first.
-deb:
+deb: cockpit
 	$(call need_debs,$(DEB_BUILD_DEPS),deb)
 	@tmp=$$(mktemp -d /tmp/virtxml-cpu-deb.XXXXXX) && trap 'rm -rf "$$tmp"' EXIT && \
 	mkdir "$$tmp/virtxml-cpu-$(DEB_VERSION)" && \
 	$(call copy_tree,"$$tmp/virtxml-cpu-$(DEB_VERSION)") && \
+	cp -r cockpit/dist "$$tmp/virtxml-cpu-$(DEB_VERSION)/cockpit/dist" && \
 	(cd "$$tmp/virtxml-cpu-$(DEB_VERSION)" && env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME="$$tmp" \
 	  LC_ALL=C.UTF-8 dpkg-buildpackage -us -uc -b) && \
 	cp "$$tmp/$(DEB)" "$$tmp/$(COCKPIT_DEB)" . && echo "built $(DEB) $(COCKPIT_DEB)"
@@ -145,4 +182,4 @@ bench: $(STAMP)
 
 clean:
 	rm -rf $(VENV) build demo-out .pytest_cache virtxml-cpu_*_all.deb cockpit-virtxml-cpu_*_all.deb \
-	  virtxml-cpu-*.noarch.rpm virtxml-cpu-*.src.rpm
+	  virtxml-cpu-*.noarch.rpm virtxml-cpu-*.src.rpm cockpit/dist cockpit/node_modules

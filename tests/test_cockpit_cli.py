@@ -1,20 +1,31 @@
-"""What the Cockpit page (cockpit/) reads from the command: explain of libvirt domains, hook status as
-JSON, and the page's files as Cockpit and the Debian package need them. Uses libvirt's test driver (no
-daemon); the page itself runs in tests/test_lab_cockpit.py."""
+"""What the Cockpit page (cockpit/) reads from the command: the records of `audit --follow` (the keys and
+the schema version the page is written against), explain of libvirt domains, hook status as JSON, and
+the page's files as Cockpit and the Debian package need them, its messages in po/. Uses libvirt's test
+driver (no daemon); the page itself runs in tests/test_lab_cockpit.py."""
 
 from __future__ import annotations
 
 import json
 import re
+import shutil
+import subprocess
+import sys
 
 import pytest
 
 from virtxml_cpu import cli
 from virtxml_cpu.hook import install
+from virtxml_cpu.render.records import SCHEMA_VERSION
 
 from .conftest import ROOT
 
 COCKPIT = ROOT / "cockpit"
+SOURCES = sorted((COCKPIT / "src").glob("*.js*"))
+DIST = COCKPIT / "dist"
+
+
+def page_source() -> str:
+    return "\n".join(p.read_text() for p in SOURCES)
 NODE = """<node>
 <domain type='kvm'><name>web</name><memory unit='MiB'>64</memory><vcpu>2</vcpu>
   <os><type arch='x86_64' machine='pc-q35-7.2'>hvm</type></os><cpu mode='host-model'/></domain>
@@ -98,10 +109,10 @@ HOSTILE_NAMES = ["--all", "--pending", "--connect=qemu+ext:?command=%2Ftmp%2Fp",
 
 
 def page_commands(js: str | None = None) -> list[tuple[list[str], bool]]:
-    """Every virtxml-cpu command line index.js runs: the `[CMD, "verb", ...]` literal, and whether domain
+    """Every virtxml-cpu command line the page (cockpit/src) runs: the `[CMD, "verb", ...]` literal, and whether domain
     names are appended to it (`.concat(names)`). A `[CMD` that is not such a literal fails: every command
     line is checked here."""
-    js = (COCKPIT / "index.js").read_text() if js is None else js
+    js = page_source() if js is None else js
     found = list(re.finditer(r"\[CMD((?:,\s*\"[^\"]*\")+)\](\.concat\()?", js))
     assert len(found) == js.count("[CMD"), "a command line this test cannot read"
     return [(re.findall(r"\"([^\"]*)\"", m.group(1)), bool(m.group(2))) for m in found]
@@ -128,12 +139,12 @@ def problems_with_names(argv: list[str]) -> list[str]:
 def test_every_command_the_page_runs_is_one_this_cli_accepts():
     commands = page_commands()
     verbs = {c[0] for c, _ in commands}
-    assert {"audit", "explain", "hook", "apply", "verify"} <= verbs, commands
+    assert {"audit", "hook", "apply", "verify"} <= verbs, commands
     parser = cli.build_parser()
     for argv, names in commands:
         args = parser.parse_args(argv + (["web"] if names else []))
         assert args.command == argv[0]
-    assert (["audit", "--format", "json"], False) in commands and (["verify", "--json", "-"], False) in commands
+    assert (["audit", "--follow", "--format", "json"], False) in commands and (["verify", "--json", "-"], False) in commands
     assert {tuple(c) for c, names in commands if names} == {("apply", "--diff", "--"), ("apply", "--yes", "--")}
 
 
@@ -164,11 +175,78 @@ def test_page_files_are_what_cockpit_and_the_package_need():
     html = (COCKPIT / "index.html").read_text()
     scripts = re.findall(r"<script([^>]*)>(.*?)</script>", html, re.S)
     assert scripts and all('src="' in attrs and not body.strip() for attrs, body in scripts), "inline script"
-    assert '<script src="../base1/cockpit.js"></script>' in html
+    assert '<script src="../base1/cockpit.js"></script>' in html  # Cockpit's own, not bundled
+    assert '<script src="po.js"></script>' in html  # Cockpit serves po.LANG.js for it
+    assert re.search(r"<title translate[^>]*>[^<]+</title>", html)
     assert not re.search(r"\son\w+=", html), "inline event handler (Cockpit's CSP blocks it)"
     manifest = json.loads((COCKPIT / "manifest.json").read_text())
     assert manifest["menu"]["index"]["label"]
-    for ref in re.findall(r'(?:src|href)="([^"]+)"', html):
-        assert ref.startswith("../base1/") or (COCKPIT / ref).is_file(), ref
-    installed = {line.split()[0] for line in (ROOT / "debian" / "cockpit-virtxml-cpu.install").read_text().splitlines()}
-    assert installed == {f"cockpit/{p.name}" for p in COCKPIT.iterdir()}
+    assert {"path-exists": "/usr/bin/virtxml-cpu"} in manifest["conditions"]
+    refs = re.findall(r'(?:src|href)="([^"]+)"', html)
+    assert sorted(r for r in refs if not r.startswith("../base1/")) == ["index.css", "index.js", "po.js"]
+    installed = [line.split() for line in (ROOT / "debian" / "cockpit-virtxml-cpu.install").read_text().splitlines()]
+    assert installed == [["cockpit/dist/*", "usr/share/cockpit/virtxml-cpu/"]]  # the bundle, not node_modules
+    lock = json.loads((COCKPIT / "package-lock.json").read_text())
+    package = json.loads((COCKPIT / "package.json").read_text())
+    for name, version in {**package["dependencies"], **package["devDependencies"]}.items():
+        assert lock["packages"][f"node_modules/{name}"]["version"] == version, name  # pinned, exactly
+
+
+def test_the_built_page_is_what_the_package_ships():
+    if not (DIST / "index.js.gz").is_file():
+        pytest.skip("!!! cockpit/dist is not built (make cockpit): the bundle's files are NOT checked")
+    assert sorted(p.name for p in DIST.iterdir()) == sorted(
+        ["index.html", "manifest.json", "index.js.gz", "index.css.gz", "index.js.LEGAL.txt"]
+        + [f"po.{p.stem}.js.gz" for p in (ROOT / "po").glob("*.po")])
+    import gzip
+
+    po = gzip.decompress((DIST / "po.de.js.gz").read_bytes()).decode()
+    assert po.startswith("cockpit.locale({") and '"language":"de"' in po and '"Guests":[null,"Gäste"]' in po
+    js = gzip.decompress((DIST / "index.js.gz").read_bytes()).decode()
+    assert '"--follow"' in js and "process.env" not in js  # the page's code, built for production
+    assert "cockpit.locale" not in js and "function cockpit" not in js  # Cockpit's cockpit.js is not bundled
+
+
+def test_the_page_reads_only_keys_the_records_have():
+    """The typed contract: every key of a domain record the page reads (row.KEY, r.KEY) is one audit's
+    JSON domain record has, every key of its details (x.KEY) one `--details` gives, and the schema the
+    page checks is render/records.py's."""
+    pytest.importorskip("libvirt")
+    src = page_source()
+    assert re.search(r"const SCHEMA = (\d+);", src).group(1) == str(SCHEMA_VERSION)
+    assert "fixable" in re.findall(r"\brow\.(\w+)", src)  # the fix button follows the CLI's word
+    assert not re.search(r"needs_fix\s*&&\s*!", src), "the page decides fixable itself"
+    out = subprocess.run([sys.executable, "-m", "virtxml_cpu", "audit", "--connect", "test:///default", "--no-host-probe",
+                          "--format", "json", "--details"], capture_output=True, text=True)
+    records = [json.loads(line) for line in out.stdout.splitlines()]
+    domain = next(r for r in records if r["record"] == "domain")
+    assert set(re.findall(r"\brow\.(\w+)", src)) - {"error"} <= set(domain), \
+        set(re.findall(r"\brow\.(\w+)", src)) - set(domain)
+    assert set(re.findall(r"\bx\.(\w+)", src)) <= set(domain["details"])
+    assert records[-1]["version"] == SCHEMA_VERSION
+
+
+def test_the_messages_are_in_the_pot_and_german():
+    """po/virtxml-cpu.pot is what `make pot` makes of the sources now, and de.po translates every message."""
+    if not shutil.which("xgettext") or not shutil.which("msgcat"):
+        pytest.skip("!!! xgettext/msgcat missing (Debian: gettext): the message catalogue is NOT checked")
+    made = subprocess.run(["make", "-s", "-C", str(ROOT), "--no-print-directory", "-W", "cockpit/src/app.jsx",
+                           "--dry-run", "pot"], capture_output=True, text=True)
+    assert made.returncode == 0, made.stderr
+
+    def ids(path) -> set[str]:
+        text = subprocess.run(["msgcat", "--no-wrap", str(path)], capture_output=True, text=True, check=True).stdout
+        return set(json.loads(m) for m in re.findall(r'^msgid (".*")$', text, re.M)) - {""}
+
+    pot = ids(ROOT / "po" / "virtxml-cpu.pot")
+    used = set()
+    for m in re.finditer(r'\b(?:_|gettext)\("((?:[^"\\]|\\.)*)"\)', page_source()):
+        used.add(json.loads(f'"{m.group(1)}"'))
+    for m in re.finditer(r'ngettext\(\s*"((?:[^"\\]|\\.)*)"', page_source()):
+        used.add(json.loads(f'"{m.group(1)}"'))
+    assert used <= pot, used - pot
+    assert "CPU paravirt" in pot  # the title and the menu label
+    assert ids(ROOT / "po" / "de.po") == pot
+    stats = subprocess.run(["msgfmt", "--check", "--statistics", "-o", "/dev/null", str(ROOT / "po" / "de.po")],
+                           capture_output=True, text=True)
+    assert stats.returncode == 0 and "untranslated" not in stats.stderr and "fuzzy" not in stats.stderr, stats.stderr

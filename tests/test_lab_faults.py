@@ -69,7 +69,7 @@ def test_audit_reports_healthy_hosts_at_once_and_a_silent_host_as_timed_out(lab,
         by_host = {r["host"]: r for _t, r in rows if r["record"] == "host"}
         assert by_host[silent]["condition"] == "timed_out" and by_host[refusing]["condition"] == "unreachable"
         summary = rows[-1][1]
-        assert summary["record"] == "summary" and summary["version"] == 1
+        assert summary["record"] == "summary" and summary["version"] == 2
         assert summary["timed_out"] == [silent] and summary["unreachable"] == [refusing]
         assert summary["needs_fix"] >= 1 and summary["hosts_ok"] == 1
         assert 3 <= took < 15, took

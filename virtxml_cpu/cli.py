@@ -142,6 +142,13 @@ def build_parser() -> argparse.ArgumentParser:
                     help="prometheus: node_exporter textfile-collector metrics")
     au.add_argument("-o", "--output", metavar="FILE",
                     help="write the report to FILE atomically (e.g. /var/lib/node_exporter/textfile/virtxml-cpu.prom)")
+    au.add_argument("--details", action="store_true",
+                    help="each domain record (--format json) also carries what explain adds: machine type, CPU mode, "
+                         "QEMU build, every property with its source")
+    au.add_argument("--follow", action="store_true",
+                    help="with --format json and one host: after the audit, each domain's record again whenever "
+                         "libvirt reports it defined, undefined, started or stopped, until stopped (implies "
+                         "--details; fixes nothing; docs/live.md, \"Following a host\")")
 
     _live_verb(sub, "watch", "fix each newly defined or updated domain (service)",
                "Listen to libvirt lifecycle events and apply the policy to every domain defined or redefined; "
@@ -409,8 +416,16 @@ def _audit(args) -> int:
     from .render.table import fix_lines, summary_line
 
     cfg = config.load(args.config)
+    if args.follow:
+        if args.format != "json" or args.output or args.domains or len(args.connect or [DEFAULT_URI]) != 1:
+            raise BadInput("audit --follow takes --format json and at most one --connect, no -o and no names")
     opts = audit.AuditOptions(cfg, args.policy, args.style, tuple(args.domains), args.observe,
-                              live_sources(args, cfg), audit.stderr_progress(), *deadlines(args.timeout, cfg))
+                              live_sources(args, cfg), None if args.follow else audit.stderr_progress(),
+                              *deadlines(args.timeout, cfg), details=args.details or args.follow)
+    if args.follow:
+        from .live.follow import follow
+
+        return follow((args.connect or [DEFAULT_URI])[0], opts, _write_record, hook=hook_status_record)
     chunks: list[str] = []
     write = chunks.append if args.output else _write_stdout
     results = _reporting_errors(audit.audit_stream(args.connect or [DEFAULT_URI], opts))
@@ -470,13 +485,7 @@ def _hook(args) -> int:
     elif args.action == "uninstall":
         lines = install.uninstall(args.hooks_dir)
     elif args.format == "json":
-        from .verify.record import local_binary, read_record, record_key
-
-        rec = install.status_record(args.hooks_dir)
-        binary = local_binary()
-        rec["qemu"] = None if binary is None else {
-            "emulator": binary[0], "version": binary[1], "package": binary[2],
-            "verified": read_record().get(record_key(*binary))}
+        rec = hook_status_record(args.hooks_dir)
         print(json.dumps(rec))
         return EXIT_OK if rec["trusted"] else EXIT_WORK_FOUND
     else:
@@ -485,6 +494,26 @@ def _hook(args) -> int:
         return EXIT_OK if installed else EXIT_WORK_FOUND
     print("\n".join(lines))
     return EXIT_OK
+
+
+def hook_status_record(hooks_dir: str = DEFAULT_HOOKS_DIR) -> dict:
+    """`hook status --format json`: the hook as install.status_record finds it, and the local QEMU with
+    its last verify pass."""
+    from .hook import install
+    from .verify.record import local_binary, read_record, record_key
+
+    rec = install.status_record(hooks_dir)
+    binary = local_binary()
+    rec["qemu"] = None if binary is None else {
+        "emulator": binary[0], "version": binary[1], "package": binary[2],
+        "verified": read_record().get(record_key(*binary))}
+    return rec
+
+
+def _write_record(record: dict) -> None:
+    """One JSON line on stdout at once (a program reads them as they come)."""
+    sys.stdout.write(json.dumps(record) + "\n")
+    sys.stdout.flush()
 
 
 def _unverified_note(uris) -> None:

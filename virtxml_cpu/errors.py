@@ -43,5 +43,10 @@ class EnvironmentProblem(VirtxmlCpuError):
     exit_code = EXIT_ENVIRONMENT
 
 
+class AccessDenied(EnvironmentProblem):
+    """libvirt refused this user (its socket's permissions, polkit, an access driver): exit 3, told apart so
+    a program can say what to do about it (administrative access, the libvirt group)."""
+
+
 class HostTimeout(EnvironmentProblem):
     """A libvirt peer that accepted the connection but did not answer in time (exit 3; not "refused")."""

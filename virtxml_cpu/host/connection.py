@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import errno
 import threading
 from urllib.parse import urlparse
 
-from ..errors import EnvironmentProblem, HostTimeout
+from ..errors import AccessDenied, EnvironmentProblem, HostTimeout
 from ..core.hostfacts import HostFacts, combine, decode_libvirt_version, parse_capabilities, parse_domcapabilities
 
 
@@ -82,7 +83,8 @@ def open_connection(uri: str, read_only: bool = True, timeout: float | None = DE
             raise HostTimeout(f"{uri}: no answer within {timeout:g}s while connecting (timed out)")
         box["conn"] = late
     if "error" in box:
-        raise EnvironmentProblem(f"cannot connect to {uri}: {box['error'].get_error_message()}") from None
+        kind = AccessDenied if denied(box["error"]) else EnvironmentProblem
+        raise kind(f"cannot connect to {uri}: {box['error'].get_error_message()}") from None
     conn = box["conn"]
     if timeout is not None:
         try:
@@ -92,14 +94,35 @@ def open_connection(uri: str, read_only: bool = True, timeout: float | None = DE
     return conn
 
 
+def denied(e) -> bool:
+    """Whether a libvirt error says this user may not (authentication, access control, the socket's
+    permissions), as opposed to a daemon that is not there."""
+    libvirt = libvirt_module()
+    codes = {getattr(libvirt, n, None) for n in ("VIR_ERR_AUTH_FAILED", "VIR_ERR_AUTH_UNAVAILABLE",
+                                                 "VIR_ERR_AUTH_CANCELLED", "VIR_ERR_ACCESS_DENIED",
+                                                 "VIR_ERR_OPERATION_DENIED")} - {None}
+    code = e.get_error_code()
+    return code in codes or (code == libvirt.VIR_ERR_SYSTEM_ERROR and (e.err or ())[7:8] == (errno.EACCES,))
+
+
 def open_for_reading(uri: str, timeout: float | None = DEFAULT_TIMEOUT):
     """Read-write when allowed (domain capabilities need it), else read-only; a timeout is final."""
     try:
         return open_connection(uri, read_only=False, timeout=timeout)
     except HostTimeout:
         raise
-    except EnvironmentProblem:
+    except EnvironmentProblem as e:
+        refused = e
+    try:
         return open_connection(uri, timeout=timeout)
+    except HostTimeout:
+        raise
+    except EnvironmentProblem as e:
+        if isinstance(refused, AccessDenied) and not isinstance(e, AccessDenied):
+            # refused read-write, and read-only failed too (e.g. its polkit check, without a system bus):
+            # this user is not let in
+            raise AccessDenied(f"{refused}; read-only: {str(e).split(': ', 1)[-1]}") from None
+        raise
 
 
 def host_facts(uri: str) -> HostFacts:

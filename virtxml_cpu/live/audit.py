@@ -21,6 +21,7 @@ from ..errors import HostTimeout, VirtxmlCpuError, failure
 from ..host.connection import DEFAULT_TIMEOUT, HOST_TIMEOUT_FACTOR, libvirt_module, open_for_reading
 from ..host.sources import HostSources, connection_facts
 from ..core.pipeline import process
+from ..render import explain
 from ..render.records import OK, TIMED_OUT, UNREACHABLE, AuditRow, HostResult, RowDecision
 
 STATES = {0: "no state", 1: "running", 2: "blocked", 3: "paused", 4: "shutdown", 5: "shut off", 6: "crashed",
@@ -53,20 +54,49 @@ class AuditOptions:
     progress: Callable[[str, int, int], None] | None = None
     timeout: float = DEFAULT_TIMEOUT  # connecting, and any one libvirt call (keepalive)
     host_timeout: float = HOST_TIMEOUT_FACTOR * DEFAULT_TIMEOUT  # the whole host
+    details: bool = False  # each row also carries what explain adds (render.explain.details)
+
+
+def is_fixable(needs_fix: bool, managed_by: str | None) -> bool:
+    """Whether `apply` would give the fix here: it is needed and no orchestrator owns the definition (a fix
+    made in libvirt would not last there). The one place this rule lives; audit's rows carry it."""
+    return needs_fix and not managed_by
+
+
+def audit_one(uri: str, dom, host, opts: AuditOptions) -> AuditRow:
+    """One domain's row on an open connection (watching a host: the domain an event named); an error is
+    the row's, as in audit_host."""
+    libvirt = libvirt_module()
+    fetched = _fetch(dom, set(), set(), set())
+    try:
+        return _audit_domain(uri, dom, host, opts, fetched)
+    except libvirt.libvirtError as e:
+        return AuditRow(uri, dom.name(), fetched.uuid, error=f"vanished while auditing: {e.get_error_message()}")
+    except Exception as e:  # noqa: BLE001 - one bad definition is that domain's row
+        return AuditRow(uri, dom.name(), fetched.uuid, error=f"cannot be audited: {failure(e)}")
 
 
 def audit_host(uri: str, opts: AuditOptions) -> HostResult:
     started = time.monotonic()
     try:
-        libvirt = libvirt_module()
         conn = open_for_reading(uri, opts.timeout)  # --observe and domain capabilities need read-write
     except VirtxmlCpuError as e:
         return HostResult(uri, error=str(e), condition=TIMED_OUT if isinstance(e, HostTimeout) else UNREACHABLE,
                           seconds=time.monotonic() - started)
+    try:
+        return audit_connection(uri, conn, opts, started=started)
+    finally:
+        conn.close()
+
+
+def audit_connection(uri: str, conn, opts: AuditOptions, host=None, started: float | None = None) -> HostResult:
+    """audit_host on a connection already open (left open); `host`: its facts when already assembled."""
+    libvirt = libvirt_module()
+    started = time.monotonic() if started is None else started
     rows: list[AuditRow] = []
     error = None
     try:
-        host = connection_facts(opts.sources, opts.cfg, conn, uri)
+        host = host or connection_facts(opts.sources, opts.cfg, conn, uri)
         # Three list calls whatever the number of domains, and no round trip per name: every domain, the
         # running ones and the transient ones (always running, usually none; the persistent ones would be
         # nearly all of them).
@@ -112,8 +142,6 @@ def audit_host(uri: str, opts: AuditOptions) -> HostResult:
         error = e.get_error_message()
     except VirtxmlCpuError as e:
         error = str(e)
-    finally:
-        conn.close()
     return HostResult(uri, tuple(rows), error, UNREACHABLE if error else OK, time.monotonic() - started)
 
 
@@ -176,13 +204,16 @@ def _audit_domain(uri: str, dom, host, opts: AuditOptions, fetched: Fetched) -> 
                 observed = observe_pv_unhalt(dom)
             except Exception as e:  # noqa: BLE001 - report, keep auditing
                 observed = f"error: {e}"
+    needs_fix = d.action == "inject" and persistent
+    managed_by = o.resolution.facts.orchestrator
     return AuditRow(
         uri, name, fetched.uuid, STATES.get(_answer(fetched.status), "?") if active else "shut off", persistent,
         pv_unhalt=o.resolution.features["kvm-pv-unhalt"].state, live_pv_unhalt=live_pv_unhalt,
-        observed_pv_unhalt=observed, managed_by=o.resolution.facts.orchestrator,
+        observed_pv_unhalt=observed, managed_by=managed_by,
         guest_os=guest_os.record(o.resolution.facts.os_id) if o.resolution.facts.os_id else None,
         decision=RowDecision(d.action, d.rule, reason, tuple(d.notes)),
-        needs_fix=d.action == "inject" and persistent, machine_status=o.resolution.machine_status)
+        needs_fix=needs_fix, machine_status=o.resolution.machine_status,
+        fixable=is_fixable(needs_fix, managed_by), details=explain.details(o) if opts.details else None)
 
 
 def audit(uris: list[str], opts: AuditOptions) -> list[HostResult]:

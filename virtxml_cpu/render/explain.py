@@ -79,6 +79,17 @@ def _decision(o: Outcome) -> dict:
             "policy_source": o.policy_source, "style": o.style, "notes": list(d.notes)}
 
 
+DETAIL_KEYS = ("machine", "machine_resolved", "machine_status_reason", "cpu_mode", "cpu_model", "qemu_build",
+               "qemu_build_basis", "qemu_release", "features")
+
+
+def details(o: Outcome) -> dict:
+    """What explain says beyond an audit row (audit --details): the machine type, CPU mode, QEMU build and
+    every property with its source, and the policy the decision followed."""
+    shared = _shared(o.resolution)
+    return {**{k: shared[k] for k in DETAIL_KEYS}, "policy": o.decision.policy, "policy_source": o.policy_source}
+
+
 def to_json(o: Outcome) -> dict:
     return {**_own(o), "decision": _decision(o), **_shared(o.resolution)}
 

@@ -19,7 +19,7 @@ def domain_record(r: AuditRow) -> dict:
             "needs_fix": r.needs_fix,
             "decision": None if d is None else {"action": d.action, "rule": d.rule, "reason": d.reason,
                                                 "notes": list(d.notes)},
-            "error": r.error, "machine_status": r.machine_status}
+            "error": r.error, "machine_status": r.machine_status, "fixable": r.fixable, "details": r.details}
 
 
 def host_record(h: HostResult) -> dict:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: domain records carry fixable and details
 
 OK, UNREACHABLE, TIMED_OUT = "ok", "unreachable", "timed_out"
 CONDITIONS = (OK, UNREACHABLE, TIMED_OUT)
@@ -48,6 +48,8 @@ class AuditRow:
     needs_fix: bool = False  # the persistent definition should get kvm-pv-unhalt
     error: str | None = None
     machine_status: str | None = None  # offered | deprecated | not-offered on this host's QEMU (core/lifecycle.py)
+    fixable: bool = False  # needs the fix and `apply` may give it here (live.audit.is_fixable)
+    details: dict | None = None  # with --details: what explain adds (machine, CPU mode, QEMU build, properties)
 
 
 @dataclass(frozen=True)
