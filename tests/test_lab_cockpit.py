@@ -512,7 +512,7 @@ def test_h_fix_all_reaches_only_the_guests_the_page_lists_whatever_their_names(b
         assert not browser.find_element("id", "vxc-dialog-error").is_displayed(), \
             browser.find_element("id", "vxc-dialog-error").text
         result = browser.find_element("id", "vxc-action-result").text
-        assert result.startswith(f"changed {len(listed)}, would change 0, unchanged 0, skipped 0"), result
+        assert result.startswith(f"changed {len(listed)}, would change 0, unchanged 0, managed 0, skipped 0"), result
         assert not mark.exists(), f"the fix ran {uri} (uid {mark.read_text().strip()})"
         after = {d.name(): d.XMLDesc(libvirt.VIR_DOMAIN_XML_INACTIVE) for d in conn.listAllDomains()}
         assert set(after) == set(before)
