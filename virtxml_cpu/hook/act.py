@@ -15,10 +15,12 @@ OWN_NS = "urn:virtxml-cpu:domain:1"  # domain.OWN_NS (a test keeps them equal)
 DEFAULT_SPOOL = "/var/lib/virtxml-cpu/pending"  # config.DEFAULT_SPOOL (a test keeps them equal)
 
 
-def act(verdict: dict, op: str, log, cached: bool = False) -> int:
+def act(verdict: dict, op: str, log, cached: bool = False, argv_name: str | None = None) -> int:
     """Log the verdict (one line), and refuse (enforce) or queue (queue mode) a cold start that lacks the
     fix. `migrate`/`restore` print nothing and mark the domain (logging only when that fails); the
-    `prepare` that takes the mark logs that the guest needs a cold boot, and starts it."""
+    `prepare` that takes the mark logs that the guest needs a cold boot, and starts it. A guest the tool
+    cannot fix (a stack writes its definition again; no persistent definition: `argv_name`, libvirt's
+    name for it, has no config file) is neither refused nor queued: its line says why."""
     fields = list(verdict["fields"])
     fields.insert(2, ("op", op))
     fields.append(("reason", verdict["reason"]))
@@ -37,6 +39,12 @@ def act(verdict: dict, op: str, log, cached: bool = False) -> int:
             fields = [("decision", "cold-boot") if k == "decision" else (k, v) for k, v in fields]
         log(kv(**dict(fields), **tail) + (COLD_BOOT if inject else ""))
         return 0
+    if inject and mode in ("enforce", "queue"):
+        not_ours = _not_fixable_here(verdict, argv_name)
+        if not_ours:  # apply cannot fix it: refusing or queueing would stop a start nobody here can mend
+            fields = [("decision", not_ours) if k == "decision" else (k, v) for k, v in fields]
+            log(kv(**dict(fields), **tail))
+            return 0
     if inject and mode == "enforce":
         log(kv(**dict(fields), result="refused", **tail), warning=True, fallback=False)
         sys.stderr.write(enforce_message(verdict["name"], verdict["why"]) + "\n")
@@ -58,6 +66,19 @@ def act(verdict: dict, op: str, log, cached: bool = False) -> int:
             log(kv(domain=verdict["fields"][0][1], spool=where, result="fix not queued", error=str(e)), warning=True)
     log(kv(**dict(fields), **tail))
     return 0
+
+
+def _not_fixable_here(verdict: dict, argv_name: str | None) -> str | None:
+    """`managed` when a stack writes the definition again (its knob is in the line), `transient` when libvirt
+    keeps no persistent definition for the domain (virsh create), else None: apply can fix it."""
+    if verdict.get("managed"):
+        return "managed"
+    from .persistent import CONFIG_DIR, has_definition
+
+    name = argv_name if argv_name is not None else verdict["name"]
+    if has_definition(name, verdict.get("libvirt_config_dir", CONFIG_DIR)) is False:
+        return "transient"
+    return None
 
 
 def enforce_message(name: str, why: str) -> str:

@@ -48,7 +48,7 @@ def _main(argv: list[str], stdin) -> int:
             key = digest_key.key(data, name, mode, config_path, raw)
             hit = digest.lookup(digest_dir, key)
             if hit is not None:
-                return act(hit, op, Log(hit.get("syslog") or SYSLOG_SOCKET), cached=True)
+                return act(hit, op, Log(hit.get("syslog") or SYSLOG_SOCKET), cached=True, argv_name=name)
         except Exception:  # noqa: BLE001 - the digest is only a shortcut: evaluate in full
             key = None
     try:
