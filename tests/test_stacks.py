@@ -323,3 +323,45 @@ def test_only_a_regular_file_is_a_definition_and_no_link_is_followed(tmp_path, d
         assert persistent.has_definition(name, str(d)) is None, name
     assert persistent.has_definition("vm", str(d / "vm.xml")) is None  # not a directory
     assert persistent.has_definition("n" * 251, str(d)) is False  # the longest name libvirt can keep a file for
+
+
+def test_watch_leaves_a_managed_guest_it_sees_defined(stack_driver):
+    """watch over the test driver: a KubeVirt-shaped domain defined while it runs is reported managed and
+    never redefined; a plain one defined after it is fixed (so watch did look)."""
+    import threading
+    import time
+
+    from virtxml_cpu.host.sources import HostSources, NotAsked
+    from virtxml_cpu.live.apply import ApplyOptions
+    from virtxml_cpu.live.watch import watch
+
+    conn, _ = stack_driver
+    logged, stop = [], threading.Event()
+    cfg = Config(qemu_build="upstream")
+    opts = ApplyOptions(cfg, sources=HostSources(config=cfg, kvm=NotAsked("--no-host-probe")))
+    t = threading.Thread(target=watch, args=("test:///default", opts, stop,
+                                             lambda m, warning=False: logged.append((m, warning))))
+    t.start()
+    doms = []
+    try:
+        deadline = time.monotonic() + 10
+        while not any(m.startswith("watching") for m, _w in logged) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        kv = conn.defineXML(_domain("ns_vxc-watched-kv", KV_META))
+        doms.append(kv)
+        before = kv.XMLDesc(2)
+        plain = conn.defineXML(_domain("vxc-watched-plain"))
+        doms.append(plain)
+        while "pvspinlock" not in plain.XMLDesc(2) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.5)
+    finally:
+        stop.set()
+        t.join(10)
+    try:
+        assert "pvspinlock" in plain.XMLDesc(2) and kv.XMLDesc(2) == before
+        mine = [m for m, _w in logged if m.startswith("ns_vxc-watched-kv: ") and ": note: " not in m]
+        assert mine and all(m.startswith("ns_vxc-watched-kv: managed: not redefined: KubeVirt") for m in mine), logged
+    finally:
+        for d in doms:
+            d.undefine()
