@@ -58,11 +58,17 @@ def reference(root) -> dict:
     orchestrator = None
     for child in root.xpath("metadata[1]/*"):
         q = etree.QName(child)
-        found = [o.name for o in ORCHESTRATORS if (q.namespace or "").startswith(o.namespace)
-                 and q.localname == o.element]
+        found = [o.name for o in ORCHESTRATORS for ns, element in o.metadata
+                 if (q.namespace or "").startswith(ns) and q.localname == element]
         if found:
             orchestrator = found[0]
             break
+    if orchestrator is None:
+        for entry in root.xpath("sysinfo/system/entry"):
+            found = [o.name for o in ORCHESTRATORS if (entry.get("name"), (entry.text or "").strip()) in o.sysinfo]
+            if found:
+                orchestrator = found[0]
+                break
     spinlocks = _one(root, "features[1]/hyperv[1]/spinlocks[1]")
     return {
         "name": None if _one(root, "name[1]") is None else root.xpath("string(name[1])"),  # libvirt's own XPath
@@ -125,11 +131,15 @@ CPUTUNE = _element("cputune", {}, _some(
 METADATA = _element("metadata", {}, _some(
     st.just("<own:cpu xmlns:own='urn:virtxml-cpu:domain:1' policy='never'/>"),
     st.just(f"<os:libosinfo xmlns:os='{domain.LIBOSINFO_NS}'><os:os id='http://microsoft.com/win/10'/></os:libosinfo>"),
-    st.sampled_from([f"<o:{o.element} xmlns:o='{o.namespace}x'/>" for o in ORCHESTRATORS])))
+    st.sampled_from([f"<o:{element} xmlns:o='{ns}x'/>" for o in ORCHESTRATORS for ns, element in o.metadata])))
+SYSINFO = _element("sysinfo", {"type": ["smbios", "fwcfg"]}, _some(_element("system", {}, _some(
+    st.sampled_from([f"<entry name='{k}'>{v}</entry>" for o in ORCHESTRATORS for k, v in o.sysinfo]
+                    + ["<entry name='product'>Other</entry>", "<entry name='serial'>Apache Software Foundation</entry>"])
+))))
 TOP = _some(
     _element("name", {}), _element("uuid", {}), _element("vcpu", {"placement": ["static", "auto"], "cpuset": ["0-3"]}),
     _element("os", {}, _some(_element("type", {"arch": ["x86_64"], "machine": ["pc-q35-6.2", "pc"]}))),
-    FEATURES, CPU, CLOCK, CPUTUNE, METADATA, _element("launchSecurity", {"type": ["sev", "tdx"]}),
+    FEATURES, CPU, CLOCK, CPUTUNE, METADATA, SYSINFO, _element("launchSecurity", {"type": ["sev", "tdx"]}),
     _element("devices", {}, _some(_element("emulator", {}), _element("disk", {}))),
     st.just(f"<q:commandline xmlns:q='{domain.QEMU_NS}'><q:arg value='-cpu'/><q:arg value='host'/></q:commandline>"),
     most=14)

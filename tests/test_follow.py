@@ -17,7 +17,7 @@ from virtxml_cpu.render.records import SCHEMA_VERSION
 
 libvirt = pytest.importorskip("libvirt")
 
-from virtxml_cpu.live.audit import AuditOptions, is_fixable  # noqa: E402
+from virtxml_cpu.live.audit import AuditOptions  # noqa: E402
 from virtxml_cpu.live.follow import condition, follow  # noqa: E402
 
 URI = "test:///default"
@@ -127,10 +127,6 @@ def test_condition_words():
     assert condition(AccessDenied("x")) == "denied"
     assert condition(HostTimeout("x")) == "timed_out"
     assert condition(EnvironmentProblem("x")) == "unreachable"
-
-
-def test_fixable_is_needed_and_not_owned_by_an_orchestrator():
-    assert is_fixable(True, None) and not is_fixable(True, "OpenStack Nova") and not is_fixable(False, None)
 
 
 def test_follow_takes_json_and_one_host(capsys):

@@ -51,7 +51,7 @@ class Host:
 
     def configure(self, extra: str = "") -> None:
         self.config.write_text(f'{extra}[hook]\nmode = "audit"\nspool = "{self.root / "spool"}"\n'
-                               f'syslog_socket = "{self.sock_path}"\n')
+                               f'syslog_socket = "{self.sock_path}"\nlibvirt_config_dir = ""\n')
 
     def cache(self, package: str) -> None:
         path = caps_cache.cache_file(EMULATOR, str(self.caps))

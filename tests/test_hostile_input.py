@@ -313,7 +313,7 @@ def test_apply_reports_a_bad_domain_as_failed_and_fixes_the_others(fleet, capsys
                      "vxc-hostile-z"])
     out, err = capsys.readouterr()
     assert "vxc-hostile-huge: not fixed: " in err and "larger than 10 MiB" in err, err
-    assert "changed 3, would change 0, unchanged 0, skipped 0, unknown 0, failed 1" in err, err
+    assert "changed 3, would change 0, unchanged 0, managed 0, skipped 0, unknown 0, failed 1" in err, err
     for name in ("vxc-hostile-a", "vxc-hostile-cdata", "vxc-hostile-z"):
         assert f"{name}: added kvm-pv-unhalt" in out and "pvspinlock" in fleet.lookupByName(name).XMLDesc(0)
     assert code == EXIT_ENVIRONMENT and "Traceback" not in err
@@ -472,7 +472,7 @@ def test_the_hook_config_unusable_line_cannot_gain_fields(tmp_path):
 
 def test_the_hook_fix_not_queued_line_cannot_gain_fields(tmp_path):
     conf = tmp_path / "c.toml"
-    conf.write_text(f'[hook]\nmode = "queue"\nspool = "{tmp_path / "spool"}"\n')
+    conf.write_text(f'[hook]\nmode = "queue"\nspool = "{tmp_path / "spool"}"\nlibvirt_config_dir = ""\n')
     xml = NEEDS_FIX.replace(b"<name>scratch</name>", f"<name>scratch</name><uuid>{FORGER}</uuid>".encode())
     log = Capture()
     assert evaluate.run(["vm", "prepare", "begin", "-"], config_path=str(conf), stdin=io.BytesIO(xml), log=log) == 0

@@ -242,7 +242,7 @@ def test_audits_fix_with_line_runs_as_shown_and_reaches_exactly_those_domains(tm
     code, out = on_terminal(hint, tmp_path, b"y\n" * (len(names) + 2))
     text = out.decode("utf-8", "replace")
     assert code == 0, text
-    assert f"changed {len(names)}, would change 0, unchanged 0, skipped 0, unknown 0, failed 0" in text, text
+    assert f"changed {len(names)}, would change 0, unchanged 0, managed 0, skipped 0, unknown 0, failed 0" in text, text
     said = {x.split(": added kvm-pv-unhalt;")[0].split("[y/N] ")[-1]  # the typed-ahead answer: no newline
             for x in text.splitlines() if ": added kvm-pv-unhalt;" in x}
     from virtxml_cpu.errors import shown

@@ -50,19 +50,21 @@ def test_prometheus_exposition_parses_and_says_what_it_should():
     assert get("virtxml_cpu_domain_needs_fix", **web) == 1
     odd = dict(host="qemu:///system", domain='odd"name\\x\ny', uuid='u-odd"name\\x\ny')
     assert get("virtxml_cpu_domain_pv_unhalt", **odd, view="definition") == 1
+    from virtxml_cpu.tables.orchestrators import BY_NAME
     assert get("virtxml_cpu_domain_managed", host="qemu:///system", domain="nova-vm", uuid="u-nova-vm",
-               orchestrator="OpenStack Nova") == 1
+               orchestrator="OpenStack Nova", knob=BY_NAME["OpenStack Nova"].knob) == 1
     assert get("virtxml_cpu_audit_timestamp_seconds") == 1_700_000_000.0
 
 
-@pytest.mark.parametrize("metadata,who,says", [
+@pytest.mark.parametrize("metadata,who,says,knob", [
     ("<nova:instance xmlns:nova='http://openstack.org/xmlns/libvirt/nova/1.1'><nova:name>x</nova:name>"
-     "</nova:instance>", "OpenStack Nova", "hard reboot"),
+     "</nova:instance>", "OpenStack Nova", "hard reboot", "cpu_mode = host-passthrough"),
     ("<ovirt-vm:vm xmlns:ovirt-vm='http://ovirt.org/vm/1.0'><ovirt-vm:clusterVersion>4.7</ovirt-vm:clusterVersion>"
-     "</ovirt-vm:vm>", "oVirt/VDSM", "VDSM"),
-    ("<kubevirt xmlns='http://kubevirt.io'><uid>1</uid></kubevirt>", "KubeVirt", "spec.domain.features.pvspinlock"),
+     "</ovirt-vm:vm>", "oVirt/VDSM", "VDSM", "Pass-Through Host CPU"),
+    ("<kubevirt xmlns='http://kubevirt.io'><uid>1</uid></kubevirt>", "KubeVirt", "virt-launcher",
+     "spec.template.spec.domain.features.pvspinlock: {}"),
 ])
-def test_orchestrator_managed_domains_are_recognised_and_explained(metadata, who, says):
+def test_orchestrator_managed_domains_are_recognised_and_explained(metadata, who, says, knob):
     data = (FIXTURES / "handwritten-no-cpu.xml").read_bytes().replace(
         b"</domain>", f"<metadata>{metadata}</metadata></domain>".encode())
     o = process(data, "m.xml", UP, Config(), render=False)
@@ -70,8 +72,9 @@ def test_orchestrator_managed_domains_are_recognised_and_explained(metadata, who
     assert any(n.startswith(f"managed by {who}") and says in n for n in o.decision.notes)
     logged = []
     evaluate.run(["vm", "prepare", "begin", "-"], mode="audit", config_path=None,
-             stdin=__import__("io").BytesIO(data), log=lambda m, **kw: logged.append(m))
-    assert f'managed_by="{who}"' in logged[0] or f"managed_by={who}" in logged[0]
+                 stdin=__import__("io").BytesIO(data), log=lambda m, **kw: logged.append(m))
+    assert (f'stack="{who}"' in logged[0] or f"stack={who}" in logged[0]) and "edits_last=no" in logged[0]
+    assert knob in logged[0].split(" knob=", 1)[1]
 
 
 def test_unmanaged_domain_has_no_orchestrator():

@@ -38,11 +38,11 @@ A, B = "qemu+ssh://kvm1/system", "qemu+ssh://kvm2/system"
 def hosts() -> list[HostResult]:
     return [
         HostResult(A, (
-            AuditRow(A, "web", "u-web", "shut off", True, "off", decision=FIX, needs_fix=True),
+            AuditRow(A, "web", "u-web", "shut off", True, "off", decision=FIX, needs_fix=True, fixable=True),
             AuditRow(A, "db", "u-db", "running", True, "on", "on", "on", decision=KEEP),
             AuditRow(A, 'odd "name"', "u-odd", "running", False, "off", "off", decision=FIX),
             AuditRow(A, "nova-1", "u-nova", "shut off", True, "off", managed_by="OpenStack Nova", decision=FIX,
-                     needs_fix=True),
+                     needs_fix=True, stack="OpenStack Nova"),
             AuditRow(A, "ghost", error="Domain not found"),
         ), seconds=0.125),
         HostResult(B, error="cannot connect to qemu+ssh://kvm2/system: Connection refused", condition=UNREACHABLE),
@@ -128,12 +128,17 @@ def test_json_lines_follow_the_documented_schema():
     assert web["needs_fix"] is True and web["decision"]["rule"] == "policy-compat" and web["error"] is None
     assert ghost["error"] == "Domain not found" and ghost["decision"] is None and ghost["needs_fix"] is False
     assert records[5] == {"record": "host", "host": A, "condition": "ok", "error": None, "domains": 4,
-                          "needs_fix": 2, "domain_errors": 1}
+                          "needs_fix": 2, "fixable": 1, "domain_errors": 1}
     assert [r["condition"] for r in records[6:8]] == [UNREACHABLE, TIMED_OUT]
     assert records[-1] == {"record": "summary", "version": SCHEMA_VERSION, "hosts": 3, "hosts_ok": 1,
                            "unreachable": [B], "timed_out": ["qemu+tcp://kvm3/system"], "domains": 4,
                            "needs_fix": 2, "have_pv_unhalt": 1, "domain_errors": 1, "machine_deprecated": 0,
-                           "machine_not_offered": 0}
+                           "machine_not_offered": 0, "fixable": 1, "managed": 1}
+    nova = records[3]
+    assert (web["stack"], web["fixable"], nova["fixable"], nova["needs_fix"]) == (None, True, False, True)
+    assert nova["stack"]["name"] == "OpenStack Nova" and nova["stack"]["edits_last"] is False
+    assert "cpu_mode = host-passthrough" in nova["stack"]["knob"] and "migration" in nova["stack"]["cost"]
+    assert set(nova["stack"]) == {"name", "edits_last", "knob", "knob_since", "default", "cost", "source"}
 
 
 def test_json_does_not_depend_on_timing():
@@ -312,7 +317,7 @@ def test_apply_lines_for_every_kind_and_the_summary():
     assert lines["unknown"][-1] == ("web\\n1: Domain not found", True)
     assert lines["failed"][-1] == ("web\\n1: define failed, definition unchanged: x", True)
     tally = Counter({"changed": 2, "failed": 1})
-    assert applylines.summary(tally, []) == "changed 2, would change 0, unchanged 0, skipped 0, unknown 0, failed 1"
+    assert applylines.summary(tally, []) == "changed 2, would change 0, unchanged 0, managed 0, skipped 0, unknown 0, failed 1"
     assert applylines.summary(tally, [B]).endswith(f"failed 1; unreachable: {B}")
 
 
@@ -329,7 +334,7 @@ def test_test_driver_apply_reports_each_outcome_and_exits_by_kind(test_driver, c
     assert has.startswith("vxc-render-has: unchanged: ")
     assert transient == "vxc-render-transient: skipped: transient domain (no persistent definition to fix)"
     assert "virtxml-cpu: vxc-no-such-domain: " in err
-    assert "changed 0, would change 1, unchanged 1, skipped 1, unknown 1, failed 0" in err
+    assert "changed 0, would change 1, unchanged 1, managed 0, skipped 1, unknown 1, failed 0" in err
     assert "pvspinlock" not in test_driver.lookupByName("vxc-render-fix").XMLDesc(0)  # a dry run changes nothing
     assert cli.main(APPLY + ["--dry-run", "vxc-render-fix"]) == EXIT_WORK_FOUND
     capsys.readouterr()
@@ -338,7 +343,7 @@ def test_test_driver_apply_reports_each_outcome_and_exits_by_kind(test_driver, c
     assert "vxc-render-fix: added kvm-pv-unhalt; takes effect at its next start\n" in out
     assert "vxc-render-run: added kvm-pv-unhalt; takes effect at its next cold boot (the running guest is " \
            "untouched)\n" in out
-    assert "changed 2, would change 0, unchanged 0, skipped 0, unknown 0, failed 0" in err
+    assert "changed 2, would change 0, unchanged 0, managed 0, skipped 0, unknown 0, failed 0" in err
     assert "pvspinlock" in test_driver.lookupByName("vxc-render-fix").XMLDesc(0)
 
 

@@ -35,7 +35,7 @@ NOBODY = 65534
 
 def config(d: Path, mode: str, spool_dir: Path, extra: str = "") -> str:
     p = d / "c.toml"
-    p.write_text(f'[hook]\nmode = "{mode}"\nspool = "{spool_dir}"\n{extra}')
+    p.write_text(f'[hook]\nmode = "{mode}"\nspool = "{spool_dir}"\nlibvirt_config_dir = ""\n{extra}')
     return str(p)
 
 

@@ -53,7 +53,7 @@ def with_uuid(xml: bytes) -> bytes:
 
 def queue_config(d: Path, spool_dir: Path) -> str:
     p = d / "c.toml"
-    p.write_text(f'[hook]\nmode = "queue"\nspool = "{spool_dir}"\n')
+    p.write_text(f'[hook]\nmode = "queue"\nspool = "{spool_dir}"\nlibvirt_config_dir = ""\n')
     return str(p)
 
 
@@ -195,7 +195,7 @@ def _their_config(shared: Path, spool_dir: Path, how: str) -> Path:
         (shared / "theirs").mkdir()
         theirs(shared / "theirs")
         cfg = shared / "theirs" / "c.toml"
-    cfg.write_text(f'[hook]\nmode = "queue"\nspool = "{spool_dir}"\n')
+    cfg.write_text(f'[hook]\nmode = "queue"\nspool = "{spool_dir}"\nlibvirt_config_dir = ""\n')
     if how == "their file":
         theirs(cfg)
     return cfg

@@ -50,6 +50,9 @@ CONFIG_KEYS = (
     ("hook.spool", f"where queue mode records pending fixes (default {config.DEFAULT_SPOOL})"),
     ("hook.syslog_socket", "the datagram socket the hook and watch log to (default /dev/log; stderr "
                            "when it cannot be reached)"),
+    ("hook.libvirt_config_dir", "where libvirt keeps persistent definitions, NAME.xml (default "
+                                f"{config.DEFAULT_LIBVIRT_CONFIG_DIR}): a guest without one is transient and the "
+                                "hook neither refuses nor queues it; \"\" takes every guest as persistent"),
 )
 
 EXIT_STATUS = (

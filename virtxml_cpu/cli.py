@@ -68,6 +68,13 @@ def _live_verb(sub, name: str, summary: str, description: str, several: bool = T
     return p
 
 
+def _include_managed(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--include-managed", action="store_true",
+                   help="also redefine guests a stack (Nova, oVirt, KubeVirt, OpenNebula, CloudStack ...) writes "
+                        "again; without it they are reported `managed` with the stack's knob "
+                        "(docs/orchestrators.md)")
+
+
 def _seconds(text: str) -> float:
     try:
         value = float(text)
@@ -129,6 +136,7 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("--dry-run", action="store_true", help="say what would change; exit 1 if anything would")
     show.add_argument("--diff", action="store_true", help="show the diffs; change nothing")
     ap.add_argument("-y", "--yes", action="store_true", help="do not ask before defining")
+    _include_managed(ap)
 
     au = _live_verb(sub, "audit", "report kvm-pv-unhalt of every domain on libvirt hosts",
                     "For each domain on each connection: kvm-pv-unhalt in its persistent definition and, for "
@@ -150,10 +158,11 @@ def build_parser() -> argparse.ArgumentParser:
                          "libvirt reports it defined, undefined, started or stopped, until stopped (implies "
                          "--details; fixes nothing; docs/live.md, \"Following a host\")")
 
-    _live_verb(sub, "watch", "fix each newly defined or updated domain (service)",
-               "Listen to libvirt lifecycle events and apply the policy to every domain defined or redefined; "
-               "also applies the hook's queue. Reconnects when libvirtd restarts; stops on SIGTERM. See "
-               "contrib/systemd/.", several=False)
+    wa = _live_verb(sub, "watch", "fix each newly defined or updated domain (service)",
+                    "Listen to libvirt lifecycle events and apply the policy to every domain defined or redefined; "
+                    "also applies the hook's queue. Reconnects when libvirtd restarts; stops on SIGTERM. See "
+                    "contrib/systemd/.", several=False)
+    _include_managed(wa)
 
     ve = sub.add_parser("verify", epilog=EPILOG, help="check the rules against this host's QEMU",
                         description="Start this host's QEMU paused, without disks or devices, for every x86 "
@@ -381,7 +390,8 @@ def _apply(args) -> int:
     cfg = config.load(args.config)
     timeout, host_timeout = deadlines(args.timeout, cfg)
     opts = ApplyOptions(cfg, args.policy, args.style, args.dry_run, args.diff, args.yes,
-                        sources=live_sources(args, cfg), confirm=confirm, timeout=timeout, shown_diff=_for_stdout)
+                        sources=live_sources(args, cfg), confirm=confirm, timeout=timeout, shown_diff=_for_stdout,
+                        include_managed=args.include_managed)
     which = Selection(tuple(args.domains), args.all, args.pending)
     total, down = ApplyResult(), []
     for uri in args.connect or [DEFAULT_URI]:
@@ -393,6 +403,7 @@ def _apply(args) -> int:
             if res.todo:  # the domains it did not reach, as the command that finishes them
                 mode = ["--pending"] if args.pending else []
                 mode += ["--dry-run"] if args.dry_run else ["--diff"] if args.diff else ["--yes"] if args.yes else []
+                mode += ["--include-managed"] if args.include_managed else []
                 print(f"finish with: {apply_fix(uri, [] if args.pending else res.todo, mode + _deciding_options(args))}",
                       file=sys.stderr)
     print(summary(total.tally, down), file=sys.stderr)
@@ -473,7 +484,8 @@ def _watch(args) -> int:
 
     cfg = config.load(args.config)
     return watch(args.connect, ApplyOptions(cfg, args.policy, args.style, sources=live_sources(args, cfg),
-                                            timeout=deadlines(args.timeout, cfg)[0]))
+                                            timeout=deadlines(args.timeout, cfg)[0],
+                                            include_managed=args.include_managed))
 
 
 def _hook(args) -> int:

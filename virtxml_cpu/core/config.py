@@ -8,6 +8,7 @@
     mode = "audit"           # audit | enforce | queue
     spool = "/var/lib/virtxml-cpu/pending"
     syslog_socket = "/dev/log"
+    libvirt_config_dir = "/etc/libvirt/qemu"  # where libvirt keeps persistent definitions ("": do not look)
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from ..fs.trusted import Untrusted, check_trusted, read_regular, resolve_trusted
 DEFAULT_PATH = "/etc/virtxml-cpu/config.toml"
 HOOK_MODES = ("audit", "enforce", "queue")
 DEFAULT_SPOOL = "/var/lib/virtxml-cpu/pending"
+DEFAULT_LIBVIRT_CONFIG_DIR = "/etc/libvirt/qemu"  # hook/persistent.py: a domain without NAME.xml there is transient
 
 
 class Config:
@@ -27,7 +29,7 @@ class Config:
     and pay for no typing machinery). Fields as named in __slots__; `_replace` as a named tuple's."""
 
     __slots__ = ("policy", "style", "hook_mode", "spool", "syslog_socket", "path", "qemu_build", "timeout",
-                 "host_timeout", "qemu_version")
+                 "host_timeout", "qemu_version", "libvirt_config_dir")
 
     def __init__(self, policy: str | None = None, style: str = "pvspinlock",
                  hook_mode: str | None = None,  # None: the mode `hook install` baked in, else audit
@@ -35,10 +37,12 @@ class Config:
                  qemu_build: str | None = None,
                  timeout: float | None = None,  # seconds a libvirt host may stay silent (connecting, any call)
                  host_timeout: float | None = None,  # seconds for a whole host (default: 10 x timeout)
-                 qemu_version: str | None = None):  # the QEMU release the guests run on, X.Y[.Z] (default: detected)
+                 qemu_version: str | None = None,  # the QEMU release the guests run on, X.Y[.Z] (default: detected)
+                 libvirt_config_dir: str = DEFAULT_LIBVIRT_CONFIG_DIR):  # the hook's transient check ("": none)
         self.policy, self.style, self.hook_mode, self.spool = policy, style, hook_mode, spool
         self.syslog_socket, self.path, self.qemu_build, self.timeout = syslog_socket, path, qemu_build, timeout
         self.host_timeout, self.qemu_version = host_timeout, qemu_version
+        self.libvirt_config_dir = libvirt_config_dir
 
     def _values(self) -> tuple:
         return tuple(getattr(self, f) for f in self.__slots__)
@@ -59,7 +63,7 @@ class Config:
 MAX_CONFIG_BYTES = 64 * 1024  # a config is a few lines; /dev/zero or a log file by mistake is not
 KEYS = {"policy": str, "style": str, "qemu_build": str, "hook": dict, "timeout": (int, float),
         "host_timeout": (int, float), "qemu_version": str}
-HOOK_KEYS = {"mode": str, "spool": str, "syslog_socket": str}
+HOOK_KEYS = {"mode": str, "spool": str, "syslog_socket": str, "libvirt_config_dir": str}
 OLDER_NAMES = {"qemu_flavour": "qemu_build"}  # still read, so a config written for an older release keeps working
 
 
@@ -86,6 +90,9 @@ def parse(text: str, path: str = "<config>") -> Config:
     for key in ("spool", "syslog_socket"):
         if key in hook and (not hook[key] or "\0" in hook[key]):
             raise BadInput(f"config {path}: hook.{key} must be a path")
+    where = hook.get("libvirt_config_dir", DEFAULT_LIBVIRT_CONFIG_DIR)
+    if where and (not where.startswith("/") or "\0" in where):
+        raise BadInput(f"config {path}: hook.libvirt_config_dir must be an absolute path, or \"\" to not look")
     for key in ("timeout", "host_timeout"):
         if key in data and not 0 < data[key] <= 86400:
             raise BadInput(f"config {path}: {key} must be above 0 and at most 86400 seconds")
@@ -94,7 +101,7 @@ def parse(text: str, path: str = "<config>") -> Config:
 
     cfg = Config(data.get("policy"), data.get("style", "pvspinlock"), hook.get("mode"),
                  hook.get("spool", DEFAULT_SPOOL), hook.get("syslog_socket"), path, data.get("qemu_build"),
-                 data.get("timeout"), data.get("host_timeout"), data.get("qemu_version"))
+                 data.get("timeout"), data.get("host_timeout"), data.get("qemu_version"), where)
     if cfg.qemu_version is not None and not is_release(cfg.qemu_version):
         raise BadInput(f"config {path}: qemu_version = {cfg.qemu_version!r} is not a QEMU release X.Y[.Z]")
     for key, value, allowed in (("policy", cfg.policy, POLICIES + (None,)), ("style", cfg.style, STYLES),

@@ -8,7 +8,7 @@ from ..tables import guest_os, libvirt_xml
 from . import lifecycle, placement
 from .resolution import OFF, ON, SRC_CPU_PM, SRC_HIDDEN, SRC_TCG, Resolution
 from .machines import PC_FAMILIES, format_version, version_at_least
-from ..tables.orchestrators import DEDICATED_NOTES, NOTES as ORCHESTRATOR_NOTES
+from ..tables import orchestrators
 
 POLICIES = ("compat", "never", "always", "numa")
 STYLES = tuple(libvirt_xml.STYLES)
@@ -166,9 +166,25 @@ def _placement_notes(res: Resolution, placed: placement.Pinning) -> list[str]:
     notes = [f"dedicated host CPUs: {placed.why}"]
     if res.features["kvm-hint-dedicated"].state != ON:
         notes.append(DEDICATED_HINT)
-    if f.orchestrator:
-        notes.append(f"managed by {f.orchestrator}, on dedicated CPUs: {DEDICATED_NOTES[f.orchestrator]}")
+    if f.orchestrator and orchestrators.DEDICATED_NOTES.get(f.orchestrator):
+        notes.append(f"managed by {f.orchestrator}, on dedicated CPUs: {orchestrators.DEDICATED_NOTES[f.orchestrator]}")
     return notes
+
+
+def stack_note(name: str) -> str:
+    """What the stack that wrote the definition means for it: whether a change made in libvirt lasts (the
+    stack's knob itself is data: tables/orchestrators.record, shown beside the notes)."""
+    s = orchestrators.BY_NAME[name]
+    if s.managed:
+        return f"managed by {s.name}: {s.edits_why}; the fix is {s.name}'s own knob, not an edit here"
+    return f"written by {s.name}: {s.edits_why}"
+
+
+def fixable(changes: bool, persistent: bool, stack: str | None, include_managed: bool = False) -> bool:
+    """Whether `apply` changes this guest: it needs the change, has a persistent definition to change, and no
+    stack writes that definition again (unless the admin asks for it anyway: --include-managed). The one
+    answer apply, audit's `fix with:` line and the records give."""
+    return changes and persistent and (include_managed or not orchestrators.managed(stack))
 
 
 def _notes(res: Resolution, style: str, placed: placement.Pinning) -> tuple[str, ...]:
@@ -178,7 +194,7 @@ def _notes(res: Resolution, style: str, placed: placement.Pinning) -> tuple[str,
         notes.append(f"machine type {res.machine.label()} is deprecated: {res.machine_status_why}; a later QEMU "
                      "will not offer it, so plan a change of machine type")
     if f.orchestrator:
-        notes.append(f"managed by {f.orchestrator}: {ORCHESTRATOR_NOTES[f.orchestrator]}")
+        notes.append(stack_note(f.orchestrator))
     notes.extend(_placement_notes(res, placed))
     if f.vcpus <= 1:
         notes.append("1 vCPU: Linux guests do not use PV spinlocks on a single CPU (kvm_spinlock_init)")

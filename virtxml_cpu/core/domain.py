@@ -9,7 +9,7 @@ from lxml import etree
 from ..tables import lazyre, qemu  # module-level patterns compiled where first used (the hook's cold start)
 from ..tables.libvirt_xml import BY_KEY as _SETTINGS_BY_KEY, CPU_MODE_CUSTOM, CPU_MODE_NONE, PLACEMENT, SETTINGS, \
     Placement, Setting
-from ..tables.orchestrators import ORCHESTRATORS
+from ..tables.orchestrators import RECOGNISED as STACKS
 
 QEMU_NS = "http://libvirt.org/schemas/domain/qemu/1.0"
 OWN_NS = "urn:virtxml-cpu:domain:1"  # the tool's own per-domain metadata (<vxc:cpu policy=.../>)
@@ -78,7 +78,7 @@ class DomainFacts(namedtuple("DomainFacts", "name uuid virt_type arch machine cp
     override_policy: str | None  # from <metadata><virtxml-cpu:cpu policy=...>
     os_id: str | None  # libosinfo id, e.g. http://microsoft.com/win/10
     emulator: str | None
-    orchestrator: str | None  # who generates this definition (orchestrators.ORCHESTRATORS)
+    orchestrator: str | None  # the stack that wrote this definition (orchestrators.STACKS), when it shows
     placement: tuple[Placed, ...]  # <vcpu cpuset>, <cputune> pins and schedulers, in PLACEMENT order
     launch_security: str | None  # <launchSecurity type='tdx'|'sev'|...>
 
@@ -392,20 +392,31 @@ def extract(root: etree._Element) -> DomainFacts:
         override_policy=own.get("policy") if own is not None else None,
         os_id=osinfo.get("id") if osinfo is not None else None,
         emulator=_text(_first(top.get("devices"), "emulator")),  # libvirt writes it first
-        orchestrator=_orchestrator(meta),
+        orchestrator=_orchestrator(meta, root if "sysinfo" in top else None),
         placement=_placement(root, top),
         launch_security=launch_security.get("type") if launch_security is not None else None,
     )
 
 
-def _orchestrator(meta: dict) -> str | None:
-    """Who generates the definition: the first child of <metadata> (`meta`: its _children, in document
-    order) in an orchestrator's namespace."""
+def _orchestrator(meta: dict, root=None) -> str | None:
+    """The stack that wrote the definition: the first child of <metadata> (`meta`: its _children, in document
+    order) that is a stack's element in its namespace; else, when `root` is given (the domain has a
+    <sysinfo>), an SMBIOS system entry a stack writes (CloudStack's manufacturer or product). A name alone
+    never counts (tables/orchestrators.py says why)."""
     for tag in meta:
         if tag[:1] != "{":
             continue
         namespace, _, local = tag[1:].partition("}")
-        for o in ORCHESTRATORS:
-            if namespace.startswith(o.namespace) and local == o.element:
-                return o.name
+        for s in STACKS:
+            for prefix, element in s.metadata:
+                if local == element and namespace.startswith(prefix):
+                    return s.name
+    if root is not None:
+        for sysinfo in root.iterchildren("sysinfo"):
+            for system in sysinfo.iterchildren("system"):
+                for entry in system.iterchildren("entry"):
+                    pair = (entry.get("name"), (entry.text or "").strip())
+                    for s in STACKS:
+                        if pair in s.sysinfo:
+                            return s.name
     return None

@@ -19,7 +19,9 @@ def act(verdict: dict, op: str, log, cached: bool = False, name: str | None = No
     """Log the verdict (one line), and refuse (enforce) or queue (queue mode) a cold start that lacks the
     fix. `migrate`/`restore` print nothing and mark the domain `name` (libvirt's argv, as passed) with the
     verdict's uuid (logging only when that fails); the `prepare` of that same name and uuid takes the mark,
-    logs that the guest needs a cold boot, and starts it. Without `name` no mark is left or taken."""
+    logs that the guest needs a cold boot, and starts it. Without `name` no mark is left or taken. A guest
+    the tool cannot fix (a stack writes its definition again; no persistent definition: `name` has no
+    config file) is neither refused nor queued: its line says why."""
     fields = list(verdict["fields"])
     fields.insert(2, ("op", op))
     fields.append(("reason", verdict["reason"]))
@@ -38,6 +40,12 @@ def act(verdict: dict, op: str, log, cached: bool = False, name: str | None = No
             fields = [("decision", "cold-boot") if k == "decision" else (k, v) for k, v in fields]
         log(kv(**dict(fields), **tail) + (COLD_BOOT if inject else ""))
         return 0
+    if inject and mode in ("enforce", "queue"):
+        not_ours = _not_fixable_here(verdict, name)
+        if not_ours:  # apply cannot fix it: refusing or queueing would stop a start nobody here can mend
+            fields = [("decision", not_ours) if k == "decision" else (k, v) for k, v in fields]
+            log(kv(**dict(fields), **tail))
+            return 0
     if inject and mode == "enforce":
         log(kv(**dict(fields), result="refused", **tail), warning=True, fallback=False)
         sys.stderr.write(enforce_message(verdict["name"], verdict["why"]) + "\n")
@@ -59,6 +67,19 @@ def act(verdict: dict, op: str, log, cached: bool = False, name: str | None = No
             log(kv(domain=verdict["fields"][0][1], spool=where, result="fix not queued", error=str(e)), warning=True)
     log(kv(**dict(fields), **tail))
     return 0
+
+
+def _not_fixable_here(verdict: dict, name: str | None) -> str | None:
+    """`managed` when a stack writes the definition again (its knob is in the line), `transient` when libvirt
+    keeps no persistent definition for the domain (virsh create), else None: apply can fix it."""
+    if verdict.get("managed"):
+        return "managed"
+    from .persistent import CONFIG_DIR, has_definition
+
+    name = name if name is not None else verdict["name"]
+    if has_definition(name, verdict.get("libvirt_config_dir", CONFIG_DIR)) is False:
+        return "transient"
+    return None
 
 
 def enforce_message(name: str, why: str) -> str:

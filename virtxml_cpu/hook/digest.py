@@ -36,7 +36,7 @@ SUFFIX = ".decision"
 KVM_DEVICE = "/dev/kvm"
 # An entry's lines that hold one string each, named by their first word: the key, then the verdict's strings.
 STRING_LINES = ("key", "name", "why", "uuid", "rule", "reason", "action", "mode", "spool", "syslog", "domain",
-                "raw_uuid", "defined_name")
+                "raw_uuid", "defined_name", "managed", "libvirt_config_dir")
 
 
 def identity(path: str) -> str:

@@ -21,6 +21,7 @@ from ..host.sources import HostSources, assemble
 from .logline import SYSLOG_SOCKET, Log, kv
 from ..core.machines import format_version
 from ..core.pipeline import decide, read
+from ..tables import orchestrators
 from ..xml.parse import MAX_INPUT_BYTES
 
 __all__ = ["Log", "SYSLOG_SOCKET", "enforce_message", "evaluate", "hook_host_facts", "hook_sources", "run"]
@@ -98,13 +99,16 @@ def evaluate(data: bytes, name: str, cfg, mode: str | None) -> tuple[dict, list[
         fields.append(("qemu_basis", f"build unknown: {unused or 'no source names it'}"))
     elif unused:
         fields.append(("unused", unused))
-    if r.facts.orchestrator:
-        fields.append(("managed_by", r.facts.orchestrator))  # its definition is regenerated: see the note
+    stack = orchestrators.BY_NAME.get(r.facts.orchestrator) if r.facts.orchestrator else None
+    if stack is not None:  # who wrote the definition, whether a change made in libvirt lasts there, its knob
+        fields += [("stack", stack.name), ("edits_last", "yes" if stack.edits_last else "no"), ("knob", stack.knob)]
     v = r.features["kvm-pv-unhalt"]
     verdict = {"fields": fields, "name": name, "domain": name, "uuid": uuid or "", "raw_uuid": r.facts.uuid or "",
                "rule": d.rule, "reason": d.reason, "action": d.action, "mode": cfg.hook_mode or mode or "audit",
                "why": f"{v.state} from {v.source} on {r.machine.label()}, CPU {r.facts.cpu_mode}",
-               "spool": cfg.spool, "syslog": cfg.syslog_socket or ""}
+               "spool": cfg.spool, "syslog": cfg.syslog_socket or "",
+               "managed": "yes" if stack and stack.managed else "",  # strings only: the digest keeps them
+               "libvirt_config_dir": cfg.libvirt_config_dir}
     if r.facts.name is not None:
         verdict["defined_name"] = r.facts.name  # an incoming mark is left only when it is libvirt's argv
     return verdict, deps

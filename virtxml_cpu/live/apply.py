@@ -21,10 +21,12 @@ from ..errors import EnvironmentProblem, VirtxmlCpuError, failure, shown, shown_
 from ..core.hostfacts import HostFacts
 from ..host.connection import DEFAULT_TIMEOUT, libvirt_module, open_connection, open_for_reading
 from ..host.sources import HostSources, connection_facts
+from ..core.decide import fixable, stack_note
 from ..core.pipeline import process
-from ..render.records import CHANGED, FAILED, SKIPPED, UNCHANGED, UNKNOWN, WOULD_CHANGE, ApplyOutcome
+from ..render.records import CHANGED, FAILED, MANAGED, SKIPPED, UNCHANGED, UNKNOWN, WOULD_CHANGE, ApplyOutcome
 from ..render import applylines
 from ..render.explain import unified_diff
+from ..tables import orchestrators
 
 
 def to_terminal(line: str, problem: bool) -> None:
@@ -50,6 +52,7 @@ class ApplyOptions:
     confirm: Callable[[str], bool] | None = None  # asked with the diff escaped for a terminal (shown_lines)
     shown_diff: Callable[[str], str] = str  # how --diff's diffs are said (the CLI escapes them on a terminal)
     timeout: float = DEFAULT_TIMEOUT  # connecting, and any one libvirt call (keepalive)
+    include_managed: bool = False  # redefine guests a stack writes again too (the change will not last there)
 
     @property
     def changes_nothing(self) -> bool:
@@ -190,7 +193,7 @@ def apply_entry(target: Target, entry: spool.Entry, opts: ApplyOptions, res: App
     o = report(opts, apply_one(target, dom, opts), res)
     if opts.changes_nothing:
         return
-    if o.kind in (CHANGED, UNCHANGED):
+    if o.kind in (CHANGED, UNCHANGED, MANAGED):  # managed: the stack's knob is the fix, not a later try
         spool.drop(entry)
     else:
         later = spool.postpone(entry, o, now)
@@ -210,14 +213,25 @@ def apply_one(target: Target, dom, opts: ApplyOptions) -> ApplyOutcome:
         return ApplyOutcome(target.uri, dom.name(), FAILED, f"not fixed: {failure(e)}")
 
 
+def managed_reason(stack: str) -> str:
+    """Why apply leaves a guest a stack writes again, and what turns the bit on there."""
+    s = orchestrators.BY_NAME[stack]
+    since = f" (since {s.knob_since})" if s.knob_since else ""
+    cost = f"; cost: {s.cost}" if s.cost else ""
+    return (f"not redefined: {s.name} writes this definition again, so a change made here would not last; "
+            f"turn the bit on there: {s.knob}{since}{cost} (--include-managed redefines it anyway)")
+
+
 def apply_domain(target: Target, dom, opts: ApplyOptions) -> ApplyOutcome:
     """Fix one domain's persistent definition; what was done (or why not) is the outcome."""
     libvirt = libvirt_module()
     flags = libvirt.VIR_DOMAIN_XML_INACTIVE | libvirt.VIR_DOMAIN_XML_SECURE
     name, uuid = dom.name(), dom.UUIDString()  # held by the handle: no round trip, cannot fail
 
+    stack = None
+
     def outcome(kind: str, reason: str, notes: tuple[str, ...] = ()) -> ApplyOutcome:
-        return ApplyOutcome(target.uri, name, kind, reason, notes)
+        return ApplyOutcome(target.uri, name, kind, reason, notes, stack)
 
     try:
         if not dom.isPersistent():
@@ -227,8 +241,11 @@ def apply_domain(target: Target, dom, opts: ApplyOptions) -> ApplyOutcome:
         return outcome(FAILED, f"vanished before it could be read: {e.get_error_message()}")
     o = process(xml, name, target.facts, opts.cfg, opts.policy, opts.style)
     notes = tuple(o.decision.notes)
+    stack = o.resolution.facts.orchestrator
     if not o.changed:
         return outcome(UNCHANGED, o.decision.reason, notes)
+    if not fixable(o.changed, True, stack, opts.include_managed):
+        return outcome(MANAGED, managed_reason(stack), tuple(n for n in notes if n != stack_note(stack)))
     if opts.diff:
         opts.say(opts.shown_diff(unified_diff(o)).rstrip("\n"), False)
     if opts.changes_nothing:

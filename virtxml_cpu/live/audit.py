@@ -20,8 +20,10 @@ from ..core.config import Config
 from ..errors import HostTimeout, VirtxmlCpuError, failure
 from ..host.connection import DEFAULT_TIMEOUT, HOST_TIMEOUT_FACTOR, libvirt_module, open_for_reading
 from ..host.sources import HostSources, connection_facts
+from ..core.decide import fixable
 from ..core.pipeline import process
 from ..render import explain
+from ..render.commands import stack_command
 from ..render.records import OK, TIMED_OUT, UNREACHABLE, AuditRow, HostResult, RowDecision
 
 STATES = {0: "no state", 1: "running", 2: "blocked", 3: "paused", 4: "shutdown", 5: "shut off", 6: "crashed",
@@ -55,12 +57,6 @@ class AuditOptions:
     timeout: float = DEFAULT_TIMEOUT  # connecting, and any one libvirt call (keepalive)
     host_timeout: float = HOST_TIMEOUT_FACTOR * DEFAULT_TIMEOUT  # the whole host
     details: bool = False  # each row also carries what explain adds (render.explain.details)
-
-
-def is_fixable(needs_fix: bool, managed_by: str | None) -> bool:
-    """Whether `apply` would give the fix here: it is needed and no orchestrator owns the definition (a fix
-    made in libvirt would not last there). The one place this rule lives; audit's rows carry it."""
-    return needs_fix and not managed_by
 
 
 def audit_one(uri: str, dom, host, opts: AuditOptions) -> AuditRow:
@@ -204,16 +200,17 @@ def _audit_domain(uri: str, dom, host, opts: AuditOptions, fetched: Fetched) -> 
                 observed = observe_pv_unhalt(dom)
             except Exception as e:  # noqa: BLE001 - report, keep auditing
                 observed = f"error: {e}"
-    needs_fix = d.action == "inject" and persistent
-    managed_by = o.resolution.facts.orchestrator
+    stack = o.resolution.facts.orchestrator
     return AuditRow(
         uri, name, fetched.uuid, STATES.get(_answer(fetched.status), "?") if active else "shut off", persistent,
         pv_unhalt=o.resolution.features["kvm-pv-unhalt"].state, live_pv_unhalt=live_pv_unhalt,
-        observed_pv_unhalt=observed, managed_by=managed_by,
+        observed_pv_unhalt=observed, managed_by=stack,
         guest_os=guest_os.record(o.resolution.facts.os_id) if o.resolution.facts.os_id else None,
         decision=RowDecision(d.action, d.rule, reason, tuple(d.notes)),
-        needs_fix=needs_fix, machine_status=o.resolution.machine_status,
-        fixable=is_fixable(needs_fix, managed_by), details=explain.details(o) if opts.details else None)
+        needs_fix=d.action == "inject" and persistent, machine_status=o.resolution.machine_status,
+        stack=stack, fixable=fixable(d.action == "inject", persistent, stack),
+        stack_command=stack_command(stack, name) if d.action == "inject" else None,
+        details=explain.details(o) if opts.details else None)
 
 
 def audit(uris: list[str], opts: AuditOptions) -> list[HostResult]:

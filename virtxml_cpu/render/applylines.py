@@ -10,12 +10,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from ..errors import shown
-from .records import APPLY_KINDS, CHANGED, SKIPPED, UNCHANGED, WOULD_CHANGE, ApplyOutcome
+from .records import APPLY_KINDS, CHANGED, MANAGED, SKIPPED, UNCHANGED, WOULD_CHANGE, ApplyOutcome
 
 Line = tuple[str, bool]  # (text, reports a problem)
 
 _SAYS = {CHANGED: "added kvm-pv-unhalt; ", WOULD_CHANGE: "would add kvm-pv-unhalt: ", UNCHANGED: "unchanged: ",
-         SKIPPED: "skipped: "}  # unknown and failed: the reason says it all
+         MANAGED: "managed: ", SKIPPED: "skipped: "}  # unknown and failed: the reason says it all
 
 
 def outcome(o: ApplyOutcome) -> list[Line]:

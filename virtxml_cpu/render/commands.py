@@ -16,7 +16,12 @@ from __future__ import annotations
 import shlex
 from collections.abc import Iterable, Sequence
 
+from ..tables import lazyre
+from ..tables.orchestrators import KUBEVIRT_PATCH
+
 PROGRAM = "virtxml-cpu"
+_DNS_LABEL = lazyre.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+_DNS_SUBDOMAIN = lazyre.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 
 
 def word(text: str) -> str:
@@ -48,3 +53,20 @@ def line(args: Sequence[str], names: Iterable[str] = ()) -> str:
 def apply_fix(uri: str, names: Iterable[str], options: Sequence[str] = ()) -> str:
     """The `apply` that fixes these domains of this host (it shows each diff and asks before defining)."""
     return line(["apply", "--connect", uri, *options], names)
+
+
+def stack_command(stack: str | None, domain: str | None) -> str | None:
+    """The command that turns the bit on in the stack's own terms, where the stack has one and the domain
+    says enough to build it; None otherwise. KubeVirt: virt-launcher names the domain NAMESPACE_NAME
+    (VMINamespaceKeyFunc; a namespace is a DNS label and holds no underscore, so the first one splits) and
+    its metadata holds only the VMI's uid; the VirtualMachine has the VMI's name. Both parts must be what
+    Kubernetes allows (a DNS label, a DNS subdomain), so no domain name can make the command reach anything
+    else; a name that is not is given no command."""
+    if stack != "KubeVirt" or not domain or "_" not in domain:
+        return None
+    namespace, name = domain.split("_", 1)
+    if not (_DNS_LABEL.fullmatch(namespace) and len(namespace) <= 63
+            and _DNS_SUBDOMAIN.fullmatch(name) and len(name) <= 253):
+        return None
+    return " ".join(word(w) for w in ("kubectl", "patch", "vm", name, "-n", namespace, "--type", "merge",
+                                      "-p", KUBEVIRT_PATCH))

@@ -7,11 +7,13 @@ from __future__ import annotations
 import difflib
 import json
 
-from ..tables import guest_os
+from ..tables import guest_os, orchestrators
 from ..core import pipeline, precedence
+from ..core.decide import fixable
 from ..errors import shown
 from ..core.pipeline import Outcome
 from ..tables.qemu import PROPERTIES
+from .commands import stack_command
 
 
 # One encoder for every line: json.dumps builds a new one on each call that passes separators.
@@ -56,17 +58,35 @@ def _shared(r) -> dict:
     }
 
 
+def _stack_parts(o: Outcome) -> tuple[dict | None, bool, str | None]:
+    """The stack that wrote the document, whether `apply` would change it (a document is taken for a
+    persistent definition), and the stack's own command."""
+    facts = o.resolution.facts
+    changed = o.changed
+    return (orchestrators.record(facts.orchestrator), fixable(changed, True, facts.orchestrator),
+            stack_command(facts.orchestrator, facts.name) if changed else None)
+
+
 def _own(o: Outcome) -> dict:
     r = o.resolution
-    return {"file": o.label, "domain": r.facts.name, "uuid": r.facts.uuid, "changed": o.changed}
+    stack, fix, command = _stack_parts(o)
+    return {"file": o.label, "domain": r.facts.name, "uuid": r.facts.uuid, "changed": o.changed,
+            "stack": stack, "fixable": fix, "stack_command": command}
 
 
 def _own_json(o: Outcome) -> str:
-    """_COMPACT(_own(o)), written out: the one part of a line encoded for every document, four values
-    that need no encoder set up and walked."""
+    """_COMPACT(_own(o)), written out: the one part of a line encoded for every document, values that need
+    no encoder set up and walked (the stack's record, rare, goes through the encoder)."""
     facts = o.resolution.facts
+    changed = o.changed
+    if facts.orchestrator is None:
+        tail = f',"stack":null,"fixable":{"true" if changed else "false"},"stack_command":null}}'
+    else:
+        stack, fix, command = _stack_parts(o)
+        tail = (f',"stack":{_COMPACT(stack)},"fixable":{"true" if fix else "false"},'
+                f'"stack_command":{_nullable(command)}}}')
     return (f'{{"file":{_STRING(o.label)},"domain":{_nullable(facts.name)},"uuid":{_nullable(facts.uuid)},'
-            f'"changed":{"true" if o.changed else "false"}}}')
+            f'"changed":{"true" if changed else "false"}' + tail)
 
 
 def _nullable(text: str | None) -> str:
@@ -143,6 +163,16 @@ def table(o: Outcome, verbose: bool = False) -> str:
     verb = "add kvm-pv-unhalt" if d.action == "inject" else "keep as is"
     lines.append(f"   decision: {verb} [{d.rule}, policy {d.policy} from {o.policy_source}]")
     lines.append(f"   why: {d.reason}")
+    stack, fix, command = _stack_parts(o)
+    if stack is not None:
+        lasts = "a change made in libvirt " + ("lasts" if stack["edits_last"] else "does not last")
+        since = f" (since {stack['knob_since']})" if stack["knob_since"] else ""
+        lines.append(f"   stack: {stack['name']}: {lasts}; apply {'changes' if fix else 'leaves'} it")
+        lines.append(f"   knob: {stack['knob']}{since}")
+        if stack["cost"]:
+            lines.append(f"   cost: {stack['cost']}")
+        if command:
+            lines.append(f"   stack command: {command}")
     lines.extend(f"   note: {n}" for n in d.notes)
     return "\n".join(shown(line) for line in lines)  # names, machine types, reasons: each line one line
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
+from ..tables import orchestrators
 from .records import AuditRow, HostResult, summarize
 
 
@@ -19,13 +20,16 @@ def domain_record(r: AuditRow) -> dict:
             "needs_fix": r.needs_fix,
             "decision": None if d is None else {"action": d.action, "rule": d.rule, "reason": d.reason,
                                                 "notes": list(d.notes)},
-            "error": r.error, "machine_status": r.machine_status, "fixable": r.fixable, "details": r.details}
+            "error": r.error, "machine_status": r.machine_status, "stack": orchestrators.record(r.stack),
+            "fixable": r.fixable, "stack_command": r.stack_command,
+            "details": r.details}
 
 
 def host_record(h: HostResult) -> dict:
     audited = h.audited
     return {"record": "host", "host": h.uri, "condition": h.condition, "error": h.error,
             "domains": len(audited), "needs_fix": sum(r.needs_fix for r in audited),
+            "fixable": sum(r.fixable for r in audited),
             "domain_errors": len(h.rows) - len(audited)}
 
 
@@ -34,7 +38,8 @@ def summary_record(hosts: Sequence[HostResult]) -> dict:
     return {"record": "summary", "version": s.version, "hosts": s.hosts, "hosts_ok": s.hosts_ok,
             "unreachable": list(s.unreachable), "timed_out": list(s.timed_out), "domains": s.domains,
             "needs_fix": s.needs_fix, "have_pv_unhalt": s.have_pv_unhalt, "domain_errors": s.domain_errors,
-            "machine_deprecated": s.machine_deprecated, "machine_not_offered": s.machine_not_offered}
+            "machine_deprecated": s.machine_deprecated, "machine_not_offered": s.machine_not_offered,
+            "fixable": s.fixable, "managed": s.managed}
 
 
 def _line(record: dict) -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..errors import shown
+from ..tables import orchestrators
 from .records import HostResult
 
 PREFIX = "virtxml_cpu"
@@ -20,7 +21,11 @@ FAMILIES = {  # name: (type, help), in the order written
                                   "(view=definition), its live definition (view=live) or as QEMU reports it "
                                   "(view=observed)"),
     "domain_needs_fix": ("gauge", "1 when the persistent definition should get kvm-pv-unhalt"),
-    "domain_managed": ("gauge", "1 when an orchestrator regenerates the definition (a fix there does not last)"),
+    "domain_managed": ("gauge", "1 when the stack that wrote the definition writes it again (a fix made in libvirt "
+                                "does not last), 0 when edits made in libvirt last there; knob: what turns the bit "
+                                "on in the stack"),
+    "domain_fixable": ("gauge", "1 when `apply` would change the domain (it needs the fix, is persistent and no "
+                                "stack writes it again)"),
     "host_reachable": ("gauge", "1 when the libvirt host answered the audit"),
     "host_domains": ("gauge", "domains audited on the host"),
     "host_domains_needs_fix": ("gauge", "domains on the host whose definition should get kvm-pv-unhalt"),
@@ -76,8 +81,12 @@ def tail(hosts: Sequence[HostResult], now: float) -> str:
                 if value in STATE:
                     add("domain_pv_unhalt", _labels(**base, view=view), STATE[value])
             add("domain_needs_fix", _labels(**base), int(r.needs_fix))
+            add("domain_fixable", _labels(**base), int(r.fixable))
             if r.managed_by:
-                add("domain_managed", _labels(**base, orchestrator=r.managed_by), 1)
+                stack = orchestrators.BY_NAME.get(r.managed_by)
+                knob = {"knob": stack.knob} if stack else {}
+                add("domain_managed", _labels(**base, orchestrator=r.managed_by, **knob),
+                    int(orchestrators.managed(r.managed_by)))
     add("audit_timestamp_seconds", "", f"{now:.3f}")
     out = []
     for name, (kind, text) in FAMILIES.items():

@@ -12,7 +12,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-SCHEMA_VERSION = 2  # 2: domain records carry fixable and details
+from ..tables import orchestrators
+
+SCHEMA_VERSION = 2  # 2: stack, fixable, stack_command, details on domain records; fixable and managed counted
 
 OK, UNREACHABLE, TIMED_OUT = "ok", "unreachable", "timed_out"
 CONDITIONS = (OK, UNREACHABLE, TIMED_OUT)
@@ -48,7 +50,9 @@ class AuditRow:
     needs_fix: bool = False  # the persistent definition should get kvm-pv-unhalt
     error: str | None = None
     machine_status: str | None = None  # offered | deprecated | not-offered on this host's QEMU (core/lifecycle.py)
-    fixable: bool = False  # needs the fix and `apply` may give it here (live.audit.is_fixable)
+    stack: str | None = None  # the stack that wrote the definition (a tables/orchestrators.STACKS name)
+    fixable: bool = False  # `apply` would change it (core/decide.fixable): needs the fix, persistent, not managed
+    stack_command: str | None = None  # the command that sets the stack's knob, shell-quoted, where there is one
     details: dict | None = None  # with --details: what explain adds (machine, CPU mode, QEMU build, properties)
 
 
@@ -86,6 +90,8 @@ class Summary:
     needs_fix: int  # domains whose persistent definition should get kvm-pv-unhalt
     have_pv_unhalt: int
     domain_errors: int  # not audited (an unknown name, a domain that vanished, a definition that cannot be read)
+    fixable: int = 0  # domains `apply` would change
+    managed: int = 0  # domains whose definition a stack writes again (the fix is the stack's knob)
     machine_deprecated: int = 0  # domains whose machine type this host's QEMU marks deprecated
     machine_not_offered: int = 0  # domains whose machine type this host's QEMU does not offer (will not start)
     version: int = SCHEMA_VERSION
@@ -102,14 +108,18 @@ def summarize(hosts: Sequence[HostResult]) -> Summary:
         needs_fix=sum(r.needs_fix for r in rows),
         have_pv_unhalt=sum(r.pv_unhalt == "on" for r in rows),
         domain_errors=sum(r.error is not None for h in hosts for r in h.rows),
+        fixable=sum(r.fixable for r in rows),
+        managed=sum(orchestrators.managed(r.stack) for r in rows),
         machine_deprecated=sum(r.machine_status == "deprecated" for r in rows),
         machine_not_offered=sum(r.machine_status == "not-offered" for r in rows),
     )
 
 
-CHANGED, WOULD_CHANGE, UNCHANGED, SKIPPED, UNKNOWN, FAILED = (
-    "changed", "would-change", "unchanged", "skipped", "unknown", "failed")
-APPLY_KINDS = (CHANGED, WOULD_CHANGE, UNCHANGED, SKIPPED, UNKNOWN, FAILED)  # in the order apply's summary counts
+CHANGED, WOULD_CHANGE, UNCHANGED, MANAGED, SKIPPED, UNKNOWN, FAILED = (
+    "changed", "would-change", "unchanged", "managed", "skipped", "unknown", "failed")
+# in the order apply's summary counts; managed: a stack writes the definition again, so apply leaves it and
+# names the stack's knob (--include-managed changes it anyway)
+APPLY_KINDS = (CHANGED, WOULD_CHANGE, UNCHANGED, MANAGED, SKIPPED, UNKNOWN, FAILED)
 PROBLEMS = (UNKNOWN, FAILED)  # kinds that are reported as errors (stderr, a warning in watch's log)
 
 
@@ -117,14 +127,16 @@ PROBLEMS = (UNKNOWN, FAILED)  # kinds that are reported as errors (stderr, a war
 class ApplyOutcome:
     """What `apply` (or `watch`, or the hook's queue) did to one domain, and why: `kind` is one of
     APPLY_KINDS; `reason` says why it was skipped or failed (a transient domain, not confirmed, changed
-    meanwhile, vanished, define failed ...), when a change takes effect, or else the policy's reason; `notes`
-    are the policy's notes on the domain."""
+    meanwhile, vanished, define failed ...), when a change takes effect, the stack and its knob (managed), or
+    else the policy's reason; `notes` are the policy's notes on the domain; `stack` names the stack that
+    wrote the definition, when one did."""
 
     host: str
     domain: str
     kind: str
     reason: str = ""
     notes: tuple[str, ...] = ()
+    stack: str | None = None
 
     def __post_init__(self):
         if self.kind not in APPLY_KINDS:

@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..errors import shown
-from .records import HostResult, summarize
+from ..tables import orchestrators
+from .records import AuditRow, HostResult, summarize
 from .commands import apply_fix
 
 HEADER = (f"{'HOST':<28} {'DOMAIN':<24} {'STATE':<9} {'PV-UNHALT':<9} {'LIVE':<5} {'QEMU':<5} "
@@ -30,7 +31,17 @@ def host(h: HostResult) -> str:
         lines.append(f"{uri:<28} {shown(r.domain):<24} {shown(r.state or '-'):<9} {shown(r.pv_unhalt or '-'):<9} "
                      f"{shown(r.live_pv_unhalt or '-'):<5} {shown(r.observed_pv_unhalt or '-'):<5} "
                      f"{('yes' if r.needs_fix else 'no'):<9} {shown(r.decision.reason)}")
+        if r.stack:
+            lines.append(f"{uri:<28} {shown(r.domain):<24} {'STACK':<9} {stack_line(r)}")
     return "".join(line + "\n" for line in lines)
+
+
+def stack_line(r: AuditRow) -> str:
+    """The stack that wrote a row's definition, whether a change made in libvirt lasts, and its knob."""
+    s = orchestrators.BY_NAME[r.stack]
+    lasts = "a change made in libvirt " + ("lasts" if s.edits_last else "does not last: apply leaves it")
+    since = f" (since {s.knob_since})" if s.knob_since else ""
+    return shown(f"{s.name}: {lasts}; knob: {s.knob}{since}")
 
 
 def tail(_hosts: Sequence[HostResult], _now: float) -> str:
@@ -55,11 +66,16 @@ def summary_line(hosts: Sequence[HostResult]) -> str:
 
 
 def fix_lines(hosts: Sequence[HostResult], options: Sequence[str] = ()) -> list[str]:
-    """After the summary (stderr): per host with domains that need the fix, the `apply` that fixes them,
-    with the options the audit decided with, ready to paste (render.commands quotes it)."""
+    """After the summary (stderr): per host with domains `apply` would fix, the `apply` that fixes them,
+    with the options the audit decided with, ready to paste (render.commands quotes it); then, for each
+    domain a stack writes again that lacks the bit, the stack's own command where it has one."""
     out = []
     for h in hosts:
-        names = [r.domain for r in h.rows if r.error is None and r.needs_fix]
+        names = [r.domain for r in h.rows if r.error is None and r.fixable]
         if names:
             out.append(f"fix with: {apply_fix(h.uri, names, options)}")
+    for h in hosts:
+        for r in h.audited:
+            if r.stack_command:
+                out.append(f"fix in {r.stack} ({shown(r.domain)}): {r.stack_command}")
     return out
