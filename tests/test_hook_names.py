@@ -52,7 +52,8 @@ class Hook:
         self.spool = root / "spool"
         config = root / "config.toml"
         config.write_text(f'[hook]\nmode = "{mode}"\nspool = "{self.spool}"\n'
-                          f'syslog_socket = "{self.sockdir}/log"\n')
+                          f'syslog_socket = "{self.sockdir}/log"\n'
+                          'libvirt_config_dir = ""\n')  # names of no libvirt domain: no transient check
         self.front = root / "qemu"
         self.front.write_text(install.render(install.template(), sys.executable, install.PACKAGE_PARENT, mode,
                                              str(config), install.lib_dirs(), str(root / "decisions")))
@@ -189,4 +190,4 @@ def test_the_refusals_fix_run_as_shown_fixes_that_domain_and_not_web01(tmp_path,
     assert r.returncode == 0, (refusal, out, err)
     (said,) = out.splitlines()
     assert said.startswith(f"{shown(name)}: added kvm-pv-unhalt; "), (refusal, out)
-    assert "changed 1, would change 0, unchanged 0, skipped 0, unknown 0, failed 0" in err, err
+    assert "changed 1, would change 0, unchanged 0, managed 0, skipped 0, unknown 0, failed 0" in err, err

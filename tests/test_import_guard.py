@@ -46,7 +46,8 @@ class Layout:
 
     def config(self, mode: str) -> str:
         path = self.shared / f"{mode}.toml"
-        path.write_text(f'[hook]\nmode = "{mode}"\nspool = "{self.shared / "spool"}"\nsyslog_socket = "/nonexistent"\n')
+        path.write_text(f'[hook]\nmode = "{mode}"\nspool = "{self.shared / "spool"}"\nsyslog_socket = "/nonexistent"\n'
+                        'libvirt_config_dir = ""\n')  # the name is no libvirt domain's: no transient check
         return str(path)
 
     def code(self) -> str:

@@ -52,7 +52,8 @@ class DebRoot:
 
     def config(self) -> str:
         (self.work / "queue.toml").write_text(
-            f'[hook]\nmode = "queue"\nspool = "{self.inside}/spool"\nsyslog_socket = "/nonexistent"\n')
+            f'[hook]\nmode = "queue"\nspool = "{self.inside}/spool"\nsyslog_socket = "/nonexistent"\n'
+            'libvirt_config_dir = ""\n')  # the name is no libvirt domain's: no transient check
         return f"{self.inside}/queue.toml"
 
     def install(self) -> subprocess.CompletedProcess:
