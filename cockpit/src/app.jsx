@@ -347,7 +347,11 @@ const DomainRows = React.memo(function DomainRows({ row, index, open, onToggle, 
                     {row.needs_fix
                         ? <RowLabel color="orange">{_("Needs fix")}</RowLabel>
                         : <RowLabel color="green">{_("Kept")}</RowLabel>}
-                    {row.managed_by && row.needs_fix && <div>{cockpit.format(_("No fix here: $0 owns this definition"), row.managed_by)}</div>}
+                    {row.needs_fix && row.stack && !row.stack.edits_last && <div className="vxc-knob">
+                        {cockpit.format(_("No fix here: $0 writes this definition again. Its setting: $1"),
+                                        row.stack.name, row.stack.knob)}
+                    </div>}
+                    {row.stack_command && <div className="vxc-mono">{row.stack_command}</div>}
                     {d.rule && <div className="vxc-mono">{d.rule}</div>}
                 </Td>
                 <Td dataLabel={_("Action")} isActionCell>
