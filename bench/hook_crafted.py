@@ -209,6 +209,7 @@ SCANNERS: dict[str, tuple[str, ...] | str] = {
     "virtxml_cpu.core.hostfacts": NO_DEFINITION + " (the host's facts)",
     "virtxml_cpu.core.precedence": NO_DEFINITION + " (settles the sources' claims)",
     "virtxml_cpu.core.config": NO_DEFINITION + " (the config file)",
+    "virtxml_cpu.core.toml_check": NO_DEFINITION + " (the config file's grammar)",
     "virtxml_cpu.errors": NO_DEFINITION + " (exception classes)",
     "virtxml_cpu.fs.trusted": NO_DEFINITION + " (opens files by fixed paths)",
     "virtxml_cpu.fs.atomic": NO_DEFINITION + " (writes the digest's entry)",
