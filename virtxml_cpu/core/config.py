@@ -16,7 +16,6 @@ import os
 
 from ..errors import BadInput, EnvironmentProblem, shown
 from ..fs.trusted import Untrusted, check_trusted, read_regular, resolve_trusted
-from . import toml_check
 
 DEFAULT_PATH = "/etc/virtxml-cpu/config.toml"
 HOOK_MODES = ("audit", "enforce", "queue")
@@ -67,6 +66,8 @@ OLDER_NAMES = {"qemu_flavour": "qemu_build"}  # still read, so a config written 
 def parse(text: str, path: str = "<config>") -> Config:
     """The settings `text` holds. It is read against TOML 1.0's grammar first (toml_check): what tomllib
     refuses is refused whichever reader this Python has, and a reader that reads it otherwise is refused."""
+    from . import toml_check  # here: the hook's repeat starts read the file, never parse it (nor import re)
+
     try:
         checked = toml_check.read(text)
     except toml_check.NotToml as e:
@@ -295,7 +296,9 @@ def _plain_value(text: str):
     whole, dot, frac = digits.partition(".")
     if not whole or not set(whole) <= _DIGITS or (len(whole) > 1 and whole[0] == "0"):
         return None, ""
-    if len(digits) > toml_check.MAX_NUMBER:
+    from .toml_check import MAX_NUMBER  # parse() imported it already
+
+    if len(digits) > MAX_NUMBER:
         return None, ""  # toml_check refuses it before any conversion
     if dot:
         if not frac or not set(frac) <= _DIGITS:
