@@ -136,6 +136,33 @@ def shapes(size: int) -> dict[str, bytes]:
         + b"</features>" + DEVICES,
         "XML declaration padded with blanks": b"<?xml version='1.0'" + _fill(size, b" ", len(HEAD) + 400)
         + b"encoding='UTF-8'?>" + HEAD + cpu + DEVICES,
+        # libxml2 before 2.12 looks each element's and prefixed attribute's namespace up through every
+        # declaration in scope (parse.MAX_NAMESPACES_IN_SCOPE)
+        **namespace_shapes(size, meta),
+    }
+
+
+def _declarations(count: int, stem: bytes = b"n") -> bytes:
+    return b"".join(b" xmlns:%s%d='urn:%s%d'" % (stem, j, stem, j) for j in range(count))
+
+
+def namespace_shapes(size: int, meta) -> dict[str, bytes]:
+    """Nested declarations (refused past the bound), and the worst cases of the scan that counts them (more
+    `xmlns` than the bound, in comments and values, then what costs the scan a step)."""
+    stack = b"".join(b"<m:a%s>" % _declarations(255, b"n%d_" % level) for level in range(250))
+    unstack = b"</m:a>" * 250
+    bound = 64  # parse.MAX_NAMESPACES_IN_SCOPE, written out: the bench runs on the package as it was too
+    past = b"<!--" + b" xmlns" * bound + b"-->"  # the scan runs: more `xmlns` than the bound
+    prefixed = b"<m:y" + b"".join(b" n0_%d:a='1'" % j for j in range(8)) + b"/>"
+    return {
+        "namespace stack: 250 levels of 255 declarations": meta(b"<m:y/>", stack, unstack),
+        "namespace stack, prefixed attributes": meta(prefixed, stack, unstack),
+        "xmlns in every attribute value": meta(b"<m:y a='xmlns:a=1' b=\"x>xmlns\"/>"),
+        "sibling declarations past the bound, then tiny elements": meta(
+            b"<m:y></m:y>", b"".join(b"<m:d xmlns:n='urn:n'/>" for _ in range(bound + 1))),
+        "nesting at libxml2's depth limit, the scan run": meta(b"<a>" * 250 + b"</a>" * 250, past),
+        "two-level elements, the scan run": meta(b"<a><b/></a>", past),
+        "metadata children, the scan run": meta(b"<m:y/>", past),
     }
 
 
@@ -143,7 +170,10 @@ def shapes(size: int) -> dict[str, bytes]:
 # import list): the shapes aimed at what it reads of the definition, or why it reads none of it.
 XMLIO = ("CDATA '<!doctype <!--<!--...'", "CDATA sections in <name>", "comments in metadata",
          "nesting at libxml2's depth limit", "metadata children", "one element, many attributes",
-         "XML declaration padded with blanks")
+         "XML declaration padded with blanks", "namespace stack: 250 levels of 255 declarations",
+         "namespace stack, prefixed attributes", "xmlns in every attribute value",
+         "sibling declarations past the bound, then tiny elements", "nesting at libxml2's depth limit, the scan run",
+         "two-level elements, the scan run", "metadata children, the scan run")
 DIGEST = ("CDATA of <seclabel> openers, type='dynamic'", "CDATA of <seclabel> openers, one closer",
           "CDATA of dynamic openers of one empty <seclabel/>",
           "CDATA of <label> openers in a dynamic <seclabel>", "CDATA of <label> texts holding '<'",
@@ -210,6 +240,7 @@ SCANNERS: dict[str, tuple[str, ...] | str] = {
     "virtxml_cpu.core.hostfacts": NO_DEFINITION + " (the host's facts)",
     "virtxml_cpu.core.precedence": NO_DEFINITION + " (settles the sources' claims)",
     "virtxml_cpu.core.config": NO_DEFINITION + " (the config file)",
+    "virtxml_cpu.core.toml_check": NO_DEFINITION + " (the config file's grammar)",
     "virtxml_cpu.errors": NO_DEFINITION + " (exception classes)",
     "virtxml_cpu.fs.trusted": NO_DEFINITION + " (opens files by fixed paths)",
     "virtxml_cpu.fs.atomic": NO_DEFINITION + " (writes the digest's entry)",
@@ -236,7 +267,9 @@ def install(tmp: str) -> tuple[list[str], str]:
 
 
 # Shapes the hook refuses before parsing (one line, the guest started unchecked), and the words it says.
-REFUSED = {"one element, many attributes": b"256 or more attributes"}
+REFUSED = {"one element, many attributes": b"256 or more attributes",
+           "namespace stack: 250 levels of 255 declarations": b"namespace declarations in scope",
+           "namespace stack, prefixed attributes": b"namespace declarations in scope"}
 
 
 def starts(hook: list[str], digests: str, doc: bytes, where: str) -> tuple[float, float]:
@@ -254,8 +287,12 @@ def main() -> None:
     ap.add_argument("-n", "--runs", type=int, default=5)
     ap.add_argument("--mib", type=float, default=4.0, help="definition size in MiB (default 4: libvirt's limit)")
     ap.add_argument("--rewrite", action="store_true", help="also time `virtxml-cpu rewrite` on each")
+    ap.add_argument("--only", metavar="WORD", action="append",
+                    help="only the shapes whose name holds WORD (repeatable), and the plain one")
+    ap.add_argument("--json", action="store_true", help="print the medians as one JSON object")
     args = ap.parse_args()
-    docs = shapes(int(args.mib * 1024 * 1024))
+    docs = {k: v for k, v in shapes(int(args.mib * 1024 * 1024)).items()
+            if not args.only or k == "plain (disks)" or any(w in k for w in args.only)}
     rewrite = [sys.executable, "-m", "virtxml_cpu", "rewrite", "--no-host-probe", "--qemu-build", "upstream", "-"]
     samples: dict[tuple[str, str], list[float]] = {}
     with tempfile.TemporaryDirectory() as tmp:
@@ -271,6 +308,16 @@ def main() -> None:
           f"{os.cpu_count()} CPUs, load {os.getloadavg()[0]:.2f}")
     whats = ("first start", "repeat start", "rewrite") if args.rewrite else ("first start", "repeat start")
     med = {key: statistics.median(v) for key, v in samples.items()}
+    if args.json:
+        import json
+
+        from lxml import etree
+
+        print(json.dumps({"python": sys.version.split()[0], "libxml2": ".".join(map(str, etree.LIBXML_VERSION)),
+                          "lxml": ".".join(map(str, etree.LXML_VERSION)), "runs": args.runs,
+                          "best": {f"{w}|{k}": min(v) for (w, k), v in samples.items()},
+                          "median": {f"{w}|{k}": t for (w, k), t in med.items()}}))
+        return
     plain = {what: med[(what, "plain (disks)")] for what in whats}
     print(f"\n| {'shape':<48} | {'bytes':>9} | " + " | ".join(f"{w} (s) | / plain" for w in whats) + " |")
     print("|---|---|" + "---|---|" * len(whats))

@@ -44,9 +44,13 @@ INVALID = [
     'policy = "numa"\npolicy.x = 1\n',
     "policy = 'a'b'\n",
 ]
-# Valid TOML that toml 0.10 misreads: refused under it (it drops a multi-line string followed by a comment).
+# Valid TOML that toml 0.10 misreads (it drops a multi-line string followed by a comment, keeps blanks around
+# a key's dot and a quoted key's escapes, fails on a comma in a string of an inline table and on `t=0x10`):
+# refused under every reader (core/toml_check.py), so that a config means the same on every host.
 REFUSED_UNDER_TOML = ['[hook]\nspool = """/var/lib/\nx""" # c\n', "policy = '''never'''\n",
-                      'policy = """never""" # on one line\n']
+                      'policy = """never""" # on one line\n',
+                      'hook .mode = "queue"\n', '"pol\\u0069cy" = "never"\n',
+                      'hook = { mode = "audit", spool = ",/x" }\n', "timeout=0x10\n"]
 
 
 @pytest.fixture
@@ -71,9 +75,9 @@ def test_every_reader_settles_a_config_the_same_or_refuses_it(text, outcome):
 
 @need_both
 @pytest.mark.parametrize("text", REFUSED_UNDER_TOML)
-def test_what_toml_010_misreads_is_refused_in_one_line(text, outcome):
-    assert isinstance(outcome(text, REFERENCE), config.Config)
-    assert outcome(text, "toml") == (BadInput, 0)
+def test_what_toml_010_misreads_is_refused_in_one_line_under_every_reader(text, outcome):
+    assert isinstance(importlib.import_module(REFERENCE).loads(text), dict)  # valid TOML
+    assert outcome(text, "toml") == outcome(text, REFERENCE) == (BadInput, 0)
 
 
 @need_both

@@ -203,7 +203,8 @@ def test_full_stdout_is_one_line_exit_3():
 
 
 @pytest.mark.parametrize("text,needle", [
-    ("a = " + "[" * 5000 + "]" * 5000 + "\n", b"nested too deeply"),
+    ("a = " + "[" * 5000 + "]" * 5000 + "\n", b"an array, which no setting takes"),
+    ("a = " + "{ b = " * 5000 + "1" + " }" * 5000 + "\n", b"nested too deeply"),
     ("[hook]\nsyslog_socket = true\n", b"hook.syslog_socket must be a string"),
     ("[hook]\nspool = 5\n", b"hook.spool must be a string"),
     ("policy = 3\n", b"policy must be a string"),

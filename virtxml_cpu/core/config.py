@@ -68,11 +68,23 @@ OLDER_NAMES = {"qemu_flavour": "qemu_build"}  # still read, so a config written 
 
 
 def parse(text: str, path: str = "<config>") -> Config:
-    if all(not line.strip() or line.lstrip().startswith("#") for line in text.splitlines()):
-        return Config(path=path)  # comments only (the packaged config): nothing to parse
+    """The settings `text` holds. It is read against TOML 1.0's grammar first (toml_check): what tomllib
+    refuses is refused whichever reader this Python has, and a reader that reads it otherwise is refused."""
+    from . import toml_check  # here: the hook's repeat starts read the file, never parse it (nor import re)
+
+    try:
+        checked = toml_check.read(text)
+    except toml_check.NotToml as e:
+        raise BadInput(f"config {path}: {e}") from None
+    if not checked:
+        return Config(path=path)  # comments only (the packaged config): nothing for a reader to read
     data = plain_toml(text)
     if data is None:
         data = _toml(text, path)
+    if data != checked:
+        name = getattr(toml_reader(), "__name__", "the TOML reader")
+        raise BadInput(f"config {path}: {name} (this Python's TOML reader) reads it otherwise than TOML 1.0 "
+                       "does: write it the plain way (docs/configuration.md)")
     for old, new in OLDER_NAMES.items():
         if old in data:
             if new in data and data[new] != data[old]:
@@ -197,9 +209,6 @@ def _toml(text: str, path: str) -> dict:
     if reader is None:
         raise EnvironmentProblem(f"config {path} is not written the plain way (docs/install.md) and this Python "
                                  "has no TOML reader: install python3-tomli or python3-toml, or pip install tomli")
-    if reader.__name__ == "toml" and ('"""' in text or "'''" in text):  # it drops `k = """a\nb""" # c`
-        raise BadInput(f"config {path}: a multi-line string, which toml 0.10 (this Python's TOML reader) "
-                       "misreads: write each value on one line")
     try:
         return reader.loads(text)
     except ValueError as e:  # tomllib's and tomli's TOMLDecodeError, toml's TomlDecodeError: each a ValueError
@@ -294,6 +303,10 @@ def _plain_value(text: str):
     whole, dot, frac = digits.partition(".")
     if not whole or not set(whole) <= _DIGITS or (len(whole) > 1 and whole[0] == "0"):
         return None, ""
+    from .toml_check import MAX_NUMBER  # parse() imported it already
+
+    if len(digits) > MAX_NUMBER:
+        return None, ""  # toml_check refuses it before any conversion
     if dot:
         if not frac or not set(frac) <= _DIGITS:
             return None, ""
