@@ -79,12 +79,7 @@ class _Reader:
                 self.i += 1
                 header = self.declare(key)
             elif c not in "#\r\n":
-                key = self.key()
-                self.blanks()
-                if self.peek() != "=":
-                    self.fail(f"expected '=' after the key, found {self.found()}")
-                self.i += 1
-                self.blanks()
+                key = self.key_and_equals()
                 self.assign(header, key, self.value(0))
             self.end_of_line()
 
@@ -121,6 +116,16 @@ class _Reader:
             self.i += 2
         else:
             self.fail(f"expected the end of the line, found {self.found()} (TOML's blanks are spaces and tabs)")
+
+    def key_and_equals(self) -> tuple:
+        """A key and the `=` after it, blanks around it taken: a key/value pair's left side."""
+        key = self.key()
+        self.blanks()
+        if self.peek() != "=":
+            self.fail(f"expected '=' after the key, found {self.found()}")
+        self.i += 1
+        self.blanks()
+        return key
 
     def key(self) -> tuple:
         parts = [self.simple_key()]
@@ -234,12 +239,7 @@ class _Reader:
             self.i += 1
             return table
         while True:
-            key = self.key()
-            self.blanks()
-            if self.peek() != "=":
-                self.fail(f"expected '=' after the key, found {self.found()}")
-            self.i += 1
-            self.blanks()
+            key = self.key_and_equals()
             at = self.i
             value = self.value(depth)
             if isinstance(value, str) and _INLINE_MARKS & set(self.s[at + 1:self.i - 1]):

@@ -94,6 +94,15 @@ def open_connection(uri: str, read_only: bool = True, timeout: float | None = DE
     return conn
 
 
+def close_watching(conn, callback_id) -> None:
+    """Stop the events registered as `callback_id` and close `conn`; a connection already lost is closed."""
+    try:
+        conn.domainEventDeregisterAny(callback_id)
+        conn.close()
+    except libvirt_module().libvirtError:
+        pass
+
+
 def denied(e) -> bool:
     """Whether a libvirt error says this user may not (authentication, access control, the socket's
     permissions), as opposed to a daemon that is not there."""

@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable
 
 from ..errors import AccessDenied, EnvironmentProblem, HostTimeout, VirtxmlCpuError
-from ..host.connection import ensure_event_loop, libvirt_module, open_for_reading
+from ..host.connection import close_watching, ensure_event_loop, libvirt_module, open_for_reading
 from ..host.sources import connection_facts
 from ..render.jsonlines import domain_record, host_record, summary_record
 from ..render.records import SCHEMA_VERSION
@@ -78,13 +78,13 @@ def follow(uri: str, opts: AuditOptions, write: Callable[[dict], None], stop: th
             problem = ("unreachable", str(e) if isinstance(e, VirtxmlCpuError) else e.get_error_message())
             write({"record": "connection", "host": uri, "condition": problem[0], "error": problem[1]})
             last_problem = problem
-            _close(conn, cb)
+            close_watching(conn, cb)
             stop.wait(backoff)
             continue
         if result.error:  # lost meanwhile: try again
             write({"record": "connection", "host": uri, "condition": result.condition, "error": result.error})
             last_problem = (result.condition, result.error)
-            _close(conn, cb)
+            close_watching(conn, cb)
             stop.wait(backoff)
             continue
         backoff, last_problem = 0.5, None
@@ -114,7 +114,7 @@ def follow(uri: str, opts: AuditOptions, write: Callable[[dict], None], stop: th
             problem = ("unreachable", f"lost the connection to {uri}")
             write({"record": "connection", "host": uri, "condition": problem[0], "error": problem[1]})
             last_problem = problem
-        _close(conn, cb)
+        close_watching(conn, cb)
     return 0
 
 
@@ -128,10 +128,3 @@ def _event(uri: str, conn, uuid: str, what: str, facts, opts: AuditOptions) -> d
     return {"record": "event", "host": uri, "event": what, "uuid": uuid,
             "row": domain_record(audit_one(uri, dom, facts, opts))}
 
-
-def _close(conn, cb) -> None:
-    try:
-        conn.domainEventDeregisterAny(cb)
-        conn.close()
-    except libvirt_module().libvirtError:
-        pass

@@ -17,7 +17,7 @@ from dataclasses import replace
 
 from ..errors import EXIT_ENVIRONMENT, EXIT_OK, EnvironmentProblem, VirtxmlCpuError
 from ..hook.logline import Log
-from ..host.connection import DEFAULT_URI, ensure_event_loop, libvirt_module, open_connection
+from ..host.connection import DEFAULT_URI, close_watching, ensure_event_loop, libvirt_module, open_connection
 from ..host.sources import connection_facts
 from .apply import ApplyOptions, ApplyResult, Selection, Target, apply_on, apply_one, report
 from ..render.records import FAILED, ApplyOutcome
@@ -66,7 +66,7 @@ def watch(uri: str | None, opts: ApplyOptions, stop: threading.Event | None = No
             host = connection_facts(opts.sources, cfg, conn, uri)
         except VirtxmlCpuError as e:  # deciding without them would drop --qemu-build, --qemu-version, the config
             log(f"cannot assemble the host facts of {uri} ({e}); applying nothing, stopping", warning=True)
-            _close(conn, cb)
+            close_watching(conn, cb)
             return EXIT_ENVIRONMENT
         target = Target(conn, uri, host)
         log(f"watching {uri} for defined domains (policy {opts.policy or cfg.policy or 'compat'}; keepalive "
@@ -92,17 +92,10 @@ def watch(uri: str | None, opts: ApplyOptions, stop: threading.Event | None = No
                 known[uuid] = digest
         if closed.is_set() and not stop.is_set():
             log(f"lost the connection to {uri}; reconnecting", warning=True)
-        _close(conn, cb)
+        close_watching(conn, cb)
     log("stopped")
     return EXIT_OK
 
-
-def _close(conn, cb) -> None:
-    try:
-        conn.domainEventDeregisterAny(cb)
-        conn.close()
-    except libvirt_module().libvirtError:
-        pass
 
 
 def _digest(dom) -> str:
