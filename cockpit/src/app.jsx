@@ -283,6 +283,10 @@ function Details({ row }) {
         <TextContent>
             <Text component="p">{d.reason}</Text>
             {(d.notes || []).map(n => <Text component="p" key={n}>{n}</Text>)}
+            {row.stack && <Text component="p" className="vxc-knob">
+                {cockpit.format(_("The setting that carries the bit in $0: $1"), row.stack.name, row.stack.knob)}
+            </Text>}
+            {row.stack_command && <Text component="p" className="vxc-mono">{row.stack_command}</Text>}
             {os && <Text component="p">{cockpit.format(_("Guest OS: $0"), os)}</Text>}
             {x && <Text component="p">
                 {cockpit.format(_("QEMU build: $0; $1. Decision $2 (policy $3 from $4)."),
@@ -347,11 +351,9 @@ const DomainRows = React.memo(function DomainRows({ row, index, open, onToggle, 
                     {row.needs_fix
                         ? <RowLabel color="orange">{_("Needs fix")}</RowLabel>
                         : <RowLabel color="green">{_("Kept")}</RowLabel>}
-                    {row.needs_fix && row.stack && !row.stack.edits_last && <div className="vxc-knob">
-                        {cockpit.format(_("No fix here: $0 writes this definition again. Its setting: $1"),
-                                        row.stack.name, row.stack.knob)}
+                    {row.needs_fix && row.stack && !row.stack.edits_last && <div>
+                        {cockpit.format(_("No fix here: $0 writes this definition again"), row.stack.name)}
                     </div>}
-                    {row.stack_command && <div className="vxc-mono">{row.stack_command}</div>}
                     {d.rule && <div className="vxc-mono">{d.rule}</div>}
                 </Td>
                 <Td dataLabel={_("Action")} isActionCell>
