@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import subprocess
 import time
@@ -113,7 +114,27 @@ def startable(xml: bytes) -> bytes:
 
 
 def unique_name(stem: str) -> str:
-    return f"{PREFIX}{stem}-{uuidlib.uuid4().hex[:6]}"
+    """A lab domain's name: the prefix, `stem`, and a tag saying which process made it (`-HEX6pPID`), so
+    that one pytest worker's cleanup never removes what another worker is still using in a shared lab."""
+    return f"{PREFIX}{stem}-{uuidlib.uuid4().hex[:6]}p{os.getpid()}"
+
+
+_MADE_BY = re.compile(r"-[0-9a-f]{6}p([1-9][0-9]*)")
+
+
+def in_use_elsewhere(name: str) -> bool:
+    """Whether `name` was made by another process of this machine that is still running (another xdist
+    worker in the middle of its test); a leftover of an earlier run, or ours, is not."""
+    made = _MADE_BY.findall(name)
+    if not made or int(made[-1]) == os.getpid():
+        return False
+    try:
+        os.kill(int(made[-1]), 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True
+    return True
 
 
 def qmp(dom, command: dict) -> object:
@@ -322,9 +343,10 @@ def stop_watch(proc, conn, names, log) -> None:
 
 
 def cleanup(conn) -> None:
-    """Remove leftovers of earlier runs (domains with the lab prefix)."""
+    """Remove leftovers of earlier runs and this process's own (domains with the lab prefix), never a domain
+    another running worker made (the chroot labs are shared between workers)."""
     for dom in conn.listAllDomains():
-        if dom.name().startswith(PREFIX):
+        if dom.name().startswith(PREFIX) and not in_use_elsewhere(dom.name()):
             if dom.isActive():
                 dom.destroy()
             if dom.isPersistent():
