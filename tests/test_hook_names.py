@@ -127,11 +127,17 @@ def test_every_line_the_hook_writes_names_the_domain_libvirt_named(hook, tmp_pat
     `apply` exactly `name` after `--`."""
     from virtxml_cpu.cli import build_parser
 
-    for attempt in ("evaluated", "cached"):
+    answered = set()
+    # the repeat is answered from the digest, unless libvirt rewrote a file the entry depends on meanwhile
+    # (its capabilities cache, when another test restarts libvirtd): then the next repeat is
+    for attempt in ("evaluated", "cached", "cached", "cached"):
+        if attempt == "cached" and "cached" in answered:
+            break
         r = hook.start(name, definition(name))
         (line,) = hook.logs()
         assert logged_domain(line) == name, (attempt, line)
-        assert (" cached=yes" in line) == (attempt == "cached"), line
+        answered.add("cached" if " cached=yes" in line else "evaluated")
+        assert attempt == "cached" or " cached=yes" not in line, line
         if hook.mode == "enforce":
             refusal = r.stderr.decode()
             assert r.returncode == 1 and refusal.count("\n") == 1, refusal
@@ -143,6 +149,7 @@ def test_every_line_the_hook_writes_names_the_domain_libvirt_named(hook, tmp_pat
             entry = json.loads((hook.spool / f"{UUID}.json").read_text(encoding="utf-8"))
             assert r.returncode == 0 and entry["domain"] == name, (attempt, entry)
             (hook.spool / f"{UUID}.json").unlink()
+    assert answered == {"evaluated", "cached"}, answered
 
 
 @pytest.mark.parametrize("name", ["web01\u00a0", "web01\u2028", " web01"], ids=ascii)
