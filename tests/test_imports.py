@@ -99,7 +99,7 @@ def test_each_module_of_verify_imports_alone_in_a_fresh_interpreter(path):
 # one above: the tables know nothing of who reads them, the pure core nothing of hosts or shells, and each
 # shell (verify, render, hook, live, the command) builds on what is below it.
 LAYERS = (
-    ("virtxml_cpu", "virtxml_cpu.errors"),  # the version and the exit codes every layer raises
+    ("virtxml_cpu", "virtxml_cpu.errors", "virtxml_cpu.constants"),  # the version, the exit codes every layer raises, the fixed facts
     ("virtxml_cpu.tables",),  # QEMU's and libvirt's facts as data, each row cited
     ("virtxml_cpu.xml",),  # domain XML as text: safe parsing, byte-preserving insertion
     ("virtxml_cpu.fs",),  # files root can trust, the one atomic writer, the user's files
