@@ -57,7 +57,7 @@ def main() -> None:
         trees = [etree.fromstring(d, floor_parser) for d in datas]
         roots = [xml_parse.parse_domain_lean(d, f) for d, f in zip(datas, files)]
         docs = [pipeline.read(d, f, render=False) for d, f in zip(datas, files)]
-        outcomes = [pipeline.decide(doc, host, cfg) for doc in docs]
+        outcomes = [pipeline.outcome(doc, host, cfg) for doc in docs]
 
         def read_plain(f):
             with open(f, "rb") as fh:
@@ -71,7 +71,7 @@ def main() -> None:
             ("both", "checks before parsing", lambda: _each(xml_parse.check_raw, datas, files)),
             ("both", "parse_domain_lean (checks + parse)", lambda: _each(xml_parse.parse_domain_lean, datas, files)),
             ("both", "domain.extract (the facts)", lambda: _each(domain.extract, roots)),
-            ("both", "pipeline.decide (memo warm)", lambda: _each(lambda doc: pipeline.decide(doc, host, cfg), docs)),
+            ("both", "pipeline.outcome (memo warm)", lambda: _each(lambda doc: pipeline.outcome(doc, host, cfg), docs)),
             ("explain", "explain.json_line", lambda: _each(explain.json_line, outcomes)),
         ]
         verbs = {"--check": ["rewrite", "--check", "-q"], "explain": ["explain", "--format", "json"]}

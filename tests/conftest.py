@@ -26,9 +26,9 @@ EXERCISED: dict[str, set] = {"rows": set(), "decisions": set(), "settings": set(
 
 
 def _record_exercise() -> None:
-    from virtxml_cpu.core import domain, layers, decide as core_decide
+    from virtxml_cpu.core import decision, domain, property_steps
 
-    rule_applies, decide, invalid = layers.rule_applies, core_decide.decide, core_decide.invalid_exemption
+    rule_applies, decide, invalid = property_steps.rule_applies, decision.decide, decision.invalid_exemption
     extract = domain.extract
 
     def recording_extract(root):
@@ -53,8 +53,8 @@ def _record_exercise() -> None:
         EXERCISED["decisions"].add(d.rule)
         return d
 
-    layers.rule_applies, core_decide.decide, core_decide.invalid_exemption = (recording_rule_applies, recording_decide,
-                                                                     recording_invalid)
+    property_steps.rule_applies, decision.decide, decision.invalid_exemption = (
+        recording_rule_applies, recording_decide, recording_invalid)
     domain.extract = recording_extract
 
 

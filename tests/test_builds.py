@@ -11,7 +11,7 @@ import sys
 import pytest
 from lxml import etree
 
-from virtxml_cpu.core import domain, resolve, decide
+from virtxml_cpu.core import domain, resolve, decision
 from virtxml_cpu.tables.builds.known import BUILDS, RHEL, UBUNTU, UPSTREAM
 from virtxml_cpu.core.hostfacts import HostFacts, build_from_machines, build_from_version
 from virtxml_cpu.core.machines import claimants, classify
@@ -122,14 +122,14 @@ def test_ubuntu_leaves_svm_to_the_model_even_on_upstream_named_machines():
 def test_ubuntu_guests_get_the_fix_and_rhel_guests_do_not_need_it():
     for machine in ("pc-q35-jammy", "pc-i440fx-focal", "pc-q35-noble", "pc-q35-jammy-hpb", "ubuntu", None):
         r = resolve.resolve(dom(machine), HostFacts(qemu_build="ubuntu", build_source="t"))
-        d = decide.decide(r, "compat")
+        d = decision.decide(r, "compat")
         assert (r.features["kvm-pv-unhalt"].state, d.action) == ("off", "inject"), (machine, d.reason)
     for machine in ("pc-q35-rhel9.6.0", "pc-q35-rhel10.0.0", "pc-i440fx-rhel7.6.0"):
         r = resolve.resolve(dom(machine), HostFacts())
         assert r.build == "rhel" and r.features["kvm-pv-unhalt"].state == "on"
         assert r.features["l3-cache"].state == "on"  # compat level known well enough
-        assert decide.decide(r, "compat").rule == "already-on"
-    assert decide.decide(resolve.resolve(dom("pc-i440fx-xenial"), HostFacts()), "compat").rule == "machine-too-old"
+        assert decision.decide(r, "compat").rule == "already-on"
+    assert decision.decide(resolve.resolve(dom("pc-i440fx-xenial"), HostFacts()), "compat").rule == "machine-too-old"
 
 
 def test_absent_machine_is_the_builds_default():

@@ -19,7 +19,7 @@ from __future__ import annotations
 import pytest
 from lxml import etree
 
-from virtxml_cpu.core import domain, resolve, decide
+from virtxml_cpu.core import domain, resolve, decision
 from virtxml_cpu.core.hostfacts import HostFacts
 from virtxml_cpu.core.machines import parse_version
 
@@ -282,10 +282,10 @@ def test_downstream_machine(build, distro, release, machine, states, rule, host)
                       qemu_version=parse_version(release), version_source=distro)
     res = resolve.resolve(_domain(machine), facts)
     got = " ".join(res.features[p].state for p in KEY)
-    decision = decide.decide(res, "compat")
-    assert (got, decision.rule) == (states, rule), "\n".join(
+    decided = decision.decide(res, "compat")
+    assert (got, decided.rule) == (states, rule), "\n".join(
         f"{p}: {res.features[p].state} ({res.features[p].source}: {res.features[p].detail})" for p in KEY) + \
-        f"\n{decision.reason}\n{res.machine.how}"
+        f"\n{decided.reason}\n{res.machine.how}"
 
 
 UPSTREAM_RELEASES = ["5.2.0", "6.0.0", "6.2.0", "7.2.22", "8.2.0", "9.2.0", "10.0.2", "11.1.3"]

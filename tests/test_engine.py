@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from lxml import etree
 
-from virtxml_cpu.core import domain, resolve, decide
+from virtxml_cpu.core import decision, domain, precedence, resolve
 from virtxml_cpu.tables import qemu
 from virtxml_cpu.tables.builds.known import BUILDS, UPSTREAM
 from virtxml_cpu.core.hostfacts import HostFacts
@@ -165,22 +165,22 @@ def test_every_rule_cites_its_source():
 def test_decisions(machine, vcpus, numa, pol, action, rule):
     cells = "".join(f"<cell id='{i}' cpus='{i}' memory='1024'/>" for i in range(numa))
     cpu = f"<cpu mode='host-model'><numa>{cells}</numa></cpu>" if numa else "<cpu mode='host-model'/>"
-    d = decide.decide(resolve.resolve(dom(machine, cpu, vcpus=vcpus), NO_HOST), pol)
+    d = decision.decide(resolve.resolve(dom(machine, cpu, vcpus=vcpus), NO_HOST), pol)
     assert (d.action, d.rule) == (action, rule), d.reason
 
 
 def test_host_without_pv_unhalt_is_left_alone():
     host = HostFacts(cpuid={(0x40000001, "eax"): 0x7B & ~0x80})
-    d = decide.decide(resolve.resolve(dom(), host), "compat")
+    d = decision.decide(resolve.resolve(dom(), host), "compat")
     assert (d.action, d.rule) == ("keep", "accelerator-unsupported")
     assert "does not support" in d.reason
 
 
 def test_single_vcpu_and_dedicated_notes():
-    d = decide.decide(resolve.resolve(dom(vcpus=1), NO_HOST), "compat")
+    d = decision.decide(resolve.resolve(dom(vcpus=1), NO_HOST), "compat")
     assert d.action == "inject" and any("1 vCPU" in n for n in d.notes)
     assert not any("KVM_HINTS_REALTIME" in n for n in d.notes)
-    d = decide.decide(resolve.resolve(dom(features="<kvm><hint-dedicated state='on'/></kvm>"), NO_HOST), "compat")
+    d = decision.decide(resolve.resolve(dom(features="<kvm><hint-dedicated state='on'/></kvm>"), NO_HOST), "compat")
     assert d.action == "inject" and any("KVM_HINTS_REALTIME" in n for n in d.notes)
     assert not any("1 vCPU" in n for n in d.notes)
 
@@ -189,14 +189,14 @@ def test_without_a_features_element():
     """No <features> at all is its own path (dom() writes none by default)."""
     f = dom()
     assert f.settings == () and f.pvspinlock is None
-    assert decide.decide(resolve.resolve(f, NO_HOST), "compat").rule == "policy-compat"
+    assert decision.decide(resolve.resolve(f, NO_HOST), "compat").rule == "policy-compat"
 
 
 def test_metadata_override_beats_cli():
     own = "<metadata><v:cpu xmlns:v='urn:virtxml-cpu:domain:1' policy='never'/></metadata>"
     f = dom(extra=own)
     assert f.override_policy == "never"
-    assert decide.effective_policy("always", "compat", f.override_policy) == ("never", "domain <metadata>")
+    assert precedence.policy(f.override_policy, "always", "compat") == ("never", "domain <metadata>")
 
 
 @pytest.mark.parametrize("build,machine", [("upstream", "pc-q35-7.2"), ("ubuntu", "pc-q35-jammy"),
@@ -209,21 +209,21 @@ def test_x2apic_off_without_in_kernel_irqchip_on_every_build(build, machine):
     assert r.irqchip == "off" and r.features["x2apic"].state == "off"
     assert "492a4c94be" in r.features["x2apic"].detail
     assert r.features["kvm-pv-unhalt"].state == "off"
-    assert decide.decide(r, "compat").rule == "accelerator-unsupported"
+    assert decision.decide(r, "compat").rule == "accelerator-unsupported"
 
 
 def test_decision_branches_reached_only_by_unusual_domains():
     arm = domain.extract(etree.fromstring(
         "<domain type='kvm'><name>a</name><os><type arch='aarch64' machine='virt'>hvm</type></os><devices/></domain>"))
-    assert decide.decide(resolve.resolve(arm, NO_HOST), "compat").rule == "not-x86"
+    assert decision.decide(resolve.resolve(arm, NO_HOST), "compat").rule == "not-x86"
     no_unhalt = up(cpuid={(0x40000001, "eax"): 0x7B & ~0x80})
     hp = resolve.resolve(dom(cpu="<cpu mode='host-passthrough'/>"), no_unhalt)
     assert hp.features["kvm-pv-unhalt"].state == "off"
-    assert decide.decide(hp, "compat").rule == "cpu-mode"
+    assert decision.decide(hp, "compat").rule == "cpu-mode"
     # An Ubuntu codename between artful (2.10) and bionic (2.11): its compat level straddles 2.11.
     between = resolve.resolve(dom("pc-q35-aztec"), HostFacts(qemu_build="ubuntu", build_source="t"))
-    assert decide.decide(between, "compat").rule == "machine-version-unknown"
-    assert decide.decide(between, "always").rule == "policy-always"
+    assert decision.decide(between, "compat").rule == "machine-version-unknown"
+    assert decision.decide(between, "always").rule == "policy-always"
 
 
 def test_invalid_exemption_keeps_the_domain():
@@ -325,5 +325,5 @@ def test_kernel_irqchip_as_qemu_reads_it(case, release):
     refusal = "Conflict between 'kernel_irqchip' and 'kernel-irqchip'" if conflict and release >= (6, 0) else None
     assert (r.irqchip, r.qemu_refusal) == (want, refusal)
     if refusal:
-        assert decide.decide(r, "compat").rule == "qemu-refuses"
+        assert decision.decide(r, "compat").rule == "qemu-refuses"
 

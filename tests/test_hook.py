@@ -303,7 +303,7 @@ def _evaluated(r, modules) -> bool:
     libvirt keeps no definition named `scratch`, with the default config) let in as transient."""
     refused = r.returncode == 1 and b"refusing to start 'scratch'" in r.stderr
     transient = r.returncode == 0 and os.path.isdir("/etc/libvirt/qemu") and "virtxml_cpu.hook.persistent" in modules
-    return "virtxml_cpu.core.decide" in modules and (refused or transient)
+    return "virtxml_cpu.core.decision" in modules and (refused or transient)
 
 
 def test_prepare_path_imports_from_the_rendered_directories_without_site(tmp_path):

@@ -1,5 +1,5 @@
 """One order for every shell: explain, audit, the hook and verify give the same QEMU build, release and
-decision for the same host sources, and that answer is the documented order's (host/sources.py's docstring).
+decision for the same host sources, and that answer is the documented order's (precedence.HOST_FACT_SOURCES).
 
 Five sources, each saying something different: the --qemu-version flag, the config, libvirt's
 capabilities cache, a libvirt connection, the local QEMU. Every source alone and every pair is run
@@ -33,15 +33,16 @@ from virtxml_cpu.core.machines import format_version, parse_version
 
 from .conftest import Capture, recorded_host
 
-# What each source says: (rank in the documented order, release, build or None, what `q35` stands for).
+# What each source says: (its source in the order, release, build or None, what `q35` stands for).
 SAYS = {
-    "flag": (1, "2.10", None, None),  # --qemu-version 2.10
-    "config": (3, "6.2", None, None),  # qemu_version = "6.2"
-    "connection": (4, "7.2.22", None, "pc-q35-7.2"),  # libvirt 7002022, upstream names only (rank 6 for the build)
-    "cache": (4.5, "8.2.2", "ubuntu", "pc-q35-noble"),  # libvirt's capabilities cache: an Ubuntu package
-    "local": (5, "9.1.0", "upstream", "pc-q35-9.1"),  # qemu-system-x86_64 --version, -machine help
+    "flag": ("command line", "2.10", None, None),  # --qemu-version 2.10
+    "config": ("config", "6.2", None, None),  # qemu_version = "6.2"
+    "connection": ("libvirt", "7.2.22", None, "pc-q35-7.2"),  # libvirt 7002022, upstream names only (see WEAK)
+    "cache": ("libvirt", "8.2.2", "ubuntu", "pc-q35-noble"),  # libvirt's capabilities cache (after the connection)
+    "local": ("local QEMU", "9.1.0", "upstream", "pc-q35-9.1"),  # qemu-system-x86_64 --version, -machine help
 }
-WEAK = {"connection": (6, "upstream")}  # libvirt's upstream-only machine list names the build last
+WEAK = {"connection": ("upstream names", "upstream")}  # libvirt's upstream-only machine list names the build last
+ORDER = [s.said for s in precedence.HOST_FACT_SOURCES]
 SOURCES = tuple(SAYS)
 COMBOS = [c for n in (1, 2) for c in itertools.combinations(SOURCES, n)]
 DOMAIN = ("<domain type='kvm'><name>g</name><uuid>6c3d2a3e-0d5b-4f0e-9b1e-2d0c1e9a7f10</uuid><vcpu>2</vcpu>"
@@ -59,11 +60,12 @@ MACHINE_HELP = ("Supported machines are:\n"
 
 
 def expected(combo):
-    """The documented order applied by hand: the first source naming each fact."""
-    ranked = sorted(combo, key=lambda s: SAYS[s][0])
+    """The documented order applied by hand: the first source naming each fact (within libvirt, the
+    connection before its capabilities cache)."""
+    ranked = sorted(combo, key=lambda s: (ORDER.index(SAYS[s][0]), s == "cache"))
     release = next((SAYS[s][1] for s in ranked), None)
-    builds = sorted([(SAYS[s][0], SAYS[s][2]) for s in combo if SAYS[s][2]]
-                    + [WEAK[s] for s in combo if s in WEAK])
+    builds = sorted([(ORDER.index(SAYS[s][0]), SAYS[s][2]) for s in combo if SAYS[s][2]]
+                    + [(ORDER.index(WEAK[s][0]), WEAK[s][1]) for s in combo if s in WEAK])
     alias = next((SAYS[s][3] for s in ranked if SAYS[s][3]), None)
     return (builds[0][1] if builds else None), parse_version(release), alias
 
@@ -75,7 +77,7 @@ def expected(combo):
 def world(monkeypatch):
     """A directory every user may traverse (as root the local QEMU runs unprivileged) with a QEMU that
     answers as SAYS["local"], an empty capabilities cache directory and a config file."""
-    base = Path(tempfile.mkdtemp(prefix="vxc-hostsrc-"))
+    base = Path(tempfile.mkdtemp(prefix="vxc-sources-"))
     base.chmod(0o755)
     (base / "bin").mkdir(mode=0o755)
     (base / "empty").mkdir(mode=0o755)
@@ -281,18 +283,6 @@ def test_each_pair_is_run_by_two_shells_where_two_can_take_it():
                                              "config+connection", "config+local", "flag+connection"}
 
 
-def test_the_documented_order_is_the_codes():
-    """The order host/sources.py's docstring and docs/qemu-build.md write down is sources.ORDER, the table
-    assemble() builds the claims from (the test above checks what that table does)."""
-    titles = [title for title, _row in sources.ORDER]
-    heads = re.findall(r"^  (\d)\. (.*)$", sources.__doc__, re.M)
-    assert [int(n) for n, _ in heads] == list(range(1, len(titles) + 1))
-    assert [re.sub(r"[:(].*", "", t).strip() for _, t in heads] == titles
-    docs = (Path(__file__).resolve().parent.parent / "docs" / "qemu-build.md").read_text()
-    assert re.findall(r"^\d\. \*\*(.*?)\*\*", docs, re.M) == titles
-    assert "sources.ORDER" in precedence.__doc__ and not re.search(r"^  \d\. ", precedence.__doc__, re.M)
-
-
 def test_a_source_that_could_not_be_used_says_why(world, monkeypatch, capsys):
     setup(world, ("local",), monkeypatch)
     (world / "bin" / "qemu-system-x86_64").chmod(0o775)  # group-writable: never run
@@ -340,8 +330,8 @@ def test_the_hook_honours_the_configs_release_reads_the_cache_with_a_configured_
 
 def test_a_configured_build_and_the_flags_go_through_the_same_order_in_explain_audit_and_verify(world, monkeypatch,
                                                                                                 capsys):
-    """--qemu-build (rank 1) over the local QEMU (5), in explain and verify; the config's build (3) over
-    libvirt's upstream-only names (6), in explain and audit."""
+    """--qemu-build over the local QEMU, in explain and verify; the config's build over libvirt's
+    upstream-only names, in explain and audit."""
     setup(world, ("local",), monkeypatch)
     xml = world / "g.xml"
     xml.write_text(DOMAIN.format(machine="pc-q35-rhel9.2.0", qemu="/x"))

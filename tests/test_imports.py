@@ -150,12 +150,12 @@ def test_the_direction_check_sees_an_upward_import_of_any_kind(tmp_path):
     (pkg / "tables" / "properties.py").write_text(
         "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from ..host.connection import DEFAULT_URI\n")
     (pkg / "tables" / "qemu.py").write_text("from . import properties\n")
-    (pkg / "core" / "decide.py").write_text(
+    (pkg / "core" / "decision.py").write_text(
         "from ..tables import qemu\nfrom . import memo\ndef f():\n    from ..hook import spool\n")
     (pkg / "core" / "memo.py").write_text("")
     assert upward_imports(import_graph(pkg)) == [
-        "virtxml_cpu.core.decide (virtxml_cpu.core) -> virtxml_cpu.hook.spool (virtxml_cpu.hook)",
+        "virtxml_cpu.core.decision (virtxml_cpu.core) -> virtxml_cpu.hook.spool (virtxml_cpu.hook)",
         "virtxml_cpu.tables.properties (virtxml_cpu.tables) -> virtxml_cpu.host.connection (virtxml_cpu.host)"]
-    (pkg / "core" / "decide.py").write_text("from ..tables import qemu\nfrom . import memo\n")
+    (pkg / "core" / "decision.py").write_text("from ..tables import qemu\nfrom . import memo\n")
     (pkg / "tables" / "properties.py").write_text("")
     assert upward_imports(import_graph(pkg)) == []

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.lab import harness
-from virtxml_cpu.core import resolve as core_resolve, decide
+from virtxml_cpu.core import resolve as core_resolve, decision
 
 from .conftest import require_lab
 from .test_overcommit import CASES, QEMU_7_2, QEMU_10_0, resolve
@@ -79,5 +79,5 @@ def test_overcommit_spellings_on_real_qemu(labs, key):
         if r.qemu_refusal or stripped != said:
             wrong.append(f"{values}: guest EAX {eax:08X}, the engine {r.features['kvm-pv-unhalt']} "
                          f"refusal {r.qemu_refusal!r}")
-        assert decide.decide(r, "compat").rule in ("cpu-pm", "user-choice")
+        assert decision.decide(r, "compat").rule in ("cpu-pm", "user-choice")
     assert not wrong, f"{lab.title}:\n" + "\n".join(wrong)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from lxml import etree
 
-from virtxml_cpu.core import domain, resolve as core_resolve, decide
+from virtxml_cpu.core import domain, resolve as core_resolve, decision
 from virtxml_cpu.core.hostfacts import HostFacts
 
 QEMU_7_2, QEMU_10_0 = (7, 2, 22), (10, 0, 2)
@@ -64,7 +64,7 @@ def test_overcommit_as_qemu_reads_it(values, on_7_2, on_10_0):
         unhalt = r.features["kvm-pv-unhalt"]
         if isinstance(want, str):
             assert r.qemu_refusal == want
-            assert decide.decide(r, "compat").rule == "qemu-refuses"
+            assert decision.decide(r, "compat").rule == "qemu-refuses"
             continue
         assert r.qemu_refusal is None
         assert unhalt.qemu_property == "on"  # QEMU sets it either way (<pvspinlock state='on'/>)
@@ -85,4 +85,4 @@ def test_double_dash_and_bare_spelling_reach_the_decision():
            "</domain>")
     r = core_resolve.resolve(domain.extract(etree.fromstring(xml)), HostFacts(qemu_build="upstream", build_source="t",
                                                                        qemu_version=QEMU_7_2))
-    assert decide.decide(r, "compat").rule == "cpu-pm"
+    assert decision.decide(r, "compat").rule == "cpu-pm"

@@ -15,7 +15,7 @@ import time
 import pytest
 from lxml import etree
 
-from virtxml_cpu.core import cpuset, placement, decide as core_decide
+from virtxml_cpu.core import cpuset, decision, placement
 from virtxml_cpu.hook import evaluate
 from virtxml_cpu import cli
 from virtxml_cpu.core.config import Config
@@ -196,7 +196,7 @@ def test_a_bare_vcpu_places_nothing_and_says_nothing():
 def decide(f, pol="compat"):
     from virtxml_cpu.core.resolve import resolve
 
-    return core_decide.decide(resolve(f, HostFacts(qemu_version=(7, 2, 0), qemu_build="upstream")), pol)
+    return decision.decide(resolve(f, HostFacts(qemu_version=(7, 2, 0), qemu_build="upstream")), pol)
 
 
 @pytest.mark.parametrize("pol", ["compat", "numa"])
@@ -291,5 +291,5 @@ def test_a_decision_reads_the_placement_once(monkeypatch):
     calls = []
     real = placement.read
     monkeypatch.setattr(placement, "read", lambda facts: calls.append(1) or real(facts))
-    d = core_decide.decide(res, "compat")
+    d = decision.decide(res, "compat")
     assert d.rule == "dedicated-vcpus" and len(calls) == 1

@@ -9,7 +9,8 @@ import types
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from virtxml_cpu.core import domain, resolve as core_resolve, pipeline, decide as core_decide
+from virtxml_cpu.constants import DEFAULT_STYLE
+from virtxml_cpu.core import decision, domain, pipeline, precedence, resolve as core_resolve
 from virtxml_cpu.render import explain
 from virtxml_cpu.core.config import Config
 from virtxml_cpu.core.hostfacts import HostFacts, combine
@@ -33,10 +34,10 @@ def clone(data: bytes, n: int) -> bytes:
 
 @pytest.fixture
 def calls(monkeypatch):
-    """A fresh memo, and how often the pipeline asked resolve.resolve and decide.decide."""
+    """A fresh memo, and how often the pipeline asked resolve.resolve and decision.decide."""
     monkeypatch.setattr(pipeline, "MEMO", Memo())
     counted = {"resolve": 0, "decide": 0}
-    resolve, decide = core_resolve.resolve, core_decide.decide
+    resolve, decide = core_resolve.resolve, decision.decide
 
     def counting_resolve(*a):
         counted["resolve"] += 1
@@ -47,7 +48,7 @@ def calls(monkeypatch):
         return decide(*a)
 
     monkeypatch.setattr(core_resolve, "resolve", counting_resolve)
-    monkeypatch.setattr(core_decide, "decide", counting_decide)
+    monkeypatch.setattr(decision, "decide", counting_decide)
     return counted
 
 
@@ -89,8 +90,8 @@ def test_a_kept_answer_is_the_answer_computed_afresh(path, calls, host):
     fresh = core_resolve.resolve(facts, host)
     assert kept.resolution == fresh
     if kept.decision.rule != "metadata-invalid":
-        chosen, _ = core_decide.effective_policy(None, None, facts.override_policy)
-        assert kept.decision == core_decide.decide(fresh, chosen, "pvspinlock")
+        chosen, _ = precedence.policy(facts.override_policy, None, None)
+        assert kept.decision == decision.decide(fresh, chosen, DEFAULT_STYLE)
     assert json.loads(explain.json_line(kept)) == explain.to_json(kept) == json.loads(explain.to_json_line(kept))
 
 
@@ -101,7 +102,7 @@ def test_name_and_uuid_decide_nothing(path, host):
     other = facts._replace(name="someone-else", uuid="00000000-0000-4000-8000-000000000009")
     a, b = core_resolve.resolve(facts, host), core_resolve.resolve(other, host)
     assert a._replace(facts=other) == b
-    assert core_decide.decide(a, "compat") == core_decide.decide(b, "compat")
+    assert decision.decide(a, "compat") == decision.decide(b, "compat")
 
 
 def _state(module) -> dict:
@@ -119,11 +120,11 @@ def _state(module) -> dict:
 
 
 def test_engine_policy_and_report_keep_no_state(host):
-    before = {m.__name__: _state(m) for m in (core_resolve, core_decide, explain)}
+    before = {m.__name__: _state(m) for m in (core_resolve, decision, explain)}
     for path in SOURCES:
         o = process(clone(path.read_bytes(), 3), path.name, host, Config(), render=False)
         explain.to_json_line(o), explain.table(o)
-    assert {m.__name__: _state(m) for m in (core_resolve, core_decide, explain)} == before
+    assert {m.__name__: _state(m) for m in (core_resolve, decision, explain)} == before
 
 
 def test_assembled_host_facts_are_a_hashable_value():

@@ -13,7 +13,7 @@ import pytest
 
 from virtxml_cpu import cli
 from virtxml_cpu.core.config import Config
-from virtxml_cpu.core.decide import fixable
+from virtxml_cpu.core.decision import fixable
 from virtxml_cpu.core.hostfacts import HostFacts
 from virtxml_cpu.core.pipeline import process
 from virtxml_cpu.errors import EXIT_OK, EXIT_WORK_FOUND

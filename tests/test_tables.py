@@ -14,7 +14,7 @@ import re
 import pytest
 from lxml import etree
 
-from virtxml_cpu.core import cpu_option, domain, resolve as core_resolve, lifecycle, decide
+from virtxml_cpu.core import cpu_option, domain, resolve as core_resolve, lifecycle, decision
 from virtxml_cpu.verify import run as verify
 from virtxml_cpu.render import explain
 from virtxml_cpu.core.config import Config
@@ -92,7 +92,7 @@ def test_boards_h_arithmetic_for_development_snapshots():
 
 def test_a_guest_the_qemu_will_not_start_is_kept_and_said_so():
     r = resolve(dom("pc-i440fx-2.11"), **up((11, 1, 3)))
-    d = decide.decide(r, "compat")
+    d = decision.decide(r, "compat")
     assert r.machine_status == "not-offered" and d.action == "keep" and d.rule == "machine-not-offered"
     assert "QEMU 11.1.3" in d.reason and "change its machine type" in d.reason and "3dfa5a5c71" in d.reason
     doc = explain.to_json(process(dom("pc-i440fx-2.11"), "t.xml", HostFacts(**up((11, 1, 3))), Config()))
@@ -104,12 +104,12 @@ def test_a_guest_the_qemu_will_not_start_is_kept_and_said_so():
 def test_a_configured_release_older_than_the_machine_is_not_offered():
     r = resolve(dom("pc-q35-2.11"), **up((2, 10)))
     assert r.machine_status == "not-offered" and "newer than itself" in r.machine_status_why
-    assert decide.decide(r, "compat").rule == "machine-not-offered"
+    assert decision.decide(r, "compat").rule == "machine-not-offered"
 
 
 def test_a_deprecated_machine_is_decided_as_before_with_a_note():
     r = resolve(dom("pc-q35-5.2"), **up((11, 1, 3)))
-    d = decide.decide(r, "compat")
+    d = decision.decide(r, "compat")
     assert r.machine_status == "deprecated" and d.rule == "policy-compat"
     assert any("deprecated" in n and "plan a change of machine type" in n for n in d.notes)
 
@@ -295,7 +295,7 @@ def test_qemu_takes_these_spellings(value, want):
 def test_qemu_refuses_these_spellings(value):
     r = resolve(dom("pc-q35-7.2", qemu=f"<qemu:arg value='-cpu'/><qemu:arg value='qemu64,kvm-pv-eoi={value}'/>"),
                 **up((7, 2, 22)))
-    d = decide.decide(r, "compat")
+    d = decision.decide(r, "compat")
     assert (d.action, d.rule) == ("keep", "qemu-refuses")
     assert (f"can't apply global qemu64-x86_64-cpu.kvm-pv-eoi={value}: Parameter 'kvm-pv-eoi' expects 'on' or "
             "'off'") in d.reason
@@ -327,7 +327,7 @@ def test_flag_spellings_as_qemu_runs_them(prop, sign):
         assert cpu_option.parse_cpu_option(f"qemu64,{sign}{u}", (7, 2, 22)).props == [(prop, sign == "+")]
     else:
         assert r.qemu_refusal == f"Property 'qemu64-x86_64-cpu.{u}' not found"
-        assert decide.decide(r, "compat").rule == "qemu-refuses"
+        assert decision.decide(r, "compat").rule == "qemu-refuses"
     for form in (f"{u}=on", u):  # feat2prop: `_` reads as `-`
         assert cpu_option.parse_cpu_option(f"qemu64,{form}", (7, 2, 22)) == ("qemu64", [(prop, True)], [])
 
@@ -370,7 +370,7 @@ def test_flag_spellings_by_release(cpu, release, refusal, state):
                 **up(release, cpuid=KVM_ALL))
     assert r.qemu_refusal == refusal
     if refusal:  # the way out names no on/off value: the spelling is what QEMU refuses
-        assert "on/off" not in decide.decide(r, "compat").reason
+        assert "on/off" not in decision.decide(r, "compat").reason
     if state:
         assert r.features["kvm-pv-unhalt"].state == state
 
@@ -378,7 +378,7 @@ def test_flag_spellings_by_release(cpu, release, refusal, state):
 def test_a_refused_global_value_is_refused_too():
     r = resolve(dom("pc-q35-7.2", qemu="<qemu:arg value='-global'/><qemu:arg value='x86_64-cpu.kvm-pv-unhalt=1'/>"),
                 **up((7, 2, 22)))
-    d = decide.decide(r, "compat")
+    d = decision.decide(r, "compat")
     assert d.rule == "qemu-refuses" and "x86_64-cpu.kvm-pv-unhalt=1" in d.reason
 
 
@@ -393,7 +393,7 @@ def test_rhel_9_has_no_rhel7_0_to_7_5_machines():
     r = resolve(dom("pc-q35-rhel7.5.0"), qemu_build="rhel", qemu_version=(9, 1, 0),
                 build_source="QEMU emulator version 9.1.0 (qemu-kvm-9.1.0-15.el9_6)", package="qemu-kvm-9.1.0-15.el9_6")
     assert r.machine_status == "not-offered" and "8f7a74ab78" in r.machine_status_why
-    assert decide.decide(r, "compat").rule == "machine-not-offered"
+    assert decision.decide(r, "compat").rule == "machine-not-offered"
 
 
 def test_rhel_9_2_has_no_rhel7_5_machine_either():

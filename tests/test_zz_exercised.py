@@ -10,7 +10,7 @@ import pytest
 
 from virtxml_cpu.tables.builds.known import BUILDS
 from virtxml_cpu.tables.libvirt_xml import PLACEMENT, SETTINGS
-from virtxml_cpu.core.decide import DECISION_RULES
+from virtxml_cpu.core.decision import DECISION_RULES
 from virtxml_cpu.core.pipeline import process
 from virtxml_cpu.core.config import Config
 from virtxml_cpu.core.hostfacts import HostFacts

@@ -20,7 +20,7 @@ from .fs.files import read_input, update_in_place, write_output
 from .host.sources import LOCAL, HostSources, NotAsked, assemble
 from .core.pipeline import process
 from .render import explain
-from .core.decide import POLICIES, STYLES
+from .core.decision import POLICIES, STYLES
 
 EPILOG = """exit status: 0 done; 1 --check found work (rewrite) or a domain needs work (audit);
 2 bad input or usage; 3 environment error (libvirt unreachable, permission denied)."""

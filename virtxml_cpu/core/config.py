@@ -31,12 +31,12 @@ class Config:
     __slots__ = ("policy", "style", "hook_mode", "spool", "syslog_socket", "path", "qemu_build", "timeout",
                  "host_timeout", "qemu_version", "libvirt_config_dir")
 
-    def __init__(self, policy: str | None = None, style: str = "pvspinlock",
-                 hook_mode: str | None = None,  # None: the mode `hook install` baked in, else audit
+    def __init__(self, policy: str | None = None, style: str | None = None,  # None: precedence.style's default
+                 hook_mode: str | None = None,  # None: not set here (precedence.hook_mode)
                  spool: str = DEFAULT_SPOOL, syslog_socket: str | None = None, path: str | None = None,
                  qemu_build: str | None = None,
                  timeout: float | None = None,  # seconds a libvirt host may stay silent (connecting, any call)
-                 host_timeout: float | None = None,  # seconds for a whole host (default: 10 x timeout)
+                 host_timeout: float | None = None,  # seconds for a whole host (None: precedence.timeouts)
                  qemu_version: str | None = None,  # the QEMU release the guests run on, X.Y[.Z] (default: detected)
                  libvirt_config_dir: str = DEFAULT_LIBVIRT_CONFIG_DIR):  # the hook's transient check ("": none)
         self.policy, self.style, self.hook_mode, self.spool = policy, style, hook_mode, spool
@@ -109,14 +109,14 @@ def parse(text: str, path: str = "<config>") -> Config:
         if key in data and not 0 < data[key] <= 86400:
             raise BadInput(f"config {path}: {key} must be above 0 and at most 86400 seconds")
     from ..tables.builds.known import NAMES as BUILDS  # here: the hook's repeat starts read the file, never parse it
-    from .decide import POLICIES, STYLES
+    from .decision import POLICIES, STYLES
 
-    cfg = Config(data.get("policy"), data.get("style", "pvspinlock"), hook.get("mode"),
+    cfg = Config(data.get("policy"), data.get("style"), hook.get("mode"),
                  hook.get("spool", DEFAULT_SPOOL), hook.get("syslog_socket"), path, data.get("qemu_build"),
                  data.get("timeout"), data.get("host_timeout"), data.get("qemu_version"), where)
     if cfg.qemu_version is not None and not is_release(cfg.qemu_version):
         raise BadInput(f"config {path}: qemu_version = {cfg.qemu_version!r} is not a QEMU release X.Y[.Z]")
-    for key, value, allowed in (("policy", cfg.policy, POLICIES + (None,)), ("style", cfg.style, STYLES),
+    for key, value, allowed in (("policy", cfg.policy, POLICIES + (None,)), ("style", cfg.style, STYLES + (None,)),
                                 ("qemu_build", cfg.qemu_build, BUILDS + (None,)),
                                 ("hook.mode", cfg.hook_mode, HOOK_MODES + (None,))):
         if value not in allowed:

@@ -1,7 +1,7 @@
 """Host facts: the model (HostFacts) and the pure parsers of what each source says: /dev/kvm's supported
 CPUID, libvirt's capabilities and domain capabilities, a QEMU's `--version` and `-machine help`, libvirt's
 integer version. The /dev/kvm probe is the only I/O here; running a QEMU is host/local_qemu.py's, and which
-source outranks which is host/sources.py's."""
+source outranks which is core/precedence.py's."""
 
 from __future__ import annotations
 

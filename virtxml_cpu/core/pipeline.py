@@ -13,7 +13,7 @@ from operator import itemgetter
 
 from lxml import etree
 
-from . import domain, resolve, decide as decision_rules
+from . import decision, domain, precedence, resolve
 from .config import Config
 from .hostfacts import HostFacts
 from .memo import Memo, frozen
@@ -39,7 +39,7 @@ class Outcome(namedtuple("Outcome", "label resolution decision policy_source sty
     __slots__ = ()  # a plain named tuple: its fields, annotated below for readers
     label: str
     resolution: resolve.Resolution
-    decision: decision_rules.Decision
+    decision: decision.Decision
     policy_source: str
     style: str
     source: bytes
@@ -60,7 +60,7 @@ def host_key(host: HostFacts) -> tuple:
     return tuple(map(frozen, host))  # built by hand with plain dicts
 
 
-assert resolve.Resolution._fields[0] == "facts"  # decide() swaps a clone's facts in by position
+assert resolve.Resolution._fields[0] == "facts"  # outcome() swaps a clone's facts in by position
 
 IDENTITY = ("name", "uuid")  # the only facts that differ between clones of one template; decide nothing
 _DECIDING = itemgetter(*(i for i, f in enumerate(domain.DomainFacts._fields) if f not in IDENTITY))
@@ -94,8 +94,8 @@ def read(data: bytes, label: str, render: bool = True) -> Document:
     return Document(label, data, facts, tree)
 
 
-def decide(doc: Document, host: HostFacts, config: Config, cli_policy: str | None = None,
-           cli_style: str | None = None) -> Outcome:
+def outcome(doc: Document, host: HostFacts, config: Config, cli_policy: str | None = None,
+            cli_style: str | None = None) -> Outcome:
     """The outcome for a document read, under `host`; rewritten bytes when it was read with its tree."""
     facts = doc.facts
     key = resolution_key(facts, host)
@@ -106,21 +106,20 @@ def decide(doc: Document, host: HostFacts, config: Config, cli_policy: str | Non
     resolution, decisions, key = MEMO.get(("resolution", key), lambda: (resolve.resolve(facts, host), {}, key), cost)
     if resolution.facts is not facts:  # a clone's: the same but for name and uuid
         resolution = resolution._make((facts, *resolution[1:]))  # _replace(facts=facts) without its kwargs
-    chosen, source = decision_rules.effective_policy(cli_policy, config.policy, facts.override_policy)
-    style = cli_style or config.style
-    if facts.override_policy is not None and facts.override_policy not in decision_rules.POLICIES:
-        decision = decision_rules.invalid_exemption(facts.override_policy)
-        source = "domain <metadata>"
+    chosen, source = precedence.policy(facts.override_policy, cli_policy, config.policy)
+    style = precedence.style(cli_style, config.style).value
+    if chosen not in decision.POLICIES:  # the domain's metadata names no policy
+        decided = decision.invalid_exemption(chosen)
     else:
-        decision = decisions.get((chosen, style))
-        if decision is None:
-            decision = decisions[chosen, style] = decision_rules.decide(resolution, chosen, style)
+        decided = decisions.get((chosen, style))
+        if decided is None:
+            decided = decisions[chosen, style] = decision.decide(resolution, chosen, style)
     if doc.tree is None:
-        return Outcome(doc.label, resolution, decision, source, style, doc.source, None, key)
+        return Outcome(doc.label, resolution, decided, source, style, doc.source, None, key)
     from ..xml import insert  # here: deciding alone (the hook, audit, explain) never renders
 
-    insertions = insert.plan(doc.tree.getroot(), style) if decision.action == "inject" else []
-    return Outcome(doc.label, resolution, decision, source, style, doc.source,
+    insertions = insert.plan(doc.tree.getroot(), style) if decided.action == "inject" else []
+    return Outcome(doc.label, resolution, decided, source, style, doc.source,
                    insert.render(doc.source, doc.tree, insertions), key)
 
 
@@ -130,7 +129,7 @@ SHARED_PARTS = ("resolution", "decision")  # what of an outcome a renderer may h
 def shared_part(o: Outcome, part: str, kind: str, make):
     """`make(o)`, kept once for every outcome that shares `part` of `o` (SHARED_PARTS): the resolution
     by the outcome's key, the decision by the decision itself, its policy's source and the style. `kind`
-    names what the renderer makes of it. Outcomes not built by decide() share nothing: made afresh."""
+    names what the renderer makes of it. Outcomes not built by outcome() share nothing: made afresh."""
     if not o.key:
         return make(o)
     key = o.key if part == "resolution" else (o.decision, o.policy_source, o.style)
@@ -139,6 +138,6 @@ def shared_part(o: Outcome, part: str, kind: str, make):
 
 def process(data: bytes, label: str, host: HostFacts, config: Config, cli_policy: str | None = None,
             cli_style: str | None = None, render: bool = True) -> Outcome:
-    """read() then decide(): `render=False` decides without producing the rewritten bytes."""
-    return decide(read(data, label, render), host, config, cli_policy, cli_style)
+    """read() then outcome(): `render=False` decides without producing the rewritten bytes."""
+    return outcome(read(data, label, render), host, config, cli_policy, cli_style)
 

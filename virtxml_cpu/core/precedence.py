@@ -1,21 +1,23 @@
-"""Which QEMU build and release a domain is resolved under: the one precedence rule, and its one wording.
+"""Which value wins, wherever the tool has more than one source for a value: each rule once, as an ordered
+tuple of sources (first to last), and a function that returns the value with the source it came from.
+docs/configuration.md and docs/qemu-build.md list these tuples as tools/gen_precedence.py writes them.
 
-The rule, whole (nothing else picks a build or a release), in two steps:
-  * Source order. Each source says what it knows as Claims; sources.ORDER (host/sources.py) lists the sources (the command
-    line, the QEMU it names, the config, libvirt, the local QEMU, libvirt's upstream-only machine list),
-    written out in its docstring, and sources.assemble() hands their claims here in that order.
-    settle() takes the first claim naming the build and, separately, the first naming the release, and
-    records where each came from (hostfacts.combine() settles several sources' facts the same way). One
-    QEMU's own answer is one claim: the downstream build its package string or its own machine names
-    name, else upstream (own_build()).
-  * The machine name (builds_for(), per domain), for the build only:
-    - the settled build has the domain's machine type: that build;
-    - the settled build lacks it and other builds have it: the machine name wins, the domain is resolved
-      under each build that has it, with a warning that names the settled build and its source;
-    - the settled build lacks it and no build has it: the settled build, the machine unknown;
-    - no source named a build: each build that has the machine type (merged by merge.merge when
-      several); none has it: upstream, the machine unknown.
-The release is never taken from the machine name: unknown, it stays unknown (taken as current).
+  * policy(), style(), hook_mode(), timeouts(): the first source that gives a value; the last row is the
+    default.
+  * The QEMU build and release, in two steps:
+    - Source order (HOST_FACT_SOURCES). Each source says what it knows as Claims; host/sources.assemble()
+      hands them here by source (in_order()), and settle() takes the first claim naming the build and,
+      separately, the first naming the release, and records where each came from (hostfacts.combine()
+      settles several sources' facts the same way). One QEMU's own answer is one claim: the downstream
+      build its package string or its own machine names name, else upstream (own_build()). The other host
+      facts (machine names, aliases, descriptions) come from the first source in the same order that has them.
+    - The machine name (builds_for(), per domain), for the build only:
+      the settled build has the domain's machine type: that build; it lacks it and other builds have it:
+      the machine name wins, the domain is resolved under each build that has it, with a warning that names
+      the settled build and its source; no build has it: the settled build, the machine unknown; no source
+      named a build: each build that has the machine type (merged by merge.merge when several), and when
+      none has it, upstream with the machine unknown.
+    The release is never taken from the machine name: unknown, it stays unknown (taken as current).
 
 Pure; it takes and returns hostfacts.HostFacts, which it does not import (hostfacts imports this module).
 """
@@ -23,12 +25,119 @@ Pure; it takes and returns hostfacts.HostFacts, which it does not import (hostfa
 from __future__ import annotations
 
 from collections import namedtuple
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from .machines import Machine, claimants, classify, format_version, parse_version
+from ..constants import DEFAULT_STYLE
 from ..tables.builds.known import BUILDS, UPSTREAM, Build
 
 Version = tuple[int, ...]
+
+
+class Source(namedtuple("Source", "said title default what", defaults=(None, ""))):
+    """One place a value can come from: how the tool names it beside the value, how the docs list it, and,
+    for a rule's last row, the value itself."""
+
+    __slots__ = ()  # a plain named tuple: its fields, annotated below for readers
+
+    said: str
+    title: str  # Markdown, as the docs list it
+    default: object
+    what: str  # Markdown: what the source is, where the docs list it with more than its title
+
+
+class Chosen(namedtuple("Chosen", "value source")):
+    """The value that won and the source it came from (Source.said)."""
+
+    __slots__ = ()  # a plain named tuple: its fields, annotated below for readers
+
+    value: object
+    source: str
+
+
+DEFAULT_POLICY = "compat"
+DEFAULT_HOOK_MODE = "audit"
+DEFAULT_TIMEOUT = 30.0  # seconds a libvirt peer may stay silent: connecting, and any one call
+HOST_TIMEOUT_FACTOR = 10  # a whole host gets this many times the peer timeout
+
+METADATA, COMMAND_LINE, CONFIG, DEFAULT = "domain <metadata>", "command line", "config file", "default"
+POLICY = (Source(METADATA, "the domain's own metadata, `<vxc:cpu policy='...'/>`"),
+          Source(COMMAND_LINE, "the command line, `--policy`"),
+          Source(CONFIG, "the config, `policy`"),
+          Source(DEFAULT, "the default", DEFAULT_POLICY))
+STYLE = (Source(COMMAND_LINE, "the command line, `--style`"),
+         Source(CONFIG, "the config, `style`"),
+         Source(DEFAULT, "the default", DEFAULT_STYLE))
+HOOK_MODE = (Source(CONFIG, "the config, `[hook] mode`"),
+             Source("hook install", "the mode `hook install --mode` wrote into the hook (its `MODE`)"),
+             Source(DEFAULT, "the default", DEFAULT_HOOK_MODE))
+TIMEOUT = (Source(COMMAND_LINE, "the command line, `--timeout`"),
+           Source(CONFIG, "the config, `timeout`"),
+           Source(DEFAULT, "the default", DEFAULT_TIMEOUT))
+HOST_TIMEOUT = (Source(CONFIG, "the config, `host_timeout`"),
+                Source("timeout", f"{HOST_TIMEOUT_FACTOR} times the timeout"))
+RULES = {"policy": POLICY, "style": STYLE, "hook mode": HOOK_MODE, "timeout (each libvirt call)": TIMEOUT,
+         "host timeout (a whole host)": HOST_TIMEOUT}  # as docs/configuration.md lists them
+
+
+def first(order: Sequence[Source], *given) -> Chosen:
+    """The first source in `order` that gives a value (None: it gives none); the given values are in the
+    order's order, and a row not given one stands for its default."""
+    for source, value in zip(order, given):
+        if value is not None:
+            return Chosen(value, source.said)
+    for source in order[len(given):]:
+        if source.default is not None:
+            return Chosen(source.default, source.said)
+    raise ValueError("no source gives a value and the rule has no default")
+
+
+def policy(metadata: str | None, option: str | None, config: str | None) -> Chosen:
+    """The policy a domain is decided under. The metadata's value wins whenever it is written, valid or not
+    (an invalid one is a decision of its own: decision.invalid_exemption)."""
+    return first(POLICY, metadata, option, config)
+
+
+def style(option: str | None, config: str | None) -> Chosen:
+    """How the fix is written."""
+    return first(STYLE, option, config)
+
+
+def hook_mode(config: str | None, installed: str | None) -> Chosen:
+    """The hook's mode: the config's, else the one `hook install` rendered into the hook."""
+    return first(HOOK_MODE, config, installed)
+
+
+def timeouts(option: float | None, config) -> tuple[Chosen, Chosen]:
+    """(each libvirt peer, a whole host) in seconds, from --timeout and the config's timeout/host_timeout."""
+    peer = first(TIMEOUT, option, config.timeout)
+    return peer, first(HOST_TIMEOUT, config.host_timeout, HOST_TIMEOUT_FACTOR * peer.value)
+
+
+# The sources of the QEMU build and release, first to last (docs/qemu-build.md lists them from here):
+# host/sources.assemble() gives each source's claims and facts under its `said`, and in_order() puts them
+# in this order.
+HOST_FACT_SOURCES = (
+    Source("command line", "the command line", what="`--qemu-build`, `--qemu-version X.Y[.Z]`"),
+    Source("named QEMU", "the QEMU named on the command line",
+           what="`explain --emulator PATH` (its `--version` and `-machine help`), `verify --emulator PATH` (the QEMU "
+           "that verify starts, asked over QMP)"),
+    Source("config", "the config", what="`qemu_build`, `qemu_version`"),
+    Source("libvirt", "libvirt",
+           what="the connection (`--connect`; `audit`, `apply` and `watch` always) or its files (`--capabilities`, "
+           "`--domcapabilities`): a downstream machine name or emulator path, the QEMU version; then libvirt's "
+           "capabilities cache for the emulator (the hook: the domain's `<emulator>`; `explain`: the local "
+           "QEMU's): package string and version; `verify --connect`: the emulator libvirt names, asked over QMP"),
+    Source("local QEMU", "the local QEMU",
+           what="this host's QEMU (libvirt's emulator wherever its capabilities cache names one, else the first of "
+           "`qemu-system-x86_64` on `PATH`, `/usr/libexec/qemu-kvm`): `--version` and `-machine help`; not "
+           "with `--connect`, nor when libvirt's capabilities cache answered for it"),
+    Source("upstream names", "libvirt's machine list when it shows upstream names only",
+           what="every build registers those names, so the list only says \"upstream\" when nothing above named "
+           "the build"),
+    Source("machine name", "the machine name alone",
+           what="per domain, the build(s) that have the domain's machine type (`precedence.builds_for`)"),
+)
 
 
 class Claim(namedtuple("Claim", "build release source package", defaults=("",))):
@@ -54,28 +163,37 @@ def from_each(facts: HostFacts) -> list[Claim]:
             Claim(None, facts.qemu_version, facts.version_source or facts.build_source, facts.package)]
 
 
+def in_order(said: Mapping[str, Sequence]) -> list:
+    """What each source said (claims or facts, by Source.said of HOST_FACT_SOURCES), first source first."""
+    unknown = set(said) - {s.said for s in HOST_FACT_SOURCES}
+    if unknown:
+        raise KeyError(f"not a source of host facts: {', '.join(sorted(unknown))}")
+    return [x for s in HOST_FACT_SOURCES for x in said.get(s.said, ())]
+
+
 def from_command_line(build: str | None, release: str | None) -> list[Claim]:
-    """--qemu-build and --qemu-version (rank 1)."""
+    """--qemu-build and --qemu-version."""
     return ([Claim(build, None, "--qemu-build")] if build else []) + (
         [Claim(None, parse_version(release), "--qemu-version")] if release else [])
 
 
 def from_config(cfg) -> list[Claim]:
-    """qemu_build and qemu_version of the config (rank 3)."""
+    """qemu_build and qemu_version of the config."""
     where = f"in {cfg.path}" if cfg.path else "in the config"
     return ([Claim(cfg.qemu_build, None, f"qemu_build {where}")] if cfg.qemu_build else []) + (
         [Claim(None, parse_version(cfg.qemu_version), f"qemu_version {where}")] if cfg.qemu_version else [])
 
 
 def libvirt_claims(facts: HostFacts) -> list[Claim]:
-    """libvirt's word (rank 4): a downstream machine name or emulator path, the hypervisor version. A
-    machine list of upstream names only is rank 6 (every build registers those), after the local binary."""
+    """libvirt's word: a downstream machine name or emulator path, the hypervisor version. A machine list of
+    upstream names only is weak_libvirt_claims' (every build registers those), after the local QEMU."""
     strong = facts.qemu_build not in (None, "upstream")
     return [Claim(facts.qemu_build if strong else None, facts.qemu_version, facts.build_source if strong
                   else facts.version_source)]
 
 
 def weak_libvirt_claims(facts: HostFacts) -> list[Claim]:
+    """libvirt's machine list of upstream names only: "upstream", when nothing before it named a build."""
     return [Claim(facts.qemu_build, None, facts.build_source)] if facts.qemu_build == "upstream" else []
 
 

@@ -1,6 +1,6 @@
 """What resolution answers, per domain: each property's Value and the whole Resolution (plain named tuples).
 
-The steps that fill them are core/layers.py; core/resolve.py runs them.
+The steps that fill them are core/property_steps.py; core/resolve.py runs them.
 """
 
 from __future__ import annotations

@@ -15,11 +15,11 @@ are merged by merge.merge.
 
 from __future__ import annotations
 
-from . import precedence, merge, cpu_option, layers, lifecycle, overcommit
+from . import precedence, merge, cpu_option, property_steps, lifecycle, overcommit
 from .cpu_option import parse_cpu_option
 from .domain import DomainFacts, irqchip_refusal
 from .hostfacts import HostFacts
-from .layers import rule_applies  # noqa: F401 (the engine's API: which compat rows apply)
+from .property_steps import rule_applies  # noqa: F401 (the engine's API: which compat rows apply)
 from .libvirt_cpu import explicit_unhalt, libvirt_cpu_props, start_refusal
 from .machines import Machine
 from .resolution import OFF, ON, SRC_CPU_PM, SRC_HIDDEN, SRC_TCG, Resolution  # noqa: F401 (what a policy reads)
@@ -68,7 +68,8 @@ def _resolve_one(facts: DomainFacts, host: HostFacts, build: Build, machine: Mac
         else:
             model = facts.cpu_model
     supported = support(facts, accel, irqchip, host)
-    values = layers.run(layers.Context(facts, host, build, machine, accel, irqchip, kind, model, cpu_props, supported))
+    values = property_steps.run(property_steps.Context(facts, host, build, machine, accel, irqchip, kind, model,
+                                                       cpu_props, supported))
     refusal = start_refusal(facts, kind, values, warnings)
     # QEMU reads -overcommit while parsing its options, then the -machine options, before it builds a vCPU from
     # -cpu and -global

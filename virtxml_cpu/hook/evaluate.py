@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import sys
 
-from ..core import config
+from ..core import config, precedence
 from . import digest
 from ..host import caps_cache
 from ..core.domain import DomainFacts, canonical_uuid
@@ -20,7 +20,7 @@ from ..core.hostfacts import HostFacts
 from ..host.sources import HostSources, assemble
 from .logline import SYSLOG_SOCKET, Log, kv
 from ..core.machines import format_version
-from ..core.pipeline import decide, read
+from ..core.pipeline import outcome, read
 from ..tables import orchestrators
 from ..xml.parse import MAX_INPUT_BYTES
 
@@ -53,7 +53,7 @@ def run(argv: list[str], mode: str | None = None, config_path: str | None = None
         stdin=None, log: Log | None = None, data: bytes | None = None, digest_dir: str | None = None,
         digest_key: str | None = None, config_raw: bytes | None | bool = False) -> int:
     """Hook entry: argv = [domain, op, subop, extra]. Returns the exit status for libvirt. With
-    `digest_dir` and `digest_key` (hookentry), the verdict is kept for the next start; `config_raw` is the
+    `digest_dir` and `digest_key` (hook/entry.py), the verdict is kept for the next start; `config_raw` is the
     config's bytes that key was made of (None: no file; False: not read yet)."""
     name, op = (argv + ["-", "-"])[:2]
     log = log or Log()
@@ -85,13 +85,14 @@ def evaluate(data: bytes, name: str, cfg, mode: str | None) -> tuple[dict, list[
     doc = read(data, name, render=False)
     before = [(p, digest.identity(p)) for p in dependencies(doc.facts)]
     host = hook_host_facts(doc.facts, cfg)  # from the domain's own devices/emulator, read from this one parse
-    outcome = decide(doc, host, cfg)
+    decided = outcome(doc, host, cfg)
     deps = before if all(digest.identity(p) == was for p, was in before) else None
-    r, d = outcome.resolution, outcome.decision
+    r, d = decided.resolution, decided.decision
+    chosen_mode = precedence.hook_mode(cfg.hook_mode, mode).value
     uuid = canonical_uuid(r.facts.uuid)
     fields = [("domain", name), ("uuid", uuid or "-"), ("machine", r.machine.label()),
               ("cpu_mode", r.facts.cpu_mode), ("pv_unhalt", r.features["kvm-pv-unhalt"].state),
-              ("decision", d.action), ("rule", d.rule), ("mode", cfg.hook_mode or mode or "audit")]
+              ("decision", d.action), ("rule", d.rule), ("mode", chosen_mode)]
     fields.append(("qemu", host.qemu_build or "unknown"))
     fields.append(("release", format_version(host.qemu_version) if host.qemu_version else "unknown"))
     unused = "; ".join(host.unused)  # each source that could not be used, and why
@@ -104,7 +105,7 @@ def evaluate(data: bytes, name: str, cfg, mode: str | None) -> tuple[dict, list[
         fields += [("stack", stack.name), ("edits_last", "yes" if stack.edits_last else "no"), ("knob", stack.knob)]
     v = r.features["kvm-pv-unhalt"]
     verdict = {"fields": fields, "name": name, "domain": name, "uuid": uuid or "", "raw_uuid": r.facts.uuid or "",
-               "rule": d.rule, "reason": d.reason, "action": d.action, "mode": cfg.hook_mode or mode or "audit",
+               "rule": d.rule, "reason": d.reason, "action": d.action, "mode": chosen_mode,
                "why": f"{v.state} from {v.source} on {r.machine.label()}, CPU {r.facts.cpu_mode}",
                "spool": cfg.spool, "syslog": cfg.syslog_socket or "",
                "managed": "yes" if stack and stack.managed else "",  # strings only: the digest keeps them

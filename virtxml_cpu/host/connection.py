@@ -8,6 +8,7 @@ from urllib.parse import urlparse
 
 from ..errors import AccessDenied, EnvironmentProblem, HostTimeout
 from ..core.hostfacts import HostFacts, combine, decode_libvirt_version, parse_capabilities, parse_domcapabilities
+from ..core.precedence import DEFAULT_TIMEOUT, HOST_TIMEOUT_FACTOR, timeouts  # noqa: F401 (the live verbs' defaults)
 
 
 def libvirt_module():
@@ -20,8 +21,6 @@ def libvirt_module():
 
 
 DEFAULT_URI = "qemu:///system"  # the verbs' connection when none is named
-DEFAULT_TIMEOUT = 30.0  # seconds a libvirt peer may stay silent: connecting, and any one call
-HOST_TIMEOUT_FACTOR = 10  # a whole host gets this many times the peer timeout
 _EVENT_LOOP = threading.Lock()
 _event_loop_running = False
 
@@ -192,7 +191,6 @@ def is_local(uri: str) -> bool:
 
 
 def deadlines(option: float | None, cfg) -> tuple[float, float]:
-    """(each libvirt peer, a whole host) in seconds: --timeout, else the config's timeout, else
-    DEFAULT_TIMEOUT; the config's host_timeout, else HOST_TIMEOUT_FACTOR times that."""
-    timeout = option or cfg.timeout or DEFAULT_TIMEOUT
-    return timeout, cfg.host_timeout or HOST_TIMEOUT_FACTOR * timeout
+    """(each libvirt peer, a whole host) in seconds, as precedence.timeouts chooses them."""
+    peer, host = timeouts(option, cfg)
+    return peer.value, host.value

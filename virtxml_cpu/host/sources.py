@@ -1,23 +1,10 @@
 """Host sources, assembled once: every shell (explain/rewrite, audit/apply/watch, the hook, verify) names
 its sources in one HostSources, and assemble() alone asks them and puts their answers in order.
 
-The order, for the QEMU build and the QEMU release separately (first to last; precedence.settle):
-  1. the command line: --qemu-build, --qemu-version
-  2. the QEMU named on the command line: explain's --emulator PATH (--version, -machine help), verify's
-     --emulator (the QEMU it starts, asked over QMP)
-  3. the config: qemu_build, qemu_version
-  4. libvirt: the connection (--connect; audit, apply and watch always) or its files (--capabilities,
-     --domcapabilities): a downstream machine name or emulator path, the QEMU version; then libvirt's
-     capabilities cache for the emulator (the hook: the domain's <emulator>; explain: the local QEMU's):
-     package string and version; verify --connect: the emulator libvirt names, asked over QMP
-  5. the local QEMU (this host's, local_qemu.this_host: libvirt's emulator wherever its capabilities
-     cache names one, else the first of qemu-system-x86_64 on PATH, /usr/libexec/qemu-kvm): --version and
-     -machine help; not with --connect, nor when libvirt's capabilities cache answered for it
-  6. libvirt's machine list when it shows upstream names only
-  7. the machine name alone (resolve.resolve)
-Machine names, aliases, the default machine and QEMU's descriptions of its machines come from the first
-source in the same order that has them (so told only a binary, `q35` is what its -machine help says);
-KVM's CPUID from /dev/kvm only, the host-model CPU from libvirt only.
+The order of the sources, for the QEMU build and the QEMU release separately and for the other facts
+(machine names, aliases, the default machine, QEMU's descriptions of its machines: from the first source
+that has them), is core/precedence.py's HOST_FACT_SOURCES; KVM's CPUID comes from /dev/kvm only, the
+host-model CPU from libvirt only.
 
 A source a shell does not have is None (nothing is said about it); one it chose not to ask is NotAsked(why);
 either way, or when asking failed, the facts' `unused` says so ("local QEMU: not asked (...)"), and
@@ -34,7 +21,7 @@ from ..core.config import Config
 from ..errors import BadInput, shown
 from ..core.hostfacts import HostFacts, combine, probe_kvm
 
-LOCAL = "<local QEMU>"  # caps_cache: the capabilities cache of the local QEMU (rank 5's binary)
+LOCAL = "<local QEMU>"  # caps_cache: the capabilities cache of the local QEMU (local_qemu.this_host)
 
 
 class NotAsked(namedtuple("NotAsked", "why")):
@@ -48,7 +35,7 @@ class NotAsked(namedtuple("NotAsked", "why")):
 class HostSources(namedtuple("HostSources", "build release emulator config connect capabilities "
                              "domcapabilities libvirt_qemu caps_cache caps_dir digest_dir local_qemu kvm",
                              defaults=(None, None, None, Config()) + (None,) * 7 + (False, False))):
-    """Every source of host facts, as the shells name them (see the module docstring for the order)."""
+    """Every source of host facts, as the shells name them (their order: precedence.HOST_FACT_SOURCES)."""
 
     __slots__ = ()  # a plain named tuple: its fields, annotated below for readers
 
@@ -81,47 +68,29 @@ def connection_facts(src: HostSources | None, cfg: Config, conn, uri: str) -> Ho
     return assemble(on_connection(src or HostSources(config=cfg, kvm=True), conn, uri))
 
 
-class Answers(namedtuple("Answers", "src named libvirt qemus local")):
-    """What each source answered, before they are put in order."""
-
-    __slots__ = ()  # a plain named tuple: its fields, annotated below for readers
-
-    src: HostSources
-    named: HostFacts  # rank 2
-    libvirt: HostFacts  # rank 4 (and 6)
-    qemus: tuple[HostFacts, ...]  # rank 4: libvirt's emulator asked (verify --connect), libvirt's cache
-    local: HostFacts  # rank 5
-
-
 def _has(f: HostFacts) -> list:
     return [precedence.from_facts(f)] if f.qemu_version else []
 
 
-# The order (the module docstring and docs/qemu-build.md list these titles, in this order): each row
-# gives its claims on the build and release; precedence.settle takes the first naming each.
-ORDER = (
-    ("the command line", lambda s: precedence.from_command_line(s.src.build, s.src.release)),
-    ("the QEMU named on the command line", lambda s: _has(s.named)),
-    ("the config", lambda s: precedence.from_config(s.src.config)),
-    ("libvirt", lambda s: precedence.libvirt_claims(s.libvirt) + [c for f in s.qemus for c in _has(f)]),
-    ("the local QEMU", lambda s: _has(s.local)),
-    ("libvirt's machine list when it shows upstream names only", lambda s: precedence.weak_libvirt_claims(s.libvirt)),
-    ("the machine name alone", lambda s: []),  # resolve.resolve, when no claim names the build
-)
-
-
 def assemble(src: HostSources) -> HostFacts:
-    """The host facts the sources give, in the one order (ORDER); BadInput when --emulator names no QEMU."""
+    """The host facts the sources give, put in precedence's order; BadInput when --emulator names no QEMU."""
     unused: list[str] = []
     kvm = _kvm(src.kvm, unused)
     named = _named(src.emulator)
     libvirt = _libvirt(src)
     cache, cached_path = _cache(src, unused)
     local = _local(src, cache, cached_path, unused)
-    said = Answers(src, named, libvirt, tuple(f for f in (src.libvirt_qemu, cache) if f is not None and f.qemu_version),
-                local)
-    claims = [c for _title, row in ORDER for c in row(said)]
-    facts = combine([kvm, named, libvirt, *said.qemus, local])  # the other facts: the same order
+    qemus = [f for f in (src.libvirt_qemu, cache) if f is not None and f.qemu_version]  # libvirt's emulator, its cache
+    facts = combine([kvm] + precedence.in_order({"named QEMU": [named], "libvirt": [libvirt, *qemus],
+                                                  "local QEMU": [local]}))
+    claims = precedence.in_order({
+        "command line": precedence.from_command_line(src.build, src.release),
+        "named QEMU": _has(named),
+        "config": precedence.from_config(src.config),
+        "libvirt": precedence.libvirt_claims(libvirt) + [c for f in qemus for c in _has(f)],
+        "local QEMU": _has(local),
+        "upstream names": precedence.weak_libvirt_claims(libvirt),
+    })  # the machine name's step is per domain: precedence.builds_for
     return precedence.settle(facts, claims)._replace(unused=facts.unused + tuple(unused))
 
 
@@ -184,7 +153,7 @@ def _cache(src: HostSources, unused: list[str]) -> tuple[HostFacts | None, str |
 
 
 def _this_host(src: HostSources) -> str | None:
-    """The local QEMU (rank 5): this host's, as hook status, verify and hook install name it."""
+    """The local QEMU: this host's, as hook status, verify and hook install name it."""
     from . import local_qemu
 
     return local_qemu.this_host(src.caps_dir)

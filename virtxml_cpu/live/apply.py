@@ -21,7 +21,7 @@ from ..errors import EnvironmentProblem, VirtxmlCpuError, failure, shown, shown_
 from ..core.hostfacts import HostFacts
 from ..host.connection import DEFAULT_TIMEOUT, libvirt_module, open_connection, open_for_reading
 from ..host.sources import HostSources, connection_facts
-from ..core.decide import fixable, stack_note
+from ..core.decision import fixable, stack_note
 from ..core.pipeline import process
 from ..render.records import CHANGED, FAILED, MANAGED, SKIPPED, UNCHANGED, UNKNOWN, WOULD_CHANGE, ApplyOutcome
 from ..render import applylines

@@ -20,7 +20,7 @@ from ..core.config import Config
 from ..errors import HostTimeout, VirtxmlCpuError, failure
 from ..host.connection import DEFAULT_TIMEOUT, HOST_TIMEOUT_FACTOR, libvirt_module, open_for_reading
 from ..host.sources import HostSources, connection_facts
-from ..core.decide import fixable
+from ..core.decision import fixable
 from ..core.pipeline import process
 from ..render import explain
 from ..render.commands import stack_command

@@ -15,6 +15,7 @@ import threading
 import time
 from dataclasses import replace
 
+from ..core import precedence
 from ..errors import EXIT_ENVIRONMENT, EXIT_OK, EnvironmentProblem, VirtxmlCpuError
 from ..hook.logline import Log
 from ..host.connection import DEFAULT_URI, close_watching, ensure_event_loop, libvirt_module, open_connection
@@ -69,7 +70,8 @@ def watch(uri: str | None, opts: ApplyOptions, stop: threading.Event | None = No
             close_watching(conn, cb)
             return EXIT_ENVIRONMENT
         target = Target(conn, uri, host)
-        log(f"watching {uri} for defined domains (policy {opts.policy or cfg.policy or 'compat'}; keepalive "
+        policy = precedence.policy(None, opts.policy, cfg.policy).value  # a domain's own metadata aside
+        log(f"watching {uri} for defined domains (policy {policy}; keepalive "
             f"drops a silent libvirtd after about {opts.timeout:g}s)")
         try:
             known = _sweep(target, opts, log, known)

@@ -9,7 +9,7 @@ import json
 
 from ..tables import guest_os, orchestrators
 from ..core import pipeline, precedence
-from ..core.decide import fixable
+from ..core.decision import fixable
 from ..errors import shown
 from ..core.pipeline import Outcome
 from ..tables.qemu import PROPERTIES

@@ -22,7 +22,7 @@ CONDITIONS = (OK, UNREACHABLE, TIMED_OUT)
 
 @dataclass(frozen=True)
 class RowDecision:
-    """What the policy decided for the domain's definition (decide.Decision, as reported)."""
+    """What the policy decided for the domain's definition (decision.Decision, as reported)."""
 
     action: str  # inject | keep
     rule: str
@@ -51,7 +51,7 @@ class AuditRow:
     error: str | None = None
     machine_status: str | None = None  # offered | deprecated | not-offered on this host's QEMU (core/lifecycle.py)
     stack: str | None = None  # the stack that wrote the definition (a tables/orchestrators.STACKS name)
-    fixable: bool = False  # `apply` would change it (core/decide.fixable): needs the fix, persistent, not managed
+    fixable: bool = False  # `apply` would change it (core/decision.fixable): needs the fix, persistent, not managed
     stack_command: str | None = None  # the command that sets the stack's knob, shell-quoted, where there is one
     details: dict | None = None  # with --details: what explain adds (machine, CPU mode, QEMU build, properties)
 

@@ -21,7 +21,7 @@ source; no row without one, and an OS with no row is decided as before.
   libosinfo id for all of 7.x: http://centos.org/centos/7.0). The decision is unchanged; the note says which
   kernels crash and how to exempt the domain.
 - IGNORES: the kernel has no KVM PV-spinlock code, so the bit changes nothing for that guest. The decision is
-  unchanged (as for Windows, which uses <hyperv><spinlocks> instead; decide._notes): the bit is harmless to a
+  unchanged (as for Windows, which uses <hyperv><spinlocks> instead; decision._notes): the bit is harmless to a
   kernel that never reads it, and a guest upgraded in place keeps the id it was installed with.
 
 The id names the release the guest was installed as; a guest updated since may run a newer kernel. That is

@@ -270,7 +270,7 @@ STACKS: tuple[Stack, ...] = (
 BY_NAME: dict[str, Stack] = {s.name: s for s in STACKS}
 RECOGNISED: tuple[Stack, ...] = tuple(s for s in STACKS if s.recognisable)
 
-# The names the rules have always read (core/decide.py): kept so that old readers keep working.
+# The names the rules have always read (core/decision.py): kept so that old readers keep working.
 ORCHESTRATORS = RECOGNISED
 NOTES: dict[str, str] = {s.name: s.edits_why for s in RECOGNISED}
 DEDICATED_NOTES: dict[str, str] = {s.name: s.dedicated for s in RECOGNISED if s.dedicated}

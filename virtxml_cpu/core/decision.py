@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import namedtuple
 
+from ..constants import DEFAULT_STYLE
 from ..tables import guest_os, libvirt_xml
 from . import lifecycle, placement
 from .resolution import OFF, ON, SRC_CPU_PM, SRC_HIDDEN, SRC_TCG, Resolution
@@ -36,17 +37,6 @@ class Decision(namedtuple("Decision", "action rule reason policy notes",
     notes: tuple[str, ...]
 
 
-def effective_policy(cli_policy: str | None, config_policy: str | None, override: str | None) -> tuple[str, str]:
-    """Per-domain metadata beats the command line, which beats the host config (explicit > general)."""
-    if override in POLICIES:
-        return override, "domain <metadata>"
-    if cli_policy:
-        return cli_policy, "command line"
-    if config_policy:
-        return config_policy, "config file"
-    return "compat", "default"
-
-
 def invalid_exemption(value: str) -> Decision:
     """A per-domain <vxc:cpu policy=...> that is not a policy: leave the domain alone and say why."""
     shown = value if value.isprintable() else repr(value)
@@ -55,7 +45,7 @@ def invalid_exemption(value: str) -> Decision:
                     "the domain is left unchanged until it is corrected", "never")
 
 
-def decide(res: Resolution, policy: str, style: str = "pvspinlock") -> Decision:
+def decide(res: Resolution, policy: str, style: str = DEFAULT_STYLE) -> Decision:
     """Decide from the resolution and its provenance only: what QEMU/KVM did with kvm-pv-unhalt and why,
     and whether the accelerator could provide it (`res.support`). The domain's name and uuid are not read
     (pipeline keeps one decision for a template's clones)."""

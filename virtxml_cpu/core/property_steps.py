@@ -1,7 +1,7 @@
-"""The layers of a vCPU's properties, one function per step in QEMU's order (target/i386 and hw/core/qdev.c):
-the CPU model's bits, the build's kvm_default_props as machine compat changed them, machine compat_props,
--global, -cpu, host/max auto-enable, the KVM leaf cleared, the accelerator's filter, the QEMU release, and
-what KVM strips after QEMU. STEPS is the order; core/resolve.py runs them.
+"""Each vCPU property's effective state, set by one function per step in QEMU's order (target/i386 and
+hw/core/qdev.c): the CPU model's bits, the build's kvm_default_props as machine compat changed them, machine
+compat_props, -global, -cpu, host/max auto-enable, the KVM leaf cleared, the accelerator's filter, the QEMU
+release, and what KVM strips after QEMU. STEPS is the order; core/resolve.py runs them.
 """
 
 from __future__ import annotations
