@@ -181,6 +181,7 @@ DIGEST = ("CDATA of <seclabel> openers, type='dynamic'", "CDATA of <seclabel> op
 NO_DEFINITION = "reads nothing of the definition"
 SCANNERS: dict[str, tuple[str, ...] | str] = {
     "virtxml_cpu": NO_DEFINITION + " (the version)",
+    "virtxml_cpu.constants": NO_DEFINITION + " (the tool's own fixed facts: the default style)",
     "virtxml_cpu.core": NO_DEFINITION + " (an empty package: a layer's folder)",
     "virtxml_cpu.fs": NO_DEFINITION + " (an empty package: a layer's folder)",
     "virtxml_cpu.hook": NO_DEFINITION + " (an empty package: a layer's folder)",
@@ -207,8 +208,8 @@ SCANNERS: dict[str, tuple[str, ...] | str] = {
                            "CPU model name of the whole size"),
     "virtxml_cpu.core.cpu_option": ("commandline -cpu of many properties", "qemu:commandline args",
                                     "commandline -global of many dots"),
-    "virtxml_cpu.core.property_steps": ("cpu features", "CPU model name of the whole size", "commandline -global of many dots",
-                                "commandline of many -overcommit"),
+    "virtxml_cpu.core.property_steps": ("cpu features", "CPU model name of the whole size",
+                                        "commandline -global of many dots", "commandline of many -overcommit"),
     "virtxml_cpu.core.libvirt_cpu": ("cpu features", "features children", "commandline -cpu of many properties",
                                      "commandline -global of many dots"),
     "virtxml_cpu.core.merge": ("machine name of the whole size",),
