@@ -82,7 +82,7 @@ def assemble(src: HostSources) -> HostFacts:
     local = _local(src, cache, cached_path, unused)
     qemus = [f for f in (src.libvirt_qemu, cache) if f is not None and f.qemu_version]  # libvirt's emulator, its cache
     facts = combine([kvm] + precedence.in_order({"named QEMU": [named], "libvirt": [libvirt, *qemus],
-                                                  "local QEMU": [local]}))
+                                                  "local QEMU": [local]}))  # /dev/kvm alone gives the CPUID
     claims = precedence.in_order({
         "command line": precedence.from_command_line(src.build, src.release),
         "named QEMU": _has(named),

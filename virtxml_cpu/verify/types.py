@@ -36,8 +36,8 @@ class Identity(NamedTuple):
 class VerifyOptions(NamedTuple):
     emulator: str | None = None  # any executable (a wrapper script too)
     connect: str | None = None  # the emulator libvirt's domain capabilities name
-    qemu_build: str | None = None  # --qemu-build (outranks everything; host/sources.py has the order)
-    config: Config = Config()  # its qemu_build and qemu_version rank as explain ranks them
+    qemu_build: str | None = None  # --qemu-build (first of all; precedence.HOST_FACT_SOURCES has the order)
+    config: Config = Config()  # its qemu_build and qemu_version, in the same order as for explain
     timeout: float = DEFAULT_TIMEOUT
     workers: int = 2
     machines: tuple[str, ...] = ()  # shell patterns; empty: every x86 machine type
