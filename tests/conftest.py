@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import sys
@@ -14,10 +13,8 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from virtxml_cpu.core.hostfacts import HostFacts, combine, parse_capabilities, parse_domcapabilities  # noqa: E402
-
-FIXTURES = ROOT / "tests" / "fixtures"
-_lab_skip_reasons: list[str] = []
+from tests.support import lab_skip_reasons, recorded_host, require_lab  # noqa: E402
+from virtxml_cpu.core.hostfacts import HostFacts  # noqa: E402
 
 
 # What the suite exercised, as virt-manager's test_checkprops records XML properties: every rule row that
@@ -62,6 +59,12 @@ def pytest_configure(config):
     _record_exercise()
 
 
+@pytest.fixture(scope="session")
+def exercised() -> dict[str, set]:
+    """What the tests so far exercised (EXERCISED), for the test that checks the totals."""
+    return EXERCISED
+
+
 # Under pytest-xdist (`make test` as root: --numprocesses=5) the tests run as five units side by side, one a
 # worker: the tests that use the host lab's daemons (they restart them, so they must not overlap), the
 # bookworm-backports matrix and each end lab (their own daemons), and the tests that need no lab, with
@@ -102,44 +105,9 @@ def regen(request) -> bool:
     return request.config.getoption("--regen") or os.environ.get("VIRTXML_CPU_REGEN") == "1"
 
 
-class Capture:
-    """A stand-in for the hook's log (logline.Log): keeps the lines it is given."""
-
-    def __init__(self):
-        self.lines = []
-        self.path = "/nonexistent"
-
-    def __call__(self, message, warning=False, fallback=True):
-        self.lines.append(message)
-
-
-def recorded_host() -> HostFacts:
-    """Host facts recorded from the lab host, so golden output does not depend on this machine."""
-    data = json.loads((FIXTURES / "host" / "kvm-supported-cpuid.json").read_text())
-    cpuid = {(int(k.split(":")[0], 16), k.split(":")[1]): v for k, v in data["cpuid"].items()}
-    libvirt = combine([parse_capabilities((FIXTURES / "host" / "capabilities.xml").read_bytes()),
-                       parse_domcapabilities((FIXTURES / "host" / "domcapabilities.xml").read_bytes())])
-    return libvirt._replace(cpuid=cpuid, qemu_version=(7, 2, 22),
-                            version_source="recorded: QEMU 7.2.22 (Debian 1:7.2+dfsg-7+deb12u18)",
-                            sources=("recorded KVM_GET_SUPPORTED_CPUID",) + libvirt.sources)
-
-
 @pytest.fixture(scope="session")
 def host() -> HostFacts:
     return recorded_host()
-
-
-def require_lab():
-    """For lab test modules: skip the module, loudly, only without root or /dev/kvm; else libvirt."""
-    from tests.lab import harness
-
-    missing = harness.lab_missing()
-    if missing:
-        _lab_skip_reasons.append(missing)
-        pytest.skip(f"REAL LIBVIRT/QEMU TESTS SKIPPED: {missing}", allow_module_level=True)
-    import libvirt  # as root with /dev/kvm, `make test` installed it: missing here is a failure
-
-    return libvirt
 
 
 @pytest.fixture(scope="session")
@@ -185,9 +153,9 @@ def deb() -> Path:
 
 
 def pytest_terminal_summary(terminalreporter):
-    if _lab_skip_reasons:
+    if lab_skip_reasons:
         terminalreporter.write_sep("!", "REAL LIBVIRT/QEMU/KVM TESTS WERE SKIPPED: "
-                                   + ", ".join(sorted(set(_lab_skip_reasons))) + " (run `make test` as root on a KVM host)",
+                                   + ", ".join(sorted(set(lab_skip_reasons))) + " (run `make test` as root on a KVM host)",
                                    red=True, bold=True)
 
 

@@ -29,7 +29,7 @@ import pytest
 from tests.lab import harness
 from tests.lab.debroot import LogSocket, apt_get, copy_in, in_root, packages, settle_after_reload
 
-from .conftest import ROOT, require_lab
+from tests.support import ROOT, require_lab
 
 libvirt = require_lab()
 pytestmark = pytest.mark.lab

@@ -21,7 +21,7 @@ import pytest
 
 from virtxml_cpu.hook import install
 
-from .conftest import FIXTURES, ROOT
+from tests.support import FIXTURES, ROOT
 
 LAB_DIR = Path("/var/lib/virtxml-cpu-lab")
 CHROOT = shutil.which("chroot") or "/usr/sbin/chroot"

@@ -38,7 +38,7 @@ from virtxml_cpu.core import lifecycle
 from virtxml_cpu.tables import qemu
 from virtxml_cpu.host.sources import HostSources, assemble
 
-from .conftest import require_lab
+from tests.support import require_lab
 
 libvirt = require_lab()
 pytestmark = pytest.mark.lab

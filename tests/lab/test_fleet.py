@@ -19,7 +19,7 @@ from tests.lab import harness
 from virtxml_cpu.core.config import Config
 from virtxml_cpu.live.apply import ApplyOptions, Selection, apply
 
-from .conftest import ROOT, require_lab
+from tests.support import ROOT, require_lab
 
 libvirt = require_lab()
 pytestmark = pytest.mark.lab

@@ -12,7 +12,7 @@ import pytest
 
 from tests.lab import harness
 
-from .conftest import ROOT, require_lab
+from tests.support import ROOT, require_lab
 
 libvirt = require_lab()
 pytestmark = pytest.mark.lab

@@ -18,7 +18,7 @@ import pytest
 
 from tests.lab import harness
 
-from .conftest import ROOT, require_lab
+from tests.support import ROOT, require_lab
 from virtxml_cpu.core import lifecycle
 from virtxml_cpu.tables.builds.known import UPSTREAM
 from virtxml_cpu.core.hostfacts import parse_qemu_version

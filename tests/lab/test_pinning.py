@@ -24,8 +24,8 @@ from tests.lab import harness
 from virtxml_cpu.core import cpuset, placement
 from virtxml_cpu.core.domain import extract
 
-from .conftest import ROOT, require_lab
-from .test_pinning import CPUSETS
+from tests.support import ROOT, require_lab
+from tests.unit.core.test_placement import CPUSETS
 
 libvirt = require_lab()
 pytestmark = pytest.mark.lab

@@ -16,7 +16,7 @@ import pytest
 from tests.lab import harness
 from tests.lab.matrix import CPU_MODES, domain_xml, pc_machines, run_all
 
-from .conftest import require_lab
+from tests.support import ROOT, require_lab
 from virtxml_cpu.core import resolve
 from virtxml_cpu.tables import qemu as tables_qemu
 from virtxml_cpu.core.domain import extract
@@ -246,7 +246,7 @@ def test_model_table_generator_stops_on_a_failed_expansion(tmp_path):
     import importlib.util
     import sys
 
-    spec = importlib.util.spec_from_file_location("gen", Path(__file__).resolve().parent.parent / "tools" / "gen_cpu_models.py")
+    spec = importlib.util.spec_from_file_location("gen", ROOT / "tools" / "gen_cpu_models.py")
     gen = importlib.util.module_from_spec(spec)
     sys_argv = sys.argv
     sys.argv = ["gen"]

@@ -18,8 +18,8 @@ from lxml import etree
 
 from tests.lab import harness
 
-from .conftest import FIXTURES, ROOT, require_lab
-from .test_lab_incoming import MACHINE, LabHook
+from tests.support import FIXTURES, ROOT, require_lab
+from .test_incoming import MACHINE, LabHook
 
 libvirt = require_lab()
 pytestmark = pytest.mark.lab

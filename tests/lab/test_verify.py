@@ -20,7 +20,7 @@ import pytest
 
 from tests.lab import harness
 
-from .conftest import ROOT, require_lab
+from tests.support import ROOT, require_lab
 from virtxml_cpu.tables import qemu
 
 require_lab()

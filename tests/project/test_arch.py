@@ -21,7 +21,7 @@ import pytest
 from virtxml_cpu import __version__
 from virtxml_cpu.hook import install
 
-from .conftest import ROOT
+from tests.support import ROOT
 from .test_rpm import POST_CASES, TEXTFILE, deb_entries, deb_file, mapped, run_scriptlet  # noqa: F401 (deb_file: a fixture)
 
 ARCH = ROOT / "contrib" / "arch"

@@ -17,7 +17,7 @@ from virtxml_cpu import cli
 from virtxml_cpu.hook import install
 from virtxml_cpu.render.records import SCHEMA_VERSION
 
-from .conftest import ROOT
+from tests.support import ROOT
 
 COCKPIT = ROOT / "cockpit"
 SOURCES = sorted((COCKPIT / "src").glob("*.js*"))

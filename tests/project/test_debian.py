@@ -21,7 +21,7 @@ from virtxml_cpu.core import config
 from virtxml_cpu.hook import install
 from virtxml_cpu.cli import build_parser
 
-from .conftest import ROOT
+from tests.support import ROOT
 
 sys.path.insert(0, str(ROOT / "tools"))
 import gen_package_files as gen  # noqa: E402

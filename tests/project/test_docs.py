@@ -42,9 +42,9 @@ from pathlib import Path
 import pytest
 from lxml import etree
 
+from tests.support import ROOT
 from virtxml_cpu.core.config import toml_reader
 
-ROOT = Path(__file__).resolve().parent.parent
 PAGES = [ROOT / "README.md"] + sorted((ROOT / "docs").glob("*.md"))
 SHELLS = {"sh", "bash", "shell", "console"}
 HOST_MARK = "host"

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import ROOT
+from tests.support import ROOT
 
 PACKAGE = ROOT / "virtxml_cpu"
 VERIFY = sorted(PACKAGE.glob("verify/*.py"))

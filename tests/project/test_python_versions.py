@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import ROOT
-from .lab.harness import BULLSEYE_LAB
+from tests.support import ROOT
+from tests.lab.harness import BULLSEYE_LAB
 
 OLDEST = (3, 9)
 TREES = ("virtxml_cpu", "hooks", "tests", "bench", "tools")

@@ -21,7 +21,7 @@ import pytest
 from virtxml_cpu import __version__
 from virtxml_cpu.hook import install
 
-from .conftest import ROOT
+from tests.support import ROOT
 
 RPM_NAME = f"virtxml-cpu-{__version__}-1.noarch.rpm"
 SPEC = ROOT / "rpm" / "virtxml-cpu.spec"

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import FIXTURES, ROOT
+from tests.support import FIXTURES, ROOT
 
 LIBVIRT_ENV = {"LC_ALL": "C", "PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "HOME": "/root", "USER": "root",
                "LOGNAME": "root", "TMPDIR": "/tmp"}  # all a libvirt hook gets

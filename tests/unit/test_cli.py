@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from .conftest import FIXTURES, ROOT
+from tests.support import FIXTURES, ROOT
 
 HOSTILE = {
     "xxe.xml": b'<?xml version="1.0"?><!DOCTYPE d [<!ENTITY x SYSTEM "file:///etc/passwd">]>'

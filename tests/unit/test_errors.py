@@ -17,7 +17,7 @@ import sys
 
 import pytest
 
-from .conftest import ROOT
+from tests.support import ROOT
 
 CSI, RLO = "\u009b", "\u202e"
 RAW = (CSI.encode(), RLO.encode())

@@ -15,29 +15,26 @@ from virtxml_cpu.core.pipeline import process
 from virtxml_cpu.core.config import Config
 from virtxml_cpu.core.hostfacts import HostFacts
 
-from .conftest import EXERCISED
-
-HERE = Path(__file__).resolve().parent
+from tests.support import FIXTURES, TESTS
 
 
-def test_every_rule_row_and_decision_rule_was_exercised(request):
-    ran = {Path(str(item.fspath)).name for item in request.session.items}
-    every = {p.name for p in HERE.glob("test_*.py")}
+def test_every_rule_row_and_decision_rule_was_exercised(request, exercised):
+    ran = {Path(str(item.fspath)).resolve() for item in request.session.items}
+    every = set(TESTS.rglob("test_*.py"))
     if ran != every:
         pytest.skip(f"partial run ({len(ran)} of {len(every)} test files): totals are checked on full runs only")
     rows = [(f.name, r) for f in BUILDS.values() for r in f.kvm_defaults + f.machine_rows]
     missing = [f"{name}: {r.layer} {r.prop}={r.value} ({r.source})" for name, r in rows
-               if id(r) not in EXERCISED["rows"]]
+               if id(r) not in exercised["rows"]]
     assert not missing, "rule rows no test exercised:\n" + "\n".join(missing)
-    assert set(DECISION_RULES) == EXERCISED["decisions"], sorted(set(DECISION_RULES) ^ EXERCISED["decisions"])
-    unread = {s.key for s in SETTINGS} - EXERCISED["settings"]
+    assert set(DECISION_RULES) == exercised["decisions"], sorted(set(DECISION_RULES) ^ exercised["decisions"])
+    unread = {s.key for s in SETTINGS} - exercised["settings"]
     assert not unread, f"libvirt_xml rows no domain exercised: {sorted(unread)}"
-    unplaced = {p.key for p in PLACEMENT} - EXERCISED["placement"]
+    unplaced = {p.key for p in PLACEMENT} - exercised["placement"]
     assert not unplaced, f"libvirt_xml PLACEMENT rows no domain exercised: {sorted(unplaced)}"
 
 
 def test_decisions_name_only_known_rules():
-    src = Path(__file__).resolve().parent / "fixtures"
-    for path in src.glob("*.xml"):
+    for path in FIXTURES.glob("*.xml"):
         o = process(path.read_bytes(), path.name, HostFacts(), Config(), render=False)
         assert o.decision.rule in DECISION_RULES, (path.name, o.decision.rule)

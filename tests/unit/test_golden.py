@@ -15,7 +15,7 @@ from virtxml_cpu.core.config import Config
 from virtxml_cpu.core.hostfacts import HostFacts
 from virtxml_cpu.core.pipeline import process
 
-from .conftest import FIXTURES, ROOT
+from tests.support import FIXTURES, ROOT
 
 # tests/fixtures/*.xml and the examples `make demo` runs on, all with golden files.
 SOURCES = {p.name: p for d in (FIXTURES, ROOT / "examples") for p in d.glob("*.xml")}

@@ -12,7 +12,7 @@ import pytest
 from virtxml_cpu.core import config
 from virtxml_cpu.errors import BadInput, EnvironmentProblem
 
-from .conftest import ROOT
+from tests.support import ROOT
 
 REFERENCE = next((n for n in ("tomllib", "tomli") if importlib.util.find_spec(n)), None)
 HAS_TOML = importlib.util.find_spec("toml") is not None

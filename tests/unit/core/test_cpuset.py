@@ -16,7 +16,7 @@ import pytest
 from virtxml_cpu.errors import BadInput
 from virtxml_cpu.hook import install
 
-from .conftest import ROOT
+from tests.support import ROOT
 
 MiB = 1024 * 1024
 ENV = {"LC_ALL": "C", "PATH": "/usr/bin:/bin", "HOME": "/root", "USER": "root", "LOGNAME": "root",

@@ -14,7 +14,7 @@ from virtxml_cpu.core import domain
 from virtxml_cpu.tables.libvirt_xml import PLACEMENT, SETTINGS
 from virtxml_cpu.tables.orchestrators import ORCHESTRATORS
 
-from .conftest import FIXTURES, ROOT
+from tests.support import FIXTURES, ROOT
 
 SOURCES = sorted(p for d in (FIXTURES, ROOT / "examples") for p in d.glob("*.xml"))
 NS = {"q": domain.QEMU_NS, "own": domain.OWN_NS, "os": domain.LIBOSINFO_NS}

@@ -26,7 +26,7 @@ from virtxml_cpu.render.records import AuditRow, HostResult, RowDecision, summar
 from virtxml_cpu.render import jsonlines, prometheus
 from virtxml_cpu.render import table as table_render
 
-from .conftest import FIXTURES
+from tests.support import FIXTURES
 
 
 def dom(machine: str, cpu: str = "<cpu mode='custom'><model>qemu64</model></cpu>", extra: str = "",

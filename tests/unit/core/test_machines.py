@@ -16,7 +16,7 @@ from virtxml_cpu.tables.builds.known import BUILDS, RHEL, UBUNTU, UPSTREAM
 from virtxml_cpu.core.hostfacts import HostFacts, build_from_machines, build_from_version
 from virtxml_cpu.core.machines import claimants, classify
 
-from .conftest import FIXTURES, ROOT
+from tests.support import FIXTURES, ROOT
 
 UBUNTU_CODENAMES = ["xenial", "yakkety", "zesty", "artful", "bionic", "cosmic", "disco", "eoan", "focal", "groovy",
                     "hirsute", "impish", "jammy", "kinetic", "lunar", "mantic", "noble", "oracular", "plucky",

@@ -17,7 +17,7 @@ from virtxml_cpu.core.memo import FrozenDict, Memo
 from virtxml_cpu.core.pipeline import process
 from virtxml_cpu.xml.parse import parse_domain_lean
 
-from .conftest import FIXTURES, ROOT, recorded_host
+from tests.support import FIXTURES, ROOT, recorded_host
 
 SOURCES = sorted(p for d in (FIXTURES, ROOT / "examples") for p in d.glob("*.xml"))
 

@@ -14,7 +14,7 @@ from virtxml_cpu.errors import VirtxmlCpuError
 from virtxml_cpu.core.hostfacts import HostFacts
 from virtxml_cpu.core.pipeline import process
 
-from .conftest import FIXTURES, ROOT
+from tests.support import FIXTURES, ROOT
 
 SOURCES = sorted(p.read_bytes() for d in (FIXTURES, ROOT / "examples") for p in d.glob("*.xml"))
 HOST = HostFacts(qemu_build="upstream", build_source="test")

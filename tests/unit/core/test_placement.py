@@ -24,7 +24,7 @@ from virtxml_cpu.core.hostfacts import HostFacts
 from virtxml_cpu.tables.libvirt_xml import HINT_DEDICATED
 from virtxml_cpu.core.pipeline import process
 
-from .conftest import FIXTURES, Capture
+from tests.support import FIXTURES, Capture
 
 # (text, the CPUs libvirt sets) -- None: libvirt refuses it ("Failed to parse bitmap").
 CPUSETS = [

@@ -22,8 +22,8 @@ from hypothesis import strategies as st
 
 from virtxml_cpu.core import config
 
-from .conftest import ROOT
-from .lab.harness import BULLSEYE_LAB
+from tests.support import ROOT
+from tests.lab.harness import BULLSEYE_LAB
 
 REFERENCE = next((n for n in ("tomllib", "tomli") if importlib.util.find_spec(n)), None)
 READERS = [n for n in ("tomllib", "tomli", "toml") if importlib.util.find_spec(n)] + [None]  # None: the plain reader

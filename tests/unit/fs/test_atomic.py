@@ -18,8 +18,8 @@ from virtxml_cpu.host import caps_cache as host_caps_cache
 from virtxml_cpu.hook import spool
 from virtxml_cpu.verify import record
 
-from .conftest import ROOT
-from .test_builds import caps_cache
+from tests.support import ROOT
+from tests.unit.core.test_machines import caps_cache
 
 UUID = "0b7e2d1c-6a51-4f0e-8d7b-3c2f9e1a4b66"
 EMULATOR = "/usr/bin/qemu-system-x86_64"
@@ -145,7 +145,7 @@ def crash_matrix(directory: str) -> dict:
 
 
 def test_a_writer_killed_at_any_step_leaves_the_old_or_the_new_file_whole(tmp_path):
-    r = subprocess.run([sys.executable, "-c", "import json; from tests.test_atomic import crash_matrix; "
+    r = subprocess.run([sys.executable, "-c", "import json; from tests.unit.fs.test_atomic import crash_matrix; "
                         f"print(json.dumps(crash_matrix({str(tmp_path)!r})))"],
                        capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from .conftest import FIXTURES, ROOT
+from tests.support import FIXTURES, ROOT
 
 SRC = FIXTURES / "handwritten-no-cpu.xml"
 PV = b"<pvspinlock state='on'/>"

@@ -18,8 +18,8 @@ import pytest
 from virtxml_cpu.hook import evaluate, install
 from virtxml_cpu.host import caps_cache as host_caps_cache
 
-from .conftest import FIXTURES, ROOT, Capture
-from .test_verify import fake  # noqa: F401 - a stand-in QEMU serving QMP (fixture)
+from tests.support import FIXTURES, ROOT, Capture
+from tests.unit.verify.test_run import fake  # noqa: F401 - a stand-in QEMU serving QMP (fixture)
 
 ROOT_ONLY = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (other users, root-owned files)")
 NEEDS_FIX = (FIXTURES / "handwritten-no-cpu.xml").read_bytes()
@@ -64,7 +64,7 @@ def queue_config(d: Path, spool_dir: Path) -> str:
 def test_a_link_planted_above_the_spool_or_digest_dir_makes_root_create_nothing(shared):
     """spool = "/tmp/X/pending" is allowed (a sticky ancestor); another user plants /tmp/X as a link to a
     root-only directory. Root used to create pending/ (and qemu-caps/) there before refusing the spool."""
-    from .test_builds import caps_cache
+    from tests.unit.core.test_machines import caps_cache
 
     sticky = shared / "tmp"
     sticky.mkdir()

@@ -23,7 +23,7 @@ import pytest
 from virtxml_cpu.errors import shown
 from virtxml_cpu.hook import install
 
-from .conftest import FIXTURES, ROOT
+from tests.support import FIXTURES, ROOT
 
 NEEDS_FIX = (FIXTURES / "handwritten-no-cpu.xml").read_bytes()
 UUID = "7c1e5f0a-2b3d-4e6f-8a9b-0c1d2e3f4a5b"

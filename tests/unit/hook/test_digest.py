@@ -16,7 +16,7 @@ from virtxml_cpu.hook import act, digest, digest_key, entry as hook_entry
 from virtxml_cpu.host import caps_cache
 from virtxml_cpu.xml import parse as xml_parse
 
-from .conftest import FIXTURES, ROOT
+from tests.support import FIXTURES, ROOT
 
 XML = (FIXTURES / "handwritten-no-cpu.xml").read_bytes().replace(
     b"</devices>", b"<emulator>/usr/bin/qemu-system-x86_64</emulator></devices>")

@@ -13,7 +13,7 @@ import pytest
 
 from virtxml_cpu.hook import evaluate, act, install
 
-from .conftest import FIXTURES, ROOT, Capture
+from tests.support import FIXTURES, ROOT, Capture
 
 HOOK = ROOT / "hooks" / "qemu"
 NEEDS_FIX = (FIXTURES / "handwritten-no-cpu.xml").read_bytes()

@@ -24,7 +24,7 @@ from virtxml_cpu.core.domain import canonical_uuid
 from virtxml_cpu.render.records import ApplyOutcome
 from virtxml_cpu.fs.trusted import remove_stale_temps
 
-from .conftest import FIXTURES, ROOT, Capture
+from tests.support import FIXTURES, ROOT, Capture
 
 ROOT_ONLY = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (other users, root-owned files)")
 NEEDS_FIX = (FIXTURES / "handwritten-no-cpu.xml").read_bytes()
@@ -73,7 +73,7 @@ def test_an_emulator_named_in_metadata_or_devices_is_never_executed(shared, tmp_
 def test_only_a_root_owned_capabilities_cache_nobody_else_can_write_is_believed(tmp_path):
     from virtxml_cpu.host import caps_cache as host_caps_cache
 
-    from .test_builds import caps_cache
+    from tests.unit.core.test_machines import caps_cache
 
     emulator = "/usr/bin/qemu-system-x86_64"
     caps = tmp_path / "caps"
@@ -378,7 +378,7 @@ def kill_loop(directory: str, runs: int) -> dict:
 
 
 def test_sigkill_at_random_points_leaves_the_file_whole_and_the_next_run_completes_cleanly(tmp_path):
-    r = subprocess.run([sys.executable, "-c", "import json, sys; from tests.test_security import kill_loop; "
+    r = subprocess.run([sys.executable, "-c", "import json, sys; from tests.unit.hook.test_spool import kill_loop; "
                         f"print(json.dumps(kill_loop({str(tmp_path)!r}, 200)))"],
                        capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]

@@ -31,7 +31,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import FIXTURES, ROOT
+from tests.support import FIXTURES, ROOT
 
 VDSM_FRONT = ROOT / "virtxml_cpu" / "hook" / "vdsm-hook"
 SIDECAR_FRONT = ROOT / "contrib" / "kubevirt" / "onDefineDomain"

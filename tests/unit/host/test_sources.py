@@ -31,7 +31,7 @@ from virtxml_cpu.core.hostfacts import HostFacts
 from virtxml_cpu.host.sources import HostSources, assemble
 from virtxml_cpu.core.machines import format_version, parse_version
 
-from .conftest import Capture, recorded_host
+from tests.support import ROOT, Capture, recorded_host
 
 # What each source says: (rank in the documented order, release, build or None, what `q35` stands for).
 SAYS = {
@@ -288,7 +288,7 @@ def test_the_documented_order_is_the_codes():
     heads = re.findall(r"^  (\d)\. (.*)$", sources.__doc__, re.M)
     assert [int(n) for n, _ in heads] == list(range(1, len(titles) + 1))
     assert [re.sub(r"[:(].*", "", t).strip() for _, t in heads] == titles
-    docs = (Path(__file__).resolve().parent.parent / "docs" / "qemu-build.md").read_text()
+    docs = (ROOT / "docs" / "qemu-build.md").read_text()
     assert re.findall(r"^\d\. \*\*(.*?)\*\*", docs, re.M) == titles
     assert "sources.ORDER" in precedence.__doc__ and not re.search(r"^  \d\. ", precedence.__doc__, re.M)
 

@@ -15,7 +15,7 @@ from virtxml_cpu.core.pipeline import process
 from virtxml_cpu.render.records import TIMED_OUT, UNREACHABLE, ApplyOutcome, AuditRow, HostResult, RowDecision
 from virtxml_cpu.render import prometheus
 
-from .conftest import FIXTURES, ROOT
+from tests.support import FIXTURES, ROOT
 
 UP = HostFacts(qemu_build="upstream", build_source="test")
 

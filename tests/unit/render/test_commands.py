@@ -25,7 +25,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from virtxml_cpu import cli
 from virtxml_cpu.render import commands
 
-from .conftest import ROOT
+from tests.support import ROOT
 
 FLAGS = ["--no-host-probe", "--qemu-build", "upstream"]
 SHELL_SYNTAX = ["web01;sh .p;#", "a b'c\"d$(touch pwned)`touch pwned`", "back\\slash %s %n", "*"]

@@ -25,7 +25,7 @@ from virtxml_cpu.render.formats import RENDERERS, emit
 from virtxml_cpu.render import applylines, jsonlines
 from virtxml_cpu.render.table import summary_line
 
-from .conftest import ROOT
+from tests.support import ROOT
 
 FORMATS = tuple(RENDERERS)
 NOW = 1_700_000_000.25

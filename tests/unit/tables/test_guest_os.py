@@ -13,7 +13,7 @@ from virtxml_cpu.render import explain
 from virtxml_cpu.core.config import Config
 from virtxml_cpu.core.pipeline import process
 
-from .conftest import FIXTURES
+from tests.support import FIXTURES
 
 RHEL73 = (FIXTURES / "guest-rhel73-amd-host.xml").read_bytes()
 CENTOS65 = (FIXTURES / "guest-centos65-i440fx.xml").read_bytes()

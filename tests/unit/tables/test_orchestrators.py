@@ -23,7 +23,7 @@ from virtxml_cpu.render.commands import stack_command
 from virtxml_cpu.tables import orchestrators
 from virtxml_cpu.tables.orchestrators import BY_NAME, STACKS
 
-from .conftest import FIXTURES, ROOT, Capture
+from tests.support import FIXTURES, ROOT, Capture
 
 UP = HostFacts(qemu_build="upstream", build_source="test")
 PLAIN = (FIXTURES / "handwritten-no-cpu.xml").read_bytes().replace(

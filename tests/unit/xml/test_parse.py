@@ -26,8 +26,8 @@ from virtxml_cpu.hook import evaluate, install
 from virtxml_cpu.xml import parse as xml_parse
 from virtxml_cpu.errors import EXIT_BAD_INPUT, EXIT_ENVIRONMENT, BadInput
 
-from .conftest import FIXTURES, ROOT, Capture
-from .lab.harness import BULLSEYE_LAB
+from tests.support import FIXTURES, ROOT, Capture
+from tests.lab.harness import BULLSEYE_LAB
 
 NEEDS_FIX = (FIXTURES / "handwritten-no-cpu.xml").read_bytes()
 NO_COMMENTS = re.sub(rb"<!--.*?-->", b"", NEEDS_FIX)  # no "-->" after the metadata to end a comment opener
