@@ -65,22 +65,37 @@ def exercised() -> dict[str, set]:
     return EXERCISED
 
 
+def pytest_collection_modifyitems(config, items):
+    """The order the tests need, whatever the file names: a module marked `in_order` runs its tests one after
+    another as they are written (they share one state, e.g. the Cockpit page's guests and daemon), and the
+    tests marked `last` run after all the others (the exercised totals count what the others reached)."""
+    in_order = [i for i, item in enumerate(items) if item.get_closest_marker("in_order") is not None]
+    modules = {}
+    for i in in_order:
+        modules.setdefault(items[i].module, len(modules))
+    written = sorted((items[i] for i in in_order), key=lambda item: (modules[item.module], item.location[1]))
+    for i, item in zip(in_order, written):
+        items[i] = item
+    items.sort(key=lambda item: item.get_closest_marker("last") is not None)  # stable: the rest keep their order
+
+
 # Under pytest-xdist (`make test` as root: --numprocesses=5) the tests run as five units side by side, one a
-# worker: the tests that use the host lab's daemons (they restart them, so they must not overlap), the
-# bookworm-backports matrix and each end lab (their own daemons), and the tests that need no lab, with
-# tests/test_zz_exercised.py last among them (it counts what they exercised; they reach every row).
-OWN_WORKER = {"test_lab_ends.py": ("5.2", "11.1"), "test_lab_qemu.py": ("10.0",)}
+# worker: the tests that use the host lab's daemons (tests/lab/; they restart them, so they must not
+# overlap), the bookworm-backports matrix and each end lab (their own daemons), and the tests that need no
+# lab, with the `last` ones last among them (tests/unit/test_exercised.py counts what the others exercised;
+# they reach every row).
+LAB = "tests/lab/"
+OWN_WORKER = {"tests/lab/test_ends.py": ("5.2", "11.1"), "tests/lab/test_qemu.py": ("10.0",)}
 
 
 def work_unit(nodeid: str) -> str:
     """The xdist work unit of a test: 'FILE[LAB]' for a lab with a worker of its own, 'host-lab' for the other
     lab tests, 'no-lab' for the rest."""
     path, _, rest = nodeid.partition("::")
-    name = path.rsplit("/", 1)[-1]
     key = rest[rest.rfind("[") + 1:-1] if rest.endswith("]") else ""
-    if key in OWN_WORKER.get(name, ()):
-        return f"{name}[{key}]"
-    return "host-lab" if name.startswith("test_lab_") else "no-lab"
+    if key in OWN_WORKER.get(path, ()):
+        return f"{path}[{key}]"
+    return "host-lab" if path.startswith(LAB) else "no-lab"
 
 
 @pytest.hookimpl(optionalhook=True)

@@ -39,7 +39,9 @@ from virtxml_cpu import __version__
 from tests.support import ROOT, require_lab
 
 libvirt = require_lab()
-pytestmark = pytest.mark.lab
+# one page, one set of guests and one daemon for the module: each test starts where the one before it left
+# them (a fixed guest, a stopped and restarted libvirtd, another access level)
+pytestmark = [pytest.mark.lab, pytest.mark.in_order]
 
 USER = "vxc-cockpit"  # in the libvirt and kvm groups
 OUTSIDER = "vxc-cockpit-ro"  # in neither: libvirt's read-only socket only
@@ -320,7 +322,7 @@ def table_shown(driver) -> bool:
     return bool(driver.find_elements("id", "vxc-table"))
 
 
-def test_a_every_domain_audit_reports_is_listed_with_its_needs_fix_within_5_s(browser, host, domains):
+def test_every_domain_audit_reports_is_listed_with_its_needs_fix_within_5_s(browser, host, domains):
     seconds = open_page(browser, host)
     assert error_line(browser) == ""
     marks = browser.execute_script("return performance.getEntriesByType('mark').map(function (m) {"
@@ -363,7 +365,7 @@ def test_a_every_domain_audit_reports_is_listed_with_its_needs_fix_within_5_s(br
     assert browser.find_element("id", "vxc-qemu").text.startswith(f"{local['emulator']} {local['version']}")
 
 
-def test_b_an_orchestrators_domain_has_no_fix_button(browser, host, domains):
+def test_an_orchestrators_domain_has_no_fix_button(browser, host, domains):
     open_page(browser, host)
     show_all(browser)
     row = rows(browser)[domains["nova"]]
@@ -372,7 +374,7 @@ def test_b_an_orchestrators_domain_has_no_fix_button(browser, host, domains):
     assert root_audit()[domains["nova"]]["managed_by"] == "OpenStack Nova"
 
 
-def test_c_a_fix_through_the_page_changes_the_persistent_definition_and_the_row(browser, host, domains):
+def test_a_fix_through_the_page_changes_the_persistent_definition_and_the_row(browser, host, domains):
     name = domains["running"]
     conn = harness.connect()
     dom = conn.lookupByName(name)
@@ -399,7 +401,7 @@ def test_c_a_fix_through_the_page_changes_the_persistent_definition_and_the_row(
     conn.close()
 
 
-def test_d_verify_runs_from_the_page(browser, host, domains):
+def test_verify_runs_from_the_page(browser, host, domains):
     open_page(browser, host)
     browser.find_element("css selector", "[data-action=verify]").click()
     box = wait(browser, lambda d: d.find_element("id", "vxc-verify-box"), 10, "the verify box")
@@ -416,7 +418,7 @@ def test_d_verify_runs_from_the_page(browser, host, domains):
     assert (box.get_attribute("data-state") == "disagree") == bool(shown)
 
 
-def test_e_libvirt_stopped_gives_the_one_line_error(browser, host, domains):
+def test_libvirt_stopped_gives_the_one_line_error(browser, host, domains):
     pid = harness.libvirtd_pid()
     os.kill(pid, 15)
     deadline = time.monotonic() + 30
@@ -433,7 +435,7 @@ def test_e_libvirt_stopped_gives_the_one_line_error(browser, host, domains):
         harness.wait_for_libvirtd()
 
 
-def test_f_screenshots_of_the_page_in_cockpits_shell_light_and_dark(browser, host, domains):
+def test_screenshots_of_the_page_in_cockpits_shell_light_and_dark(browser, host, domains):
     """A few guests (the named ones and three of the bulk), every one shown, the Nova one opened; once in
     Cockpit's light style and once in its dark one (the shell's "shell:style")."""
     conn = harness.connect()
@@ -464,7 +466,7 @@ def test_f_screenshots_of_the_page_in_cockpits_shell_light_and_dark(browser, hos
     browser.execute_script("localStorage.removeItem('shell:style')")
 
 
-def test_g_a_user_libvirt_does_not_let_in_is_told_to_turn_on_administrative_access(browser, host, domains):
+def test_a_user_libvirt_does_not_let_in_is_told_to_turn_on_administrative_access(browser, host, domains):
     """Not in the libvirt group. Where libvirt's read-only socket lets anyone read, the rows are listed
     and the fix is refused; where it asks polkit (no D-Bus here), nothing is read: either way one line
     names the permission problem and the way out, and no definition changes."""
@@ -511,7 +513,7 @@ def mark_program():
         shutil.rmtree(where)
 
 
-def test_h_fix_all_reaches_only_the_guests_the_page_lists_whatever_their_names(browser, host, domains, mark_program):
+def test_fix_all_reaches_only_the_guests_the_page_lists_whatever_their_names(browser, host, domains, mark_program):
     """Guests named `--all` and `--connect=qemu+ext:?command=PROGRAM` beside normal ones: "Fix all" shows
     the diff of, and defines, exactly the guests the page lists (those two among them, as guests); the
     program never runs and the guests the page leaves out (the Nova one, those that keep theirs) keep
@@ -573,7 +575,7 @@ def test_h_fix_all_reaches_only_the_guests_the_page_lists_whatever_their_names(b
     assert not mark.exists()
 
 
-def test_i_switching_to_administrative_access_reads_the_host_again_without_a_reload(host, domains):
+def test_switching_to_administrative_access_reads_the_host_again_without_a_reload(host, domains):
     """A user libvirt does not let in is told to turn on administrative access; doing so through Cockpit's
     own "Limited access" button (sudo, with the user's password) lists the guests in the same page: no
     reload, no Refresh click."""
@@ -619,7 +621,7 @@ def define_with_virsh(xml: str) -> None:
         sh("virsh", "-c", harness.URI, "define", f.name)
 
 
-def test_j_the_page_follows_libvirt_without_a_reload(browser, host, domains):
+def test_the_page_follows_libvirt_without_a_reload(browser, host, domains):
     """Open once: a guest defined with virsh appears within 2 s, fixed with the command it turns fixed
     within 2 s, undefined it goes; across a libvirtd restart the page says libvirt is gone, then lists
     the guests again and keeps following."""
@@ -665,7 +667,7 @@ def messages(po: Path) -> dict[str, str]:
     return out
 
 
-def test_k_the_page_in_german(browser, host, domains):
+def test_the_page_in_german(browser, host, domains):
     """Cockpit's language (the shell's "Display language" sets the CockpitLang cookie, cockpit-ws then serves
     po.de.js for po.js): every string of the page's table in German, no English message left in it."""
     browser.get(host["url"] + "/")
@@ -728,7 +730,7 @@ return out;
 """
 
 
-def test_l_the_dark_theme_is_readable(browser, host, domains):
+def test_the_dark_theme_is_readable(browser, host, domains):
     """Cockpit's dark style (localStorage "shell:style", and the "cockpit-style" event the shell sends on a
     change): PatternFly's dark theme, and every text of the table and the summary at WCAG AA contrast
     (4.5:1) against the background it is drawn on, computed from the page's own colours."""
@@ -770,7 +772,7 @@ def axe(driver) -> list[dict]:
              "nodes": [n["target"] for n in v["nodes"]][:5]} for v in result if v["impact"] in ("serious", "critical")]
 
 
-def test_m_no_serious_accessibility_violation(browser, host, domains):
+def test_no_serious_accessibility_violation(browser, host, domains):
     """axe-core on the page with every guest listed and one opened, in the light and the dark theme, and
     on the open confirmation dialog."""
     assert AXE.is_file(), "make cockpit installs axe-core (npm ci)"
@@ -797,7 +799,7 @@ def test_m_no_serious_accessibility_violation(browser, host, domains):
         browser.find_element("css selector", "#vxc-dialog [data-action=cancel]").click()
 
 
-def test_n_names_are_shown_as_the_text_they_are(browser, host, domains):
+def test_names_are_shown_as_the_text_they_are(browser, host, domains):
     """Quotes, markup, a `--` prefix, blanks and bidi controls: each name is its row's exact text (no
     element made of it, nothing reordered outside its cell), and its fix is that one guest."""
     names = ['q"uo\'te <b>bold<b> &amp;', "--connect=x", "bidi \u202egnp.exe\u202c end", "rlm\u200f \u05d0\u05d1 ab",
@@ -835,7 +837,7 @@ def test_n_names_are_shown_as_the_text_they_are(browser, host, domains):
         conn.close()
 
 
-def test_o_a_command_of_another_schema_is_refused_with_one_line(browser, host, domains):
+def test_a_command_of_another_schema_is_refused_with_one_line(browser, host, domains):
     """A virtxml-cpu whose records are of another schema (here one that says version 1, as before
     `fixable` and `details`) is named in one line, and nothing of what it says is shown. The stand-in is
     found first on the bridge's PATH (/usr/local/bin) and removed afterwards."""

@@ -1,6 +1,6 @@
 """After a full run: every rule row of every QEMU build applied somewhere, every libvirt_xml row was read
-from some domain, and every decision rule was reached (the counterpart of virt-manager's test_checkprops). Runs last (file order); skipped when only
-part of the suite was selected."""
+from some domain, and every decision rule was reached (the counterpart of virt-manager's test_checkprops). Runs last (marked `last`, which conftest
+orders); skipped when only part of the suite was selected."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from virtxml_cpu.core.hostfacts import HostFacts
 from tests.support import FIXTURES, TESTS
 
 
+@pytest.mark.last
 def test_every_rule_row_and_decision_rule_was_exercised(request, exercised):
     ran = {Path(str(item.fspath)).resolve() for item in request.session.items}
     every = set(TESTS.rglob("test_*.py"))
