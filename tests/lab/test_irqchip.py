@@ -16,7 +16,7 @@ from tests.lab import harness
 from virtxml_cpu.core import domain, resolve
 from virtxml_cpu.core.hostfacts import HostFacts
 
-from tests.unit.core.test_resolve import IRQCHIP_CASES
+from tests.support.cases import IRQCHIP_CASES
 
 pytestmark = pytest.mark.lab
 RELEASES = {harness.HOST_LAB: (7, 2, 22), harness.BULLSEYE_LAB: (5, 2, 0), harness.BPO_LAB: (10, 0, 2),

@@ -19,7 +19,7 @@ from lxml import etree
 from tests.lab import harness
 
 from tests.support import FIXTURES, ROOT, require_lab
-from .test_incoming import MACHINE, LabHook
+from tests.lab.hooks import MACHINE, LabHook
 
 libvirt = require_lab()
 pytestmark = pytest.mark.lab

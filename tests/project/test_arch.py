@@ -1,6 +1,6 @@
 """contrib/arch/PKGBUILD: valid bash, read by Arch's makepkg as meant (`makepkg --printsrcinfo`, Debian's
 makepkg package), built by that makepkg here into a package holding the .deb's files (paths mapped), and its
-install script reloading the daemon that runs (the RPM's cases: tests/test_rpm.py).
+install script reloading the daemon that runs (the RPM's cases: tests/project/test_rpm.py).
 
 makepkg refuses root: as root it runs as nobody. Debian has no pacman (PACMAN=true stands in for the
 dependency checks it skips with --nodeps) and no `python` (a link to /usr/bin/python3); Debian's Python
@@ -22,7 +22,7 @@ from virtxml_cpu import __version__
 from virtxml_cpu.hook import install
 
 from tests.support import ROOT
-from .test_rpm import POST_CASES, TEXTFILE, deb_entries, deb_file, mapped, run_scriptlet  # noqa: F401 (deb_file: a fixture)
+from tests.support.packages import POST_CASES, TEXTFILE, deb_entries, mapped, run_scriptlet
 
 ARCH = ROOT / "contrib" / "arch"
 

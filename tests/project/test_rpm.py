@@ -22,10 +22,10 @@ from virtxml_cpu import __version__
 from virtxml_cpu.hook import install
 
 from tests.support import ROOT
+from tests.support.packages import ASK_BOTH, POST_CASES, TEXTFILE, deb_entries, mapped, run_scriptlet
 
 RPM_NAME = f"virtxml-cpu-{__version__}-1.noarch.rpm"
 SPEC = ROOT / "rpm" / "virtxml-cpu.spec"
-TEXTFILE = "/var/lib/prometheus/node-exporter/virtxml-cpu.prom"
 
 
 def _missing(*tools: str) -> list[str]:
@@ -50,17 +50,6 @@ def rpm_file(tmp_path_factory) -> Path:
     return out / RPM_NAME
 
 
-@pytest.fixture(scope="session")
-def deb_file(request) -> Path:
-    left = ROOT / f"virtxml-cpu_{__version__}_all.deb"
-    if not os.environ.get("VIRTXML_CPU_DEB") and left.is_file():
-        return left
-    if not os.environ.get("VIRTXML_CPU_DEB") and os.geteuid() != 0:
-        pytest.skip("RPM/DEB PAYLOAD COMPARISON SKIPPED LOUDLY: no .deb (VIRTXML_CPU_DEB unset, none in the "
-                    "tree) and not root to build one with `make deb`")
-    return request.getfixturevalue("deb")
-
-
 def rpm_query(rpm: Path, *args: str) -> str:
     return subprocess.run(["rpm", "-qp", *args, str(rpm)], capture_output=True, text=True, check=True).stdout
 
@@ -69,17 +58,6 @@ def rpm_entries(rpm: Path) -> dict[str, tuple[str, str]]:
     """{path: (mode as `ls` shows it, link target)} of every file and directory the RPM owns."""
     out = rpm_query(rpm, "--qf", "[%{FILENAMES}\t%{FILEMODES:perms}\t%{FILELINKTOS}\n]")
     return {path: (mode, link) for path, mode, link in (line.split("\t") for line in out.splitlines())}
-
-
-def deb_entries(deb: Path) -> dict[str, tuple[str, str]]:
-    out = subprocess.run(["dpkg-deb", "-c", str(deb)], capture_output=True, text=True, check=True).stdout
-    entries = {}
-    for line in out.splitlines():
-        mode, _owner, _size, _date, _time, rest = line.split(None, 5)
-        path, _, link = rest.partition(" -> ")
-        entries["/" + path.lstrip("./").rstrip("/")] = (mode, link)
-    entries.pop("/", None)
-    return entries
 
 
 def sitelib_of(rpm_paths) -> str:
@@ -104,18 +82,6 @@ RPM_ONLY = {  # in the RPM and not the .deb, and why
     "dist-info/INSTALLER": "`rpm`, as %pyproject_install writes it",
     "__pycache__": "Fedora's rpm byte-compiles at build time (Debian's package does it in postinst)",
 }
-
-
-def mapped(deb: dict[str, tuple[str, str]], rules) -> dict[str, tuple[str, str]]:
-    """The .deb's entries at the places `rules` (pattern, replacement or None) give them."""
-    out = {}
-    for path, entry in deb.items():
-        for pattern, replacement in rules:
-            if re.fullmatch(pattern, path):
-                if replacement is not None:
-                    out[re.sub(pattern, replacement, path)] = entry
-                break
-    return out
 
 
 def test_the_rpm_holds_the_debian_packages_files_at_fedoras_places(rpm_file, deb_file):
@@ -213,50 +179,6 @@ def scriptlets(rpm: Path) -> dict[str, str]:
 
 
 SHELLS = [s for s in ("/bin/dash", "/bin/bash") if os.path.exists(s)]  # /bin/sh: dash on Debian, bash on Fedora
-
-
-def run_scriptlet(tmp: Path, body: str, arg: int, active: set[str], shell: str, systemctl: bool = True,
-                  reload_fails: bool = False) -> tuple[int, list[str]]:
-    """`shell FILE arg` as rpm runs it, with only a stand-in systemctl (and rm) on PATH; (status, calls)."""
-    bin_dir = tmp / "bin"
-    bin_dir.mkdir(exist_ok=True)
-    calls = tmp / "calls"
-    calls.write_text("")
-    (bin_dir / "rm").unlink(missing_ok=True)
-    (bin_dir / "rm").symlink_to(shutil.which("rm"))
-    stand_in = bin_dir / "systemctl"
-    stand_in.unlink(missing_ok=True)
-    if systemctl:
-        stand_in.write_text(f"""#!/bin/sh
-echo "$*" >> {calls}
-case "$1" in
-is-active) for unit; do :; done
-           case " {' '.join(sorted(active))} " in *" $unit "*) exit 0 ;; esac
-           exit 3 ;;
-reload) exit {1 if reload_fails else 0} ;;
-esac
-exit 1
-""")
-        stand_in.chmod(0o755)
-    script = tmp / "scriptlet"
-    script.write_text(body)
-    r = subprocess.run([shell, str(script), str(arg)], env={"PATH": str(bin_dir)}, capture_output=True, text=True,
-                       timeout=30)
-    assert r.stderr == "", r.stderr
-    return r.returncode, calls.read_text().splitlines()
-
-
-ASK_BOTH = ["is-active --quiet virtqemud.service", "is-active --quiet libvirtd.service"]
-POST_CASES = [  # (active units, the calls the scriptlet makes)
-    pytest.param({"virtqemud.service", "virtqemud.socket"},
-                 ["is-active --quiet virtqemud.service", "reload virtqemud.service"], id="virtqemud-runs"),
-    pytest.param({"libvirtd.service", "libvirtd.socket"}, ASK_BOTH + ["reload libvirtd.service"], id="libvirtd-runs"),
-    pytest.param({"virtqemud.service", "libvirtd.service"},
-                 ["is-active --quiet virtqemud.service", "reload virtqemud.service"], id="both-run"),
-    # socket-activated and idle: it reads the hook when it next starts
-    pytest.param({"virtqemud.socket"}, ASK_BOTH, id="virtqemud-idle"),
-    pytest.param(set(), ASK_BOTH, id="neither-runs"),  # nothing to do
-]
 
 
 @pytest.mark.parametrize("shell", SHELLS)

@@ -17,6 +17,7 @@ from virtxml_cpu.core.hostfacts import HostFacts, build_from_machines, build_fro
 from virtxml_cpu.core.machines import claimants, classify
 
 from tests.support import FIXTURES, ROOT
+from tests.support.qemu import caps_cache
 
 UBUNTU_CODENAMES = ["xenial", "yakkety", "zesty", "artful", "bionic", "cosmic", "disco", "eoan", "focal", "groovy",
                     "hirsute", "impish", "jammy", "kinetic", "lunar", "mantic", "noble", "oracular", "plucky",
@@ -281,22 +282,6 @@ def test_local_probe_runs_only_a_trusted_binary_and_never_as_root(fake_qemu):
         assert facts == HostFacts() and why.startswith("not asked (") and "writable by group or others" in why
         writable.chmod(writable.stat().st_mode & ~0o022)
     assert len((fake_qemu / "runs").read_text().split()) == len(uids)
-
-
-def caps_cache(directory, emulator: str, package: str, version: int | None = 8002002, machines=()) -> None:
-    """A libvirt QEMU capabilities cache file for an x86_64 emulator, named as libvirt names it (sha256 of
-    the emulator path); `version` None: without <version>."""
-    import hashlib
-
-    directory.mkdir(mode=0o755, exist_ok=True)
-    name = hashlib.sha256(emulator.encode()).hexdigest() + ".xml"
-    (directory / name).write_text(
-        f"<qemuCaps><emulator>{emulator}</emulator><arch>x86_64</arch>"
-        + (f"<version>{version}</version>" if version is not None else "") + f"<package>{package}</package>"
-        + "".join(f"<machine type='kvm' name='{m}'/>" for m in machines)
-        + "<machine type='kvm' name='pc-q35-noble' alias='q35' hotplugCpus='yes'/>"
-        "<machine type='kvm' name='pc-i440fx-noble' alias='pc' default='yes'/>"
-        "<machine type='tcg' name='pc-tcg-only'/></qemuCaps>")
 
 
 def test_hook_reads_the_build_from_libvirts_capabilities_cache_and_runs_nothing(fake_qemu, tmp_path):

@@ -19,7 +19,7 @@ from virtxml_cpu.hook import spool
 from virtxml_cpu.verify import record
 
 from tests.support import ROOT
-from tests.unit.core.test_machines import caps_cache
+from tests.support.qemu import caps_cache
 
 UUID = "0b7e2d1c-6a51-4f0e-8d7b-3c2f9e1a4b66"
 EMULATOR = "/usr/bin/qemu-system-x86_64"

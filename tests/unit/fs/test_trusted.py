@@ -19,32 +19,17 @@ from virtxml_cpu.hook import evaluate, install
 from virtxml_cpu.host import caps_cache as host_caps_cache
 
 from tests.support import FIXTURES, ROOT, Capture
-from tests.unit.verify.test_run import fake  # noqa: F401 - a stand-in QEMU serving QMP (fixture)
+from tests.support.qemu import caps_cache
+from tests.support.users import LXML_DIR, NOBODY, cli, theirs
 
 ROOT_ONLY = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (other users, root-owned files)")
 NEEDS_FIX = (FIXTURES / "handwritten-no-cpu.xml").read_bytes()
 UUID = "0b7e2d1c-6a51-4f0e-8d7b-3c2f9e1a4b66"
-NOBODY = 65534
-LXML_DIR = os.path.dirname(os.path.dirname(os.path.realpath(__import__("lxml").__file__)))
 
 
 
 def as_nobody(*argv: str) -> None:
     subprocess.run(["runuser", "-u", "nobody", "--", *argv], check=True, timeout=30)
-
-
-def theirs(*paths: Path) -> None:
-    for p in paths:
-        os.chown(p, NOBODY, NOBODY, follow_symlinks=False)
-
-
-def cli(*args: str, python: str = sys.executable, cwd: Path = ROOT, pythonpath: str | None = None,
-        env: dict | None = None) -> subprocess.CompletedProcess:
-    environ = dict(os.environ, **(env or {}))
-    if pythonpath:
-        environ["PYTHONPATH"] = pythonpath
-    return subprocess.run([python, "-c", "import sys; from virtxml_cpu.cli import main; sys.exit(main())", *args],
-                          cwd=cwd, capture_output=True, text=True, timeout=120, env=environ)
 
 
 def with_uuid(xml: bytes) -> bytes:
@@ -64,7 +49,6 @@ def queue_config(d: Path, spool_dir: Path) -> str:
 def test_a_link_planted_above_the_spool_or_digest_dir_makes_root_create_nothing(shared):
     """spool = "/tmp/X/pending" is allowed (a sticky ancestor); another user plants /tmp/X as a link to a
     root-only directory. Root used to create pending/ (and qemu-caps/) there before refusing the spool."""
-    from tests.unit.core.test_machines import caps_cache
 
     sticky = shared / "tmp"
     sticky.mkdir()

@@ -19,7 +19,7 @@ import pytest
 from virtxml_cpu.hook import install
 
 from tests.support import FIXTURES, ROOT
-from tests.unit.fs.test_trusted import LXML_DIR, NOBODY, cli, theirs
+from tests.support.users import LXML_DIR, NOBODY, cli, theirs
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="SKIPPED LOUDLY: needs root (files of another uid)")
 UUID = "0b7e2d1c-6a51-4f0e-8d7b-3c2f9e1a4b66"

@@ -16,6 +16,7 @@ from virtxml_cpu.hook import entry as hook_entry
 from virtxml_cpu.hook import evaluate, incoming
 
 from tests.support import FIXTURES, Capture
+from tests.support.hook import Host
 
 UUID = "0b7e2d1c-6a51-4f0e-8d7b-3c2f9e1a4b66"
 NAME = "web01"
@@ -162,7 +163,6 @@ def test_a_name_and_its_stripped_form_are_two_domains(tmp_path, capsys, blank):
 def test_the_digest_binds_marks_as_a_full_evaluation_does(tmp_path, monkeypatch, capsys):
     """Each operation answered from the decision digest (cached=yes) leaves and takes marks as a full
     evaluation: the attack under one's own name or the victim's fails, the victim's own restore is let in."""
-    from .test_digest import Host
 
     host = Host(tmp_path, monkeypatch)
     host.config.write_text(host.config.read_text().replace('mode = "audit"', 'mode = "enforce"'))

@@ -25,6 +25,7 @@ from virtxml_cpu.render.records import ApplyOutcome
 from virtxml_cpu.fs.trusted import remove_stale_temps
 
 from tests.support import FIXTURES, ROOT, Capture
+from tests.support.qemu import caps_cache
 
 ROOT_ONLY = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (other users, root-owned files)")
 NEEDS_FIX = (FIXTURES / "handwritten-no-cpu.xml").read_bytes()
@@ -73,7 +74,6 @@ def test_an_emulator_named_in_metadata_or_devices_is_never_executed(shared, tmp_
 def test_only_a_root_owned_capabilities_cache_nobody_else_can_write_is_believed(tmp_path):
     from virtxml_cpu.host import caps_cache as host_caps_cache
 
-    from tests.unit.core.test_machines import caps_cache
 
     emulator = "/usr/bin/qemu-system-x86_64"
     caps = tmp_path / "caps"

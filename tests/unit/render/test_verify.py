@@ -10,7 +10,7 @@ from virtxml_cpu.host.sources import assemble
 from virtxml_cpu.render import verify as render
 from virtxml_cpu.verify import runner
 
-from tests.unit.verify.test_run import TRUE_7_2, fake, named  # noqa: F401 - fake is a fixture
+from tests.support.qemu import TRUE_7_2, named
 
 
 def _outcome(fake) -> verify.Outcome:  # noqa: F811

@@ -10,7 +10,7 @@ import pytest
 
 from virtxml_cpu.core.hostfacts import HostFacts, combine, parse_capabilities, parse_domcapabilities
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 TESTS = ROOT / "tests"
 FIXTURES = TESTS / "fixtures"
 
