@@ -75,7 +75,7 @@ def expected(combo):
 def world(monkeypatch):
     """A directory every user may traverse (as root the local QEMU runs unprivileged) with a QEMU that
     answers as SAYS["local"], an empty capabilities cache directory and a config file."""
-    base = Path(tempfile.mkdtemp(prefix="vxc-hostsrc-"))
+    base = Path(tempfile.mkdtemp(prefix="vxc-sources-"))
     base.chmod(0o755)
     (base / "bin").mkdir(mode=0o755)
     (base / "empty").mkdir(mode=0o755)

@@ -1,0 +1,59 @@
+"""The tests' own layout: the tests of a module are found from its name (tests/unit/LAYER/test_MODULE.py), every
+test file is in one of the suite's folders, and no test module imports from another (what tests share is in
+conftest.py or tests/support/)."""
+
+from __future__ import annotations
+
+import ast
+
+from tests.support import ROOT, TESTS
+
+PACKAGE = ROOT / "virtxml_cpu"
+FOLDERS = ("unit", "project", "lab")  # where test files are; tests/support/ and tests/fixtures/ hold none
+SUITE_WIDE = {"test_golden.py", "test_exercised.py"}  # tests/unit/ files about the whole package's output
+
+
+def every_test_file() -> list:
+    return sorted(TESTS.rglob("test_*.py"))
+
+
+def _names(layer) -> set[str]:
+    """The modules and subpackages of a package folder."""
+    return {p.stem for p in layer.glob("*.py") if p.stem != "__init__"} | {
+        p.name for p in layer.iterdir() if (p / "__init__.py").exists()}
+
+
+def test_every_test_file_is_in_a_folder_of_the_suite():
+    stray = [str(p.relative_to(ROOT)) for p in every_test_file() if p.relative_to(TESTS).parts[0] not in FOLDERS]
+    assert stray == [], "test files outside tests/unit/, tests/project/ and tests/lab/"
+
+
+def test_a_unit_test_file_is_named_after_a_module_of_its_layer():
+    """tests/unit/LAYER/test_MODULE.py or test_MODULE_ASPECT.py, MODULE in virtxml_cpu/LAYER/ (tests/unit/
+    itself: the package's top)."""
+    misnamed = []
+    for path in every_test_file():
+        rel = path.relative_to(TESTS / "unit") if (TESTS / "unit") in path.parents else None
+        if rel is None or rel.name in SUITE_WIDE:
+            continue
+        layer = PACKAGE.joinpath(*rel.parts[:-1])
+        name = rel.stem[len("test_"):]
+        modules = _names(layer) if layer.is_dir() else set()
+        if not any(name == m or name.startswith(m + "_") for m in modules):
+            misnamed.append(str(path.relative_to(ROOT)))
+    assert misnamed == [], "unit test files that name no module of their layer"
+
+
+def test_no_test_module_imports_from_another():
+    borrowed = []
+    for path in every_test_file():
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.ImportFrom):
+                names = [node.module or ""] + [f"{node.module or ''}.{a.name}" for a in node.names]
+            elif isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            else:
+                continue
+            if any(part.startswith("test_") or part == "conftest" for n in names for part in n.split(".")):
+                borrowed.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert borrowed == [], "test modules importing from another test module or from conftest"
