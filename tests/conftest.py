@@ -18,7 +18,7 @@ from virtxml_cpu.core.hostfacts import HostFacts  # noqa: E402
 
 
 # What the suite exercised, as virt-manager's test_checkprops records XML properties: every rule row that
-# applied and every decision rule reached (tests/test_zz_exercised.py checks the totals after a full run).
+# applied and every decision rule reached (tests/unit/test_exercised.py checks the totals after a full run).
 EXERCISED: dict[str, set] = {"rows": set(), "decisions": set(), "settings": set(), "placement": set()}
 
 

@@ -11,7 +11,7 @@ libvirt refuses it, and `verify` passes against QEMU 11.1.
 
 The sample is every pc machine type the QEMU offers x (no <cpu>, custom qemu64, host-model): the CPU modes
 whose properties depend on the machine type. host-passthrough and maximum turn every paravirt bit the host
-has on whatever the machine, and the XML variants of tests/test_lab_qemu.py exercise the tool's parser and
+has on whatever the machine, and the XML variants of tests/lab/test_qemu.py exercise the tool's parser and
 rules, which are the same code on every libvirt; both run in full on the two middle labs.
 
 Each lab has an xdist worker of its own (conftest.work_unit; `make test` runs the labs side by side): the test leaves its chroot as it

@@ -3,7 +3,7 @@
 shows: listed and "(deprecated)", listed, or not listed at all.
 
 explain runs with --no-host-probe and the release given, so the table decides, not the binary's own list.
-Under the lab lock (the chroot is shared): flock /tmp/virtxml-lab.lock pytest tests/test_lab_lifecycle.py
+Under the lab lock (the chroot is shared): flock /tmp/virtxml-lab.lock pytest tests/lab/test_lifecycle.py
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """-overcommit against the real QEMUs of both labs (7.2.22 on the host, 10.0.2 in the chroot): each spelling of
-tests/test_overcommit.py run on QEMU itself with the CPUID boot sector, its guest's PV_UNHALT (CPUID 0x40000001
-EAX bit 7) against what the engine says for that release, and QEMU's refusal against the engine's."""
+tests/unit/core/test_overcommit.py run on QEMU itself with the CPUID boot sector, its guest's PV_UNHALT (CPUID
+0x40000001 EAX bit 7) against what the engine says for that release, and QEMU's refusal against the engine's."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Dedicated host CPUs against the real libvirt and QEMU (9.0/7.2 on the host, 11.3/10.0 in the chroot).
 
-1. Every cpuset string of tests/test_pinning.py: libvirt defines it and writes back what cpuset.parse reads
+1. Every cpuset string of tests/unit/core/test_placement.py: libvirt defines it and writes back what cpuset.parse reads
    (virBitmapFormat), or refuses it; and libvirt refuses the placement elements placement.read refuses, with the
    message it reports.
 2. A 2-vCPU guest pinned to host CPUs 0 and 1 (this host has 2): audit through libvirt says dedicated-vcpus,

@@ -1,7 +1,7 @@
 """What the Cockpit page (cockpit/) reads from the command: the records of `audit --follow` (the keys and
 the schema version the page is written against), explain of libvirt domains, hook status as JSON, and
 the page's files as Cockpit and the Debian package need them, its messages in po/. Uses libvirt's test
-driver (no daemon); the page itself runs in tests/test_lab_cockpit.py."""
+driver (no daemon); the page itself runs in tests/lab/test_cockpit.py."""
 
 from __future__ import annotations
 

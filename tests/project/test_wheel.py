@@ -99,7 +99,7 @@ def test_installed_package_installs_a_hook_that_libvirt_can_run(venv, tmp_path):
 
 def test_installed_package_carries_a_vdsm_hook_that_runs(venv, tmp_path):
     """The front in the installed package, copied into a hook directory and pointed at the venv's Python,
-    run as VDSM runs it (tests/test_xml_hooks.py has the contract): the file it names is rewritten."""
+    run as VDSM runs it (tests/unit/hook/test_vdsm.py has the contract): the file it names is rewritten."""
     (front,) = venv.glob("lib/python*/site-packages/virtxml_cpu/hook/vdsm-hook")
     assert os.access(front, os.X_OK)
     config = tmp_path / "config.toml"

@@ -9,7 +9,7 @@ from virtxml_cpu.core import domain, resolve as core_resolve
 from virtxml_cpu.core.hostfacts import HostFacts
 
 # kernel_irqchip in <qemu:commandline>, as QEMU 5.2.0, 7.2.22, 10.0.2 and 11.1.2 read it behind libvirt's own
-# `-machine TYPE[,kernel_irqchip=X] -accel kvm` (tests/test_lab_irqchip.py starts each case): the -machine options
+# `-machine TYPE[,kernel_irqchip=X] -accel kvm` (tests/lab/test_irqchip.py starts each case): the -machine options
 # merge and the last value wins; from 6.0 both spellings in them are refused; a second -accel is never read.
 IRQCHIP_CASES = {
     "one -machine, two values": (["-machine", "kernel_irqchip=split,kernel_irqchip=on"], "", "on", None),

@@ -1,6 +1,6 @@
 """Dedicated host CPUs: libvirt's cpuset syntax, where each vCPU runs, and the dedicated-vcpus rule.
 
-The cpuset cases are libvirt's own grammar (virBitmapParseInternal); tests/test_lab_pinning.py checks the same
+The cpuset cases are libvirt's own grammar (virBitmapParseInternal); tests/lab/test_pinning.py checks the same
 strings against the lab's libvirt 9.0 and 11.3.
 """
 

@@ -155,7 +155,7 @@ def open_dir():
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root to create files owned by others")
 def test_owner_and_group_kept_or_the_write_refused(open_dir):
     shared = open_dir
-    os.chmod(shared, 0o755)  # root replaces nothing in a directory others can write (tests/test_trust.py)
+    os.chmod(shared, 0o755)  # root replaces nothing in a directory others can write (tests/unit/fs/test_trusted.py)
     vm = shared / "vm.xml"
     shutil.copy(SRC, vm)
     os.chown(vm, 12345, 12345)

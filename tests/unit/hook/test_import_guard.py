@@ -3,7 +3,7 @@ module of theirs under a name nobody lists (lxml's optional `rnc2rng`, copy.py's
 interpreter looks up there), root's link to their file, a package directory their group may write, lxml's
 `__init__.py` made theirs after install. `hook install` refuses each with one line; the installed front never
 runs it (the planted code would leave a marker) and fails open with one line. Here in a root-owned layout
-with the venv's interpreter; the Debian package's layout is tests/test_lab_deb_imports.py."""
+with the venv's interpreter; the Debian package's layout is tests/lab/test_deb_imports.py."""
 
 from __future__ import annotations
 
@@ -147,7 +147,7 @@ def test_install_and_the_front_refuse_what_another_user_planted_where_the_hook_i
         lay.marker.unlink()
     r = lay.run(script)
     if case == "backports_abc" and b"not importing" not in r.stderr:
-        assert_decided(r, lay)  # only Debian's lxml 4.9 asks for it (tests/test_lab_deb_imports.py)
+        assert_decided(r, lay)  # only Debian's lxml 4.9 asks for it (tests/lab/test_deb_imports.py)
         return
     assert_refused_once(r, planted, lay)
 

@@ -117,7 +117,7 @@ def definition(name: str, uuid: str) -> bytes:
 def hook(tmp_path, argv_name: str, xml: bytes, op: str = "prepare") -> tuple[int, list[str]]:
     """The hook in enforce mode as libvirt runs it for `argv_name` with `xml` on stdin."""
     conf = tmp_path / "c.toml"
-    # the names here are no libvirt domain's: no transient check (tests/test_stacks.py has that)
+    # the names here are no libvirt domain's: no transient check (tests/unit/tables/test_orchestrators.py has that)
     conf.write_text(f'[hook]\nmode = "enforce"\nspool = "{tmp_path / "spool"}"\nlibvirt_config_dir = ""\n')
     log = Capture()
     rc = evaluate.run([argv_name, op, "begin", "-"], config_path=str(conf), stdin=io.BytesIO(xml), log=log)
