@@ -1,10 +1,15 @@
 """The tests' own layout: the tests of a module are found from its name (tests/unit/LAYER/test_MODULE.py), every
-test file is in one of the suite's folders, and no test module imports from another (what tests share is in
-conftest.py or tests/support/)."""
+test file is in one of the suite's folders, no test module imports from another (what tests share is in
+conftest.py or tests/support/), and the order is conftest's, from the markers, whatever order files and tests
+are named in."""
 
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
+
+import pytest
 
 from tests.support import ROOT, TESTS
 
@@ -57,3 +62,24 @@ def test_no_test_module_imports_from_another():
             if any(part.startswith("test_") or part == "conftest" for n in names for part in n.split(".")):
                 borrowed.append(f"{path.relative_to(ROOT)}:{node.lineno}")
     assert borrowed == [], "test modules importing from another test module or from conftest"
+
+
+def _collected(*args: str) -> list[str]:
+    r = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", *args],
+                       cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    return [line for line in r.stdout.splitlines() if "::" in line]
+
+
+def test_a_test_marked_last_runs_after_those_named_after_it():
+    ids = _collected("tests/unit/test_exercised.py", "tests/unit/test_errors.py")
+    last = [i for i in ids if i.endswith("::test_every_rule_row_and_decision_rule_was_exercised")]
+    assert len(last) == 1 and ids[-1] == last[0] and any("test_errors.py" in i for i in ids), ids
+
+
+def test_an_in_order_module_runs_as_written_whatever_order_it_is_named_in():
+    written = _collected("tests/lab/test_cockpit.py")
+    if not written:
+        pytest.skip("tests/lab/test_cockpit.py collects nothing here (no root or /dev/kvm): nothing to order")
+    assert len(written) > 2
+    assert _collected(*reversed(written)) == written
