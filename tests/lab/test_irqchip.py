@@ -1,8 +1,7 @@
-"""kernel_irqchip in <qemu:commandline> against real QEMU: each case of IRQCHIP_CASES (tests/support/cases.py, which
-tests/unit/core/test_resolve.py checks against the rules) started behind libvirt's own options (`-machine
-q35[,kernel_irqchip=split] -accel kvm`) on QEMU 7.2.22 (the host) and on 5.2.0, 10.0.2 and 11.1.2 (their chroots,
-when present); the irqchip QEMU made (from the APIC and IOAPIC types it created) or its refusal, against what the
-engine says for that release. No libvirt daemon is touched."""
+"""kernel_irqchip in <qemu:commandline> against real QEMU: each case of tests/unit/core/test_resolve.py IRQCHIP_CASES
+started behind libvirt's own options (`-machine q35[,kernel_irqchip=split] -accel kvm`) on QEMU 7.2.22 (the host)
+and on 5.2.0, 10.0.2 and 11.1.2 (their chroots, when present); the irqchip QEMU made (from the APIC and IOAPIC types
+it created) or its refusal, against what the engine says for that release. No libvirt daemon is touched."""
 
 from __future__ import annotations
 
@@ -17,7 +16,7 @@ from tests.lab import harness
 from virtxml_cpu.core import domain, resolve
 from virtxml_cpu.core.hostfacts import HostFacts
 
-from tests.support.cases import IRQCHIP_CASES
+from tests.unit.core.test_resolve import IRQCHIP_CASES
 
 pytestmark = pytest.mark.lab
 RELEASES = {harness.HOST_LAB: (7, 2, 22), harness.BULLSEYE_LAB: (5, 2, 0), harness.BPO_LAB: (10, 0, 2),

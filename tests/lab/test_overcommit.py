@@ -15,7 +15,7 @@ from tests.lab import harness
 from virtxml_cpu.core import resolve as core_resolve, decide
 
 from tests.support import require_lab
-from tests.support.cases import CASES, QEMU_7_2, QEMU_10_0, resolve
+from tests.unit.core.test_overcommit import CASES, QEMU_7_2, QEMU_10_0, resolve
 
 libvirt = require_lab()
 pytestmark = pytest.mark.lab

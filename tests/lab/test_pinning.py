@@ -25,7 +25,7 @@ from virtxml_cpu.core import cpuset, placement
 from virtxml_cpu.core.domain import extract
 
 from tests.support import ROOT, require_lab
-from tests.support.cases import CPUSETS
+from tests.unit.core.test_placement import CPUSETS
 
 libvirt = require_lab()
 pytestmark = pytest.mark.lab

@@ -1,7 +1,6 @@
 """The tests' own layout: the tests of a module are found from its name (tests/unit/LAYER/test_MODULE.py), every
-test file is in one of the suite's folders, no test module imports from another (what tests share is in
-conftest.py or tests/support/), and the order is conftest's, from the markers, whatever order files and tests
-are named in."""
+test file is in one of the suite's folders, fixtures come from conftest.py and never from another test module,
+and the order is conftest's, from the markers, whatever order files and tests are named in."""
 
 from __future__ import annotations
 
@@ -49,19 +48,34 @@ def test_a_unit_test_file_is_named_after_a_module_of_its_layer():
     assert misnamed == [], "unit test files that name no module of their layer"
 
 
-def test_no_test_module_imports_from_another():
+def _fixtures(module: str) -> set[str]:
+    """The fixtures a test module defines (functions under @pytest.fixture)."""
+    path = ROOT.joinpath(*module.split(".")).with_suffix(".py")
+    found = set()
+    for node in ast.parse(path.read_text(), str(path)).body:
+        if isinstance(node, ast.FunctionDef) and any("fixture" in ast.dump(d) for d in node.decorator_list):
+            found.add(node.name)
+    return found
+
+
+def test_no_test_module_imports_a_fixture_from_another_or_anything_from_conftest():
+    """Fixtures are shared through conftest.py, never by importing them (pytest then finds them twice, and a
+    module's fixtures depend on which modules import them); a lab test may take its unit twin's cases."""
     borrowed = []
     for path in every_test_file():
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
-            if isinstance(node, ast.ImportFrom):
-                names = [node.module or ""] + [f"{node.module or ''}.{a.name}" for a in node.names]
-            elif isinstance(node, ast.Import):
+            if isinstance(node, ast.Import):
                 names = [a.name for a in node.names]
-            else:
-                continue
-            if any(part.startswith("test_") or part == "conftest" for n in names for part in n.split(".")):
-                borrowed.append(f"{path.relative_to(ROOT)}:{node.lineno}")
-    assert borrowed == [], "test modules importing from another test module or from conftest"
+                if any(part.startswith("test_") or part == "conftest" for n in names for part in n.split(".")):
+                    borrowed.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+            elif isinstance(node, ast.ImportFrom):
+                module = node.module or ""
+                last = module.rsplit(".", 1)[-1]
+                if node.level or last == "conftest":
+                    borrowed.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+                elif last.startswith("test_") and {a.name for a in node.names} & _fixtures(module):
+                    borrowed.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert borrowed == [], "test modules importing a fixture from another test module, or from conftest"
 
 
 def _collected(*args: str) -> list[str]:

@@ -10,7 +10,52 @@ from lxml import etree
 from virtxml_cpu.core import domain, resolve as core_resolve, decide
 from virtxml_cpu.core.hostfacts import HostFacts
 
-from tests.support.cases import CASES, QEMU_7_2, QEMU_10_0, resolve
+QEMU_7_2, QEMU_10_0 = (7, 2, 22), (10, 0, 2)
+
+# (the -overcommit values in order, strips on 7.2, strips on 10.0); a string: QEMU's error, on both
+CASES = [
+    ((), False, False),
+    (("cpu-pm=on",), True, True),
+    (("cpu-pm=yes",), True, True),
+    (("cpu-pm=true",), True, True),
+    (("cpu-pm=y",), True, True),
+    (("cpu-pm",), True, True),
+    (("mem-lock=off,cpu-pm",), True, True),
+    (("mem-lock=on,cpu-pm=on",), True, True),
+    (("cpu-pm=on,",), True, True),
+    (("cpu-pm=off",), False, False),
+    (("cpu-pm=no",), False, False),
+    (("cpu-pm=n",), False, False),
+    (("cpu-pm=false",), False, False),
+    (("nocpu-pm",), False, False),
+    (("mem-lock=off,nocpu-pm",), False, False),
+    (("cpu-pm=on,cpu-pm=off",), False, False),
+    (("cpu-pm=off,cpu-pm=on",), True, True),
+    (("cpu-pm=on", "mem-lock=off"), False, True),
+    (("cpu-pm=on", "cpu-pm=off"), False, False),
+    (("cpu-pm=off", "cpu-pm=on"), True, True),
+    (("cpu-pm=1",), "-overcommit cpu-pm=1: Parameter 'cpu-pm' expects 'on' or 'off'", None),
+    (("cpu-pm=On",), "-overcommit cpu-pm=On: Parameter 'cpu-pm' expects 'on' or 'off'", None),
+    (("cpu-pm=",), "-overcommit cpu-pm=: Parameter 'cpu-pm' expects 'on' or 'off'", None),
+    (("cpu-pm=on,,x",), "-overcommit cpu-pm=on,,x: Parameter 'cpu-pm' expects 'on' or 'off'", None),
+    (("cpu-pm=on,bogus=1",), "-overcommit cpu-pm=on,bogus=1: Invalid parameter 'bogus'", None),
+    (("on",), "-overcommit on: Invalid parameter 'on'", None),
+]
+
+
+def _domain(values) -> domain.DomainFacts:
+    args = "".join(f"<qemu:arg value='-overcommit'/><qemu:arg value='{v}'/>" for v in values)
+    xml = ("<domain type='kvm' xmlns:qemu='http://libvirt.org/schemas/domain/qemu/1.0'><name>t</name><vcpu>2</vcpu>"
+           "<os><type arch='x86_64' machine='pc-q35-7.2'>hvm</type></os><features><pvspinlock state='on'/></features>"
+           f"<cpu mode='custom'><model>qemu64</model></cpu><devices/><qemu:commandline>{args}</qemu:commandline>"
+           "</domain>")
+    return domain.extract(etree.fromstring(xml))
+
+
+def resolve(values, release):
+    return core_resolve.resolve(_domain(values), HostFacts(qemu_build="upstream", build_source="test",
+                                                     qemu_version=release))
+
 
 @pytest.mark.parametrize("values,on_7_2,on_10_0", CASES, ids=[" ".join(c[0]) or "none" for c in CASES])
 def test_overcommit_as_qemu_reads_it(values, on_7_2, on_10_0):

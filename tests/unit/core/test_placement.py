@@ -25,7 +25,21 @@ from virtxml_cpu.tables.libvirt_xml import HINT_DEDICATED
 from virtxml_cpu.core.pipeline import process
 
 from tests.support import FIXTURES, Capture
-from tests.support.cases import CPUSETS
+
+# (text, the CPUs libvirt sets) -- None: libvirt refuses it ("Failed to parse bitmap").
+CPUSETS = [
+    ("3", {3}), ("0-3", {0, 1, 2, 3}), ("6-6", {6}), ("7 - 7", {7}), ("0,2", {0, 2}), ("4,4", {4}),
+    (" 5 ,", {5}), ("0-3,^2", {0, 1, 3}), ("2-3,^2", {3}), ("0-3,^0,^1,^3", {2}), ("^2,0-3", {0, 1, 2, 3}),
+    ("1-3,^2,2", {1, 2, 3}), ("0,^0", set()), ("0-+3", {0, 1, 2, 3}), ("1,\t2", {1, 2}), ("16383", {16383}),
+    ("", None), ("  ", None), ("0,,1", None), ("^1-3", None), ("1 2", None), ("-1", None), ("+1", None),
+    ("1-0", None), ("16384", None), ("0-16384", None), ("^16384", None), ("2147483648", None), ("a", None),
+    ("0-", None), ("^", None), ("٣", None), (",1", None),
+    # the last occurrence of a field decides; a later `^N` clears only what came before it
+    ("0-3,^1,0-3,^2", {0, 1, 3}), ("^1,1,^1", set()), ("5,\t, 6", None), ("0-3,\t", {0, 1, 2, 3}),
+    ("0-3,^1,0-3,^1,2", {0, 2, 3}), ("0-3,0-3,^1-2", None), ("000000001-000000002", {1, 2}),
+    (",".join(f"{i}-{i}" for i in range(300)) + ",^7", set(range(300)) - {7}),  # counted, not one by one
+]
+
 
 @pytest.mark.parametrize("text,cpus", CPUSETS)
 def test_cpuset_reads_as_libvirt_reads_it(text, cpus):

@@ -11,8 +11,6 @@ from virtxml_cpu.tables.builds.known import BUILDS, UPSTREAM
 from virtxml_cpu.core.hostfacts import HostFacts
 from virtxml_cpu.core.machines import classify
 
-from tests.support.cases import IRQCHIP_CASES
-
 # Nothing known about the host but the QEMU build: upstream, as these rules are read from upstream QEMU.
 NO_HOST = HostFacts(qemu_build="upstream", build_source="test")
 
@@ -284,6 +282,34 @@ def test_each_libvirt_xml_row_reads_and_translates(xml, prop, state, source):
             features=xml[len("<features>"):-len("</features>")] if xml.startswith("<features>") else None)
     v = resolve.resolve(f, up(cpuid={(0x40000001, "eax"): 0xFFFF}, qemu_version=(7, 2, 0))).features[prop]
     assert (v.state, v.source) == (state, source), v
+
+
+# kernel_irqchip in <qemu:commandline>, as QEMU 5.2.0, 7.2.22, 10.0.2 and 11.1.2 read it behind libvirt's own
+# `-machine TYPE[,kernel_irqchip=X] -accel kvm` (tests/lab/test_irqchip.py starts each case): the -machine options
+# merge and the last value wins; from 6.0 both spellings in them are refused; a second -accel is never read.
+IRQCHIP_CASES = {
+    "one -machine, two values": (["-machine", "kernel_irqchip=split,kernel_irqchip=on"], "", "on", None),
+    "one -machine, two values the other way": (["-machine", "pc,kernel_irqchip=on,kernel_irqchip=split"], "", "split",
+                                               None),
+    "-machine twice": (["-machine", "kernel_irqchip=split", "-machine", "kernel_irqchip=on"], "", "on", None),
+    "-M then -machine": (["-M", "kernel-irqchip=on", "--machine", "kernel-irqchip=split"], "", "split", None),
+    "a later -machine without it": (["-machine", "kernel_irqchip=split", "-machine", "usb=off"], "", "split", None),
+    "a comma inside a value": (["-machine", "kernel_irqchip=split,dt-compatible=a,,kernel_irqchip=on"], "",
+                               "split", None),
+    "a comma ending a value": (["-machine", "kernel_irqchip=split,dt-compatible=a,,,kernel_irqchip=on"], "", "on",
+                               None),
+    "commas ending a value": (["-machine", "kernel_irqchip=split,dt-compatible=a,,,,,kernel-irqchip=on"], "", "on",
+                              "conflict"),
+    "-accel behind libvirt's": (["-accel", "kvm,kernel-irqchip=split"], "", "on", None),
+    "-machine and -accel": (["-machine", "kernel_irqchip=split", "-accel", "kvm,kernel-irqchip=on"], "", "split",
+                            None),
+    "over libvirt's <ioapic>": (["-machine", "kernel_irqchip=on"], "<ioapic driver='qemu'/>", "on", None),
+    "both spellings in one": (["-machine", "kernel_irqchip=split,kernel-irqchip=on"], "", "on", "conflict"),
+    "both spellings over two": (["-machine", "kernel-irqchip=split", "-machine", "kernel_irqchip=on"], "", "on",
+                                "conflict"),
+    "libvirt's spelling and the other": (["-machine", "kernel-irqchip=on"], "<ioapic driver='qemu'/>", "on",
+                                         "conflict"),
+}
 
 
 def _irqchip_domain(args, features):
