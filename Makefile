@@ -104,8 +104,8 @@ demo: $(STAMP)
 # output in build/setup/): Debian 12's QEMU 7.2 + libvirt 9.0 on the host, and three Debian chroots with
 # their own daemons (tests/lab/up-chroot.sh): QEMU 10.0.2 + libvirt 11.3 from bookworm-backports, Debian 11
 # (QEMU 5.2, libvirt 7.0, Python 3.9) and forky (QEMU 11.1, libvirt 12.8); libvirt-python and
-# pytest-xdist in the venv; zsh, mksh and busybox, the shells besides dash and bash that tests/test_names.py
-# reads suggested commands in. For the Cockpit page's test: cockpit-ws, cockpit-bridge, chromium and its
+# pytest-xdist in the venv; zsh, mksh and busybox, the shells besides dash and bash that
+# tests/unit/render/test_commands.py reads suggested commands in. For the Cockpit page's test: cockpit-ws, cockpit-bridge, chromium and its
 # driver, and selenium in the venv.
 LAB_PARTS := lab-host lab-bookworm-bpo lab-bullseye lab-forky lab-cockpit
 LAB_CHROOTS := lab-bookworm-bpo lab-bullseye lab-forky
@@ -127,7 +127,7 @@ lab-cockpit:
 	bash tests/lab/up-cockpit.sh
 
 # As root with /dev/kvm: the labs and the package are set up side by side, then pytest runs each lab's tests
-# on a worker of its own (pytest-xdist, --dist loadgroup; conftest.py groups them).
+# on a worker of its own (pytest-xdist, --dist=loadscope; work_unit in tests/conftest.py groups them).
 test: $(STAMP) cockpit
 	@if [ "$$(id -u)" = 0 ] && [ -e /dev/kvm ]; then \
 	  MAKE="$(MAKE)" bash tests/lab/side-by-side.sh $(LAB_PARTS) deb rpm; \

@@ -15,7 +15,7 @@ definition in the same run. With --rewrite, `virtxml-cpu rewrite` (what `apply` 
 definition) is timed too.
 
 SCANNERS names, for every module of the package the hook's prepare path imports, the shapes aimed at
-what it reads of the definition, or why it reads none of it; tests/test_hostile_input.py checks that it
+what it reads of the definition, or why it reads none of it; tests/unit/xml/test_parse.py checks that it
 lists exactly the modules the installed hook imports, so a new module on that path needs its shape here.
 """
 
@@ -166,7 +166,7 @@ def namespace_shapes(size: int, meta) -> dict[str, bytes]:
     }
 
 
-# Every module the hook's prepare path imports (tests/test_hostile_input.py compares with the installed hook's
+# Every module the hook's prepare path imports (tests/unit/xml/test_parse.py compares with the installed hook's
 # import list): the shapes aimed at what it reads of the definition, or why it reads none of it.
 XMLIO = ("CDATA '<!doctype <!--<!--...'", "CDATA sections in <name>", "comments in metadata",
          "nesting at libxml2's depth limit", "metadata children", "one element, many attributes",

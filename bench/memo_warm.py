@@ -20,7 +20,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests.conftest import recorded_host  # noqa: E402
+from tests.support import recorded_host  # noqa: E402
 from virtxml_cpu.core import domain  # noqa: E402
 from virtxml_cpu.core.config import Config  # noqa: E402
 from virtxml_cpu.core.hostfacts import combine  # noqa: E402

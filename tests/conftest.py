@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import sys
@@ -14,14 +13,12 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from virtxml_cpu.core.hostfacts import HostFacts, combine, parse_capabilities, parse_domcapabilities  # noqa: E402
-
-FIXTURES = ROOT / "tests" / "fixtures"
-_lab_skip_reasons: list[str] = []
+from tests.support import lab_skip_reasons, recorded_host, require_lab  # noqa: E402
+from virtxml_cpu.core.hostfacts import HostFacts  # noqa: E402
 
 
 # What the suite exercised, as virt-manager's test_checkprops records XML properties: every rule row that
-# applied and every decision rule reached (tests/test_zz_exercised.py checks the totals after a full run).
+# applied and every decision rule reached (tests/unit/test_exercised.py checks the totals after a full run).
 EXERCISED: dict[str, set] = {"rows": set(), "decisions": set(), "settings": set(), "placement": set()}
 
 
@@ -62,22 +59,43 @@ def pytest_configure(config):
     _record_exercise()
 
 
+@pytest.fixture(scope="session")
+def exercised() -> dict[str, set]:
+    """What the tests so far exercised (EXERCISED), for the test that checks the totals."""
+    return EXERCISED
+
+
+def pytest_collection_modifyitems(config, items):
+    """The order the tests need, whatever the file names: a module marked `in_order` runs its tests one after
+    another as they are written (they share one state, e.g. the Cockpit page's guests and daemon), and the
+    tests marked `last` run after all the others (the exercised totals count what the others reached)."""
+    in_order = [i for i, item in enumerate(items) if item.get_closest_marker("in_order") is not None]
+    modules = {}
+    for i in in_order:
+        modules.setdefault(items[i].module, len(modules))
+    written = sorted((items[i] for i in in_order), key=lambda item: (modules[item.module], item.location[1]))
+    for i, item in zip(in_order, written):
+        items[i] = item
+    items.sort(key=lambda item: item.get_closest_marker("last") is not None)  # stable: the rest keep their order
+
+
 # Under pytest-xdist (`make test` as root: --numprocesses=5) the tests run as five units side by side, one a
-# worker: the tests that use the host lab's daemons (they restart them, so they must not overlap), the
-# bookworm-backports matrix and each end lab (their own daemons), and the tests that need no lab, with
-# tests/test_zz_exercised.py last among them (it counts what they exercised; they reach every row).
-OWN_WORKER = {"test_lab_ends.py": ("5.2", "11.1"), "test_lab_qemu.py": ("10.0",)}
+# worker: the tests that use the host lab's daemons (tests/lab/; they restart them, so they must not
+# overlap), the bookworm-backports matrix and each end lab (their own daemons), and the tests that need no
+# lab, with the `last` ones last among them (tests/unit/test_exercised.py counts what the others exercised;
+# they reach every row).
+LAB = "tests/lab/"
+OWN_WORKER = {"tests/lab/test_ends.py": ("5.2", "11.1"), "tests/lab/test_qemu.py": ("10.0",)}
 
 
 def work_unit(nodeid: str) -> str:
     """The xdist work unit of a test: 'FILE[LAB]' for a lab with a worker of its own, 'host-lab' for the other
     lab tests, 'no-lab' for the rest."""
     path, _, rest = nodeid.partition("::")
-    name = path.rsplit("/", 1)[-1]
     key = rest[rest.rfind("[") + 1:-1] if rest.endswith("]") else ""
-    if key in OWN_WORKER.get(name, ()):
-        return f"{name}[{key}]"
-    return "host-lab" if name.startswith("test_lab_") else "no-lab"
+    if key in OWN_WORKER.get(path, ()):
+        return f"{path}[{key}]"
+    return "host-lab" if path.startswith(LAB) else "no-lab"
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -102,44 +120,9 @@ def regen(request) -> bool:
     return request.config.getoption("--regen") or os.environ.get("VIRTXML_CPU_REGEN") == "1"
 
 
-class Capture:
-    """A stand-in for the hook's log (logline.Log): keeps the lines it is given."""
-
-    def __init__(self):
-        self.lines = []
-        self.path = "/nonexistent"
-
-    def __call__(self, message, warning=False, fallback=True):
-        self.lines.append(message)
-
-
-def recorded_host() -> HostFacts:
-    """Host facts recorded from the lab host, so golden output does not depend on this machine."""
-    data = json.loads((FIXTURES / "host" / "kvm-supported-cpuid.json").read_text())
-    cpuid = {(int(k.split(":")[0], 16), k.split(":")[1]): v for k, v in data["cpuid"].items()}
-    libvirt = combine([parse_capabilities((FIXTURES / "host" / "capabilities.xml").read_bytes()),
-                       parse_domcapabilities((FIXTURES / "host" / "domcapabilities.xml").read_bytes())])
-    return libvirt._replace(cpuid=cpuid, qemu_version=(7, 2, 22),
-                            version_source="recorded: QEMU 7.2.22 (Debian 1:7.2+dfsg-7+deb12u18)",
-                            sources=("recorded KVM_GET_SUPPORTED_CPUID",) + libvirt.sources)
-
-
 @pytest.fixture(scope="session")
 def host() -> HostFacts:
     return recorded_host()
-
-
-def require_lab():
-    """For lab test modules: skip the module, loudly, only without root or /dev/kvm; else libvirt."""
-    from tests.lab import harness
-
-    missing = harness.lab_missing()
-    if missing:
-        _lab_skip_reasons.append(missing)
-        pytest.skip(f"REAL LIBVIRT/QEMU TESTS SKIPPED: {missing}", allow_module_level=True)
-    import libvirt  # as root with /dev/kvm, `make test` installed it: missing here is a failure
-
-    return libvirt
 
 
 @pytest.fixture(scope="session")
@@ -185,9 +168,9 @@ def deb() -> Path:
 
 
 def pytest_terminal_summary(terminalreporter):
-    if _lab_skip_reasons:
+    if lab_skip_reasons:
         terminalreporter.write_sep("!", "REAL LIBVIRT/QEMU/KVM TESTS WERE SKIPPED: "
-                                   + ", ".join(sorted(set(_lab_skip_reasons))) + " (run `make test` as root on a KVM host)",
+                                   + ", ".join(sorted(set(lab_skip_reasons))) + " (run `make test` as root on a KVM host)",
                                    red=True, bold=True)
 
 

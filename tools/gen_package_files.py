@@ -34,7 +34,7 @@ SPOOL_DIR = os.path.dirname(config.DEFAULT_SPOOL)
 TEXTFILE_DIR = "/var/lib/prometheus/node-exporter"
 
 # One row per config key: (key as written in the file, what it does). Every key core/config.py accepts must
-# have a row (tests/test_package_files.py checks it), so the man page lists them all.
+# have a row (tests/project/test_debian.py checks it), so the man page lists them all.
 CONFIG_KEYS = (
     ("policy", "when to add kvm-pv-unhalt: compat, numa, always or never (default compat)"),
     ("style", "how to add it: pvspinlock (<features><pvspinlock state='on'/>, the default) or "

@@ -6,7 +6,7 @@ facts, each between its two marker lines.
     python3 tools/gen_precedence.py           # rewrite the blocks in docs/
     python3 tools/gen_precedence.py --check   # exit 1, naming the page, when a block differs
 
-tests/test_precedence.py checks the pages the same way (`pytest --regen` rewrites them).
+tests/unit/core/test_precedence.py checks the pages the same way (`pytest --regen` rewrites them).
 """
 
 from __future__ import annotations

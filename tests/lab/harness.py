@@ -48,10 +48,10 @@ def chroot_lab(name: str, key: str, title: str) -> Lab:
 HOST_LAB = Lab("7.2", "Debian 12 QEMU 7.2 + libvirt 9.0", URI, Path("/"), ("up.sh",))
 BPO_LAB = chroot_lab("bookworm-bpo", "10.0", "bookworm-backports QEMU 10.0 + libvirt 11.3 (chroot)")
 BPO_ROOT = BPO_LAB.root
-# The oldest and the newest Debian libvirt hosts in support (tests/test_lab_ends.py).
+# The oldest and the newest Debian libvirt hosts in support (tests/lab/test_ends.py).
 BULLSEYE_LAB = chroot_lab("bullseye", "5.2", "Debian 11 QEMU 5.2 + libvirt 7.0 + Python 3.9 (chroot)")
 FORKY_LAB = chroot_lab("forky", "11.1", "Debian forky QEMU 11.1 + libvirt 12.8 (chroot)")
-LABS = {lab.key: lab for lab in (HOST_LAB, BPO_LAB)}  # the full matrices (tests/test_lab_qemu.py)
+LABS = {lab.key: lab for lab in (HOST_LAB, BPO_LAB)}  # the full matrices (tests/lab/test_qemu.py)
 END_LABS = {lab.key: lab for lab in (BULLSEYE_LAB, FORKY_LAB)}
 
 # 16-bit real mode: CPUID 0x40000001, print EAX as 8 hex digits + newline on COM1 (0x3F8), halt.

@@ -1,6 +1,6 @@
 """Guests against QEMU's own answer: define a guest through a lab's libvirt, start it paused, read every
 property the tool models from vCPU 0 (qom-get) and compare with what the engine says for that definition
-and that host. Used by the lab matrices (tests/test_lab_qemu.py, tests/test_lab_ends.py)."""
+and that host. Used by the lab matrices (tests/lab/test_qemu.py, tests/lab/test_ends.py)."""
 
 from __future__ import annotations
 

@@ -251,7 +251,7 @@ _DIGITS = frozenset("0123456789")
 def plain_toml(text: str) -> dict | None:
     """What tomllib.loads makes of a config written the plain way (comments, `[hook]` once, `key = "text"`,
     `key = 12`, `key = 1.5`, `key = true`), or None for anything else, which tomllib then reads (and
-    refuses, with its message). Same result as tomllib wherever it answers (tests/test_config_plain.py)."""
+    refuses, with its message). Same result as tomllib wherever it answers (tests/unit/core/test_config_plain.py)."""
     data: dict = {}
     table = data
     lines = text.split("\n")

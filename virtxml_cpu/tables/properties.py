@@ -76,7 +76,8 @@ class Property(namedtuple("Property", "name cpuid since since_source named_defau
 # (54b8dc7c19). Since then +/- set the QOM property named as written (x86_cpu_expand_features), so an underscore
 # spelling is taken only where an alias is registered (x86_cpu_initfn's object_property_add_alias list); others
 # refuse: "Property 'qemu64-x86_64-cpu.kvm_pv_tlb_flush' not found". QEMU 5.2.0, 7.2.22, 10.0.2 and 11.1.2 run here
-# alike, each property's +u, -u, u=on and bare u (tests/test_tables.py test_flag_spellings_as_qemu_runs_them).
+# alike, each property's +u, -u, u=on and bare u (tests/unit/core/test_lifecycle.py
+# test_flag_spellings_as_qemu_runs_them).
 _OLD_NAME = {"dash_flag": (2, 8)}  # an underscore name before 2.8 (fc7dfd205f), its alias from then (54b8dc7c19)
 
 

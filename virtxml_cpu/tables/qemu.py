@@ -52,7 +52,7 @@ class IrqchipRule(namedtuple("IrqchipRule", "since conflict source")):
     source: str
 
 
-_IRQCHIP_SEEN = ("QEMU {} run here (tests/test_lab_irqchip.py): -machine twice, both spellings, -accel before and after "
+_IRQCHIP_SEEN = ("QEMU {} run here (tests/lab/test_irqchip.py): -machine twice, both spellings, -accel before and after "
                  "-machine, two -accel")
 IRQCHIP: tuple[IrqchipRule, ...] = (
     IrqchipRule(None, None,
