@@ -413,7 +413,7 @@ def test_one_ascii_version_parser_and_one_libvirt_version_decoder():
 
 def test_one_candidate_list_and_one_unprivileged_user_rule(world, monkeypatch):
     from virtxml_cpu.host import local_qemu as host_local_qemu
-    from virtxml_cpu.verify import runner
+    from virtxml_cpu.verify import launch as runner
 
     assert host_local_qemu.CANDIDATES == ("qemu-system-x86_64", "/usr/libexec/qemu-kvm")
     monkeypatch.setenv("PATH", str(world / "empty"))

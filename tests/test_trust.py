@@ -409,14 +409,14 @@ def test_postrm_honours_dpkg_root_on_every_path(tmp_path, action):
 @ROOT_ONLY
 def test_verify_record_goes_through_no_link_of_theirs(their_dir, fake):
     from virtxml_cpu.verify import run as verify
-    from virtxml_cpu.verify import record, runner
+    from virtxml_cpu.verify import launch as runner, record
     from virtxml_cpu.host.sources import assemble
 
     home, protected = their_dir
     as_nobody("ln", "-s", str(protected), str(home / "lib"))
     build = runner.probe(fake())
     host = assemble(verify.sources(verify.VerifyOptions(), build, kvm=False))
-    outcome = verify.Outcome(build, host, runner.Identity("test"), [], [], [], [], None, 0.0)
+    outcome = verify.VerifyResult(build, host, runner.Identity("test"), [], [], [], [], None, 0.0)
     note = record.write_record(outcome, str(home / "lib" / "record.json"))
     assert note.startswith("not recorded") and list(protected.iterdir()) == [], note
 
