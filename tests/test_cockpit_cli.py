@@ -15,7 +15,7 @@ import pytest
 
 from virtxml_cpu import cli
 from virtxml_cpu.hook import install
-from virtxml_cpu.render.records import SCHEMA_VERSION
+from virtxml_cpu.live.records import SCHEMA_VERSION
 
 from .conftest import ROOT
 
@@ -210,7 +210,7 @@ def test_the_built_page_is_what_the_package_ships():
 def test_the_page_reads_only_keys_the_records_have():
     """The typed contract: every key of a domain record the page reads (row.KEY, r.KEY) is one audit's
     JSON domain record has, every key of its details (x.KEY) one `--details` gives, and the schema the
-    page checks is render/records.py's."""
+    page checks is live/records.py's."""
     pytest.importorskip("libvirt")
     src = page_source()
     assert re.search(r"const SCHEMA = (\d+);", src).group(1) == str(SCHEMA_VERSION)

@@ -106,6 +106,7 @@ LAYERS = (
     ("virtxml_cpu.core",),  # the facts, the pure resolution and decision, the pipeline and its memo
     ("virtxml_cpu.host",),  # asking the host: the sources, the local QEMU, libvirt's caches and connection
     ("virtxml_cpu.verify",),  # the rules against the host's QEMU
+    ("virtxml_cpu.live.records",),  # the live verbs' results, beside them; render reads them, the hook's queue keeps them
     ("virtxml_cpu.render",),  # records -> the bytes a person or a program reads
     ("virtxml_cpu.hook",),  # the libvirt qemu hook: front, entry, evaluation, digest, queue, install
     ("virtxml_cpu.live",),  # apply, audit and watch over libvirt connections

@@ -21,7 +21,7 @@ import pytest
 
 from virtxml_cpu.hook import evaluate, spool
 from virtxml_cpu.core.domain import canonical_uuid
-from virtxml_cpu.render.records import ApplyOutcome
+from virtxml_cpu.live.records import ApplyOutcome
 from virtxml_cpu.fs.temps import remove_stale_temps
 
 from .conftest import FIXTURES, ROOT, Capture

@@ -378,7 +378,7 @@ def _ask(prompt: str) -> bool:
 def _apply(args) -> int:
     from .host.connection import deadlines
     from .live.apply import ApplyOptions, ApplyResult, Selection, apply_with_deadline
-    from .render.records import FAILED, UNKNOWN, WOULD_CHANGE
+    from .live.records import FAILED, UNKNOWN, WOULD_CHANGE
     from .render.applylines import summary
     from .render.commands import apply_fix
 
@@ -421,7 +421,7 @@ def _audit(args) -> int:
     import time
 
     from .live import audit
-    from .render.records import summarize
+    from .live.records import summarize
     from .render.formats import RENDERERS, emit
     from .host.connection import deadlines
     from .render.table import fix_lines, summary_line
