@@ -435,7 +435,7 @@ def test_hook_install_renders_the_directories_it_checked(shared, monkeypatch):
     """`hook install` asked where lxml is twice, once for the check and once for the script: when the answer
     changed in between (another lxml found, another copy in sys.modules), the script imported from a
     directory nobody had checked, such as another user's. It asks once and renders what it checked."""
-    from virtxml_cpu.hook import install
+    from virtxml_cpu.hook import install, status as hook_status
 
     theirs_dir = shared / "their-lib"
     (theirs_dir / "lxml").mkdir(parents=True)
@@ -446,4 +446,4 @@ def test_hook_install_renders_the_directories_it_checked(shared, monkeypatch):
     install.install(str(hooks), "audit", None, legacy=True, digest_dir="")
     settings = install.installed_settings((hooks / "qemu").read_text())
     assert settings["LIB_DIRS"] == ("" if LXML_DIR == install.PACKAGE_PARENT else LXML_DIR), settings
-    assert not install.installed_problems(hooks / "qemu", settings["PYTHON"], settings)
+    assert not hook_status.installed_problems(hooks / "qemu", settings["PYTHON"], settings)

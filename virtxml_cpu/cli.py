@@ -489,7 +489,7 @@ def _watch(args) -> int:
 
 
 def _hook(args) -> int:
-    from .hook import install
+    from .hook import install, status as hook_status
 
     if args.action == "install":
         lines = install.install(args.hooks_dir, args.mode, args.config, args.legacy, args.digest_dir)
@@ -501,7 +501,7 @@ def _hook(args) -> int:
         print(json.dumps(rec))
         return EXIT_OK if rec["trusted"] else EXIT_WORK_FOUND
     else:
-        installed, lines = install.status(args.hooks_dir)
+        installed, lines = hook_status.status(args.hooks_dir)
         print("\n".join(lines))
         return EXIT_OK if installed else EXIT_WORK_FOUND
     print("\n".join(lines))
@@ -511,10 +511,10 @@ def _hook(args) -> int:
 def hook_status_record(hooks_dir: str = DEFAULT_HOOKS_DIR) -> dict:
     """`hook status --format json`: the hook as install.status_record finds it, and the local QEMU with
     its last verify pass."""
-    from .hook import install
+    from .hook import install, status as hook_status
     from .verify.record import local_binary, read_record, record_key
 
-    rec = install.status_record(hooks_dir)
+    rec = hook_status.status_record(hooks_dir)
     binary = local_binary()
     rec["qemu"] = None if binary is None else {
         "emulator": binary[0], "version": binary[1], "package": binary[2],

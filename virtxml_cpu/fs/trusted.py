@@ -143,6 +143,20 @@ def check_ancestors(path: str, owners: tuple[int, ...] = (0,)) -> str | None:
     return resolve_trusted(path, owners)[1]
 
 
+def check_dir(path: str, owners: tuple[int, ...] = (0,)) -> str | None:
+    """Why someone not in `owners` could put a name into the directory `path`, or None: the way to it
+    (check_ancestors) and the directory itself, where a sticky bit excuses nothing (anyone may add a name
+    to /tmp). The rule the hook's front applies to a directory it imports from (hook/qemu-hook)."""
+    why = check_ancestors(os.path.join(path, "x"), owners)
+    if why:
+        return why
+    try:
+        problem = check_trusted(os.stat(path), owners)
+    except OSError as e:
+        return f"{path}: {e.strerror or e}"
+    return f"{path} {problem}" if problem else None
+
+
 def check_tree(top: str, owners: tuple[int, ...] = (0,)) -> str | None:
     """Why code under `top` (and the directories above it) could be changed by someone not in `owners`,
     or None: what root will import must be root's alone. A symbolic link inside is followed and what it
