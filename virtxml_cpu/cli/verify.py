@@ -8,8 +8,7 @@ import sys
 
 from ..constants import VERIFIED_RECORD
 from ..errors import EXIT_OK
-from ..verify.compare import MODE_KEYS
-from ..verify.types import DEFAULT_TIMEOUT, DEFAULT_WORKERS, MAX_WORKERS
+from ..verify.types import DEFAULT_TIMEOUT, DEFAULT_WORKERS, MAX_WORKERS, MODE_KEYS
 from .options import EPILOG, build_option, config_option, seconds
 
 

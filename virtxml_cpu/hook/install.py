@@ -9,15 +9,14 @@ from __future__ import annotations
 import os
 import re
 import sys
-from importlib import resources
 from pathlib import Path
 
 from ..errors import BadInput, EnvironmentProblem, shown
-from ..fs.files import write_output
-from ..host import daemons
-from ..host.local_qemu import run_trusted, which
 from ..fs.trusted import resolve_trusted
 from .trust import PACKAGE_PARENT, allowed_owners, lib_dirs, untrusted_code
+
+# What runs programs and writes files is imported where it is used: the command imports this module for
+# its defaults whatever the verb.
 
 DEFAULT_HOOKS_DIR = "/etc/libvirt/hooks"
 MARKER = "# managed by `virtxml-cpu hook install`; `virtxml-cpu hook uninstall` removes it"
@@ -28,6 +27,9 @@ HOOK_MODE = 0o755  # libvirtd runs it; only root may change it
 def libvirt_version() -> tuple[int, ...] | None:
     """The local libvirt's version from `virtqemud --version` (or libvirtd's), run only as a trusted
     binary is (local_qemu.run_trusted: root-owned, nobody else may write it, unprivileged)."""
+    from ..host import daemons
+    from ..host.local_qemu import run_trusted, which
+
     for name in daemons.DAEMONS:
         path = which(name) or which(name, "/usr/sbin:/sbin")
         out = run_trusted(path, "--version") if path else None
@@ -39,6 +41,8 @@ def libvirt_version() -> tuple[int, ...] | None:
 
 def template() -> str:
     """The hook's shell front, shipped as package data (wheel, sdist and source tree alike)."""
+    from importlib import resources
+
     return resources.files("virtxml_cpu").joinpath("hook", "qemu-hook").read_text(encoding="utf-8")
 
 
@@ -123,6 +127,9 @@ def install(hooks_dir: str, mode: str | None, config: str | None, legacy: bool |
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise EnvironmentProblem(f"{path.parent}: {e.strerror}") from None
+    from ..fs.files import write_output
+    from ..host import daemons
+
     write_output(str(path), text.encode(), [], mode=HOOK_MODE)
     return [f"installed {path} ({what})", daemons.reload_note(daemons.qemu_daemon())]
 
@@ -140,6 +147,8 @@ def _check_config(config: str) -> None:
 
 
 def uninstall(hooks_dir: str) -> list[str]:
+    from ..host import daemons
+
     msgs = []
     for path in (Path(hooks_dir) / "qemu.d" / "virtxml-cpu", Path(hooks_dir) / "qemu"):
         if path.exists() and is_ours(path):

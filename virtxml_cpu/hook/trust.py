@@ -14,8 +14,6 @@ from pathlib import Path
 
 from ..errors import shown
 from ..fs.trusted import check_ancestors, check_dir, check_trusted, check_tree, read_regular, resolve_trusted
-from ..host.local_qemu import run
-from .import_guard import Checker
 
 PACKAGE_PARENT = str(Path(__file__).resolve().parent.parent.parent)  # the directory the hook puts on sys.path
 
@@ -110,6 +108,8 @@ def _isolated_path(python: str) -> tuple[list[str], str | None]:
     it is known to be root's alone (local_qemu.run; as root, since root runs it as the hook anyway)."""
     import json
 
+    from ..host.local_qemu import run
+
     out, why = run(python, "-I", "-S", "-c", "import sys, json; print(json.dumps(sys.path))", timeout=30,
                    as_root=True)
     try:
@@ -128,6 +128,8 @@ def _import_path_problem(dirs: tuple[str, ...], owners: tuple[int, ...]) -> str 
         why = check_dir(directory, owners)
         if why:
             return why
+    from .import_guard import Checker
+
     why = Checker(dirs, owners).tree_problem()
     return shown(why) if why else None  # a link's target is named as its owner chose
 

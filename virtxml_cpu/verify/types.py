@@ -15,6 +15,7 @@ from ..core.machines import format_version
 DEFAULT_TIMEOUT = 20.0  # seconds one QEMU may take from exec to its last answer (~0.1 s here)
 DEFAULT_RECORD = "/var/lib/virtxml-cpu/verified.json"
 DEFAULT_WORKERS, MAX_WORKERS = 2, 8  # QEMUs started at a time
+MODE_KEYS = ("default", "intel", "amd", "host", "max")  # the CPU models verify starts QEMU with
 
 
 def record_key(emulator: str, version: str, package: str) -> str:
