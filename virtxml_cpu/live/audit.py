@@ -64,7 +64,7 @@ def audit_one(uri: str, dom, host, opts: AuditOptions) -> AuditRow:
     """One domain's row on an open connection (watching a host: the domain an event named); an error is
     the row's, as in audit_host."""
     libvirt = libvirt_module()
-    fetched = _fetch(dom, set(), set(), set())
+    fetched = _fetch(dom, {}, set(), set())
     try:
         return _audit_domain(uri, dom, host, opts, fetched)
     except libvirt.libvirtError as e:
@@ -100,7 +100,7 @@ def audit_connection(uri: str, conn, opts: AuditOptions, host=None, started: flo
         listed = conn.listAllDomains()
         active = {d.UUIDString() for d in conn.listAllDomains(libvirt.VIR_CONNECT_LIST_DOMAINS_ACTIVE)}
         transient = {d.UUIDString() for d in conn.listAllDomains(libvirt.VIR_CONNECT_LIST_DOMAINS_TRANSIENT)}
-        known = {d.UUIDString() for d in listed}
+        known = {d: d.UUIDString() for d in listed}  # the listing's handles, each UUID asked once
         doms, unknown_names = reader.domains(conn, opts.names, listed)
         rows += [AuditRow(uri, n, error=message) for n, message in unknown_names]  # that name's row, not the host's
         unknown = len(rows)  # the unknown names' rows, before the domains'
@@ -149,13 +149,14 @@ class Fetched(namedtuple("Fetched", "uuid flags xml live status size")):
     size: int
 
 
-def _fetch(dom, known: set, active: set, transient: set) -> Fetched:
-    uuid = dom.UUIDString()
+def _fetch(dom, known: dict, active: set, transient: set) -> Fetched:
+    uuid = known.get(dom)
     answers: list = []
     try:
-        if uuid in known:
+        if uuid is not None:
             is_active, is_persistent = uuid in active, uuid not in transient
         else:  # not in the listing: asked of the domain itself
+            uuid = dom.UUIDString()
             is_active, is_persistent = bool(dom.isActive()), bool(dom.isPersistent())
         answers.append((is_active, is_persistent))
         answers.append(reader.definition(dom, persistent=is_persistent))
