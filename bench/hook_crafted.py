@@ -245,6 +245,7 @@ SCANNERS: dict[str, tuple[str, ...] | str] = {
     "virtxml_cpu.errors": NO_DEFINITION + " (exception classes)",
     "virtxml_cpu.fs.trusted": NO_DEFINITION + " (opens files by fixed paths)",
     "virtxml_cpu.fs.atomic": NO_DEFINITION + " (writes the digest's entry)",
+    "virtxml_cpu.fs.temps": NO_DEFINITION + " (names and clears the atomic writer's temporary files)",
 }
 
 

@@ -15,7 +15,8 @@ import pytest
 
 from virtxml_cpu import cli
 from virtxml_cpu.hook import install
-from virtxml_cpu.render.records import SCHEMA_VERSION
+from virtxml_cpu.hook import status as hook_status
+from virtxml_cpu.live.records import SCHEMA_VERSION
 
 from tests.support import ROOT
 
@@ -94,12 +95,12 @@ def test_hook_status_json_is_the_text_status_as_data(tmp_path, capsys):
     assert code == (0 if rec["trusted"] else 1) and rec["trusted"] == (not rec["hooks"][0]["problems"])
     [hook] = rec["hooks"]
     assert rec["installed"] and hook["ours"] and hook["mode"] == "queue" and hook["path"].endswith("qemu.d/virtxml-cpu")
-    trusted, text = install.status(str(hooks))
+    trusted, text = hook_status.status(str(hooks))
     assert trusted == rec["trusted"] and f"{hook['path']}: installed, mode queue" in text[1]
     (hooks / "qemu").write_text("#!/bin/sh\nexit 0\n")
-    rec = install.status_record(str(hooks))
+    rec = hook_status.status_record(str(hooks))
     assert [h["ours"] for h in rec["hooks"]] == [True, False]
-    assert f"{hooks}/qemu: present, not ours" in install.status(str(hooks))[1]
+    assert f"{hooks}/qemu: present, not ours" in hook_status.status(str(hooks))[1]
 
 
 # Names a local user may give a domain (libvirt refuses only '/' and newlines): each must reach apply as
@@ -210,7 +211,7 @@ def test_the_built_page_is_what_the_package_ships():
 def test_the_page_reads_only_keys_the_records_have():
     """The typed contract: every key of a domain record the page reads (row.KEY, r.KEY) is one audit's
     JSON domain record has, every key of its details (x.KEY) one `--details` gives, and the schema the
-    page checks is render/records.py's."""
+    page checks is live/records.py's."""
     pytest.importorskip("libvirt")
     src = page_source()
     assert re.search(r"const SCHEMA = (\d+);", src).group(1) == str(SCHEMA_VERSION)

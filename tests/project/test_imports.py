@@ -70,7 +70,7 @@ def cycle_through(graph: dict[str, set[str]], start: str) -> list[str] | None:
 def test_the_graph_sees_imports_of_every_kind():
     """The checker itself: it finds verify's lazy import of its runner and the records every module uses."""
     graph = import_graph()
-    assert "virtxml_cpu.verify.runner" in graph["virtxml_cpu.verify.run"]
+    assert "virtxml_cpu.verify.launch" in graph["virtxml_cpu.verify.run"]
     assert "virtxml_cpu.verify.types" in graph["virtxml_cpu.verify.record"]
     assert "virtxml_cpu.fs.files" in graph["virtxml_cpu.verify.record"]
     assert cycle_through({"a": {"b"}, "b": {"c"}, "c": {"a"}}, "a") == ["a", "b", "c", "a"]
@@ -106,6 +106,7 @@ LAYERS = (
     ("virtxml_cpu.core",),  # the facts, the pure resolution and decision, the pipeline and its memo
     ("virtxml_cpu.host",),  # asking the host: the sources, the local QEMU, libvirt's caches and connection
     ("virtxml_cpu.verify",),  # the rules against the host's QEMU
+    ("virtxml_cpu.live.records",),  # the live verbs' results, beside them; render reads them, the hook's queue keeps them
     ("virtxml_cpu.render",),  # records -> the bytes a person or a program reads
     ("virtxml_cpu.hook",),  # the libvirt qemu hook: front, entry, evaluation, digest, queue, install
     ("virtxml_cpu.live",),  # apply, audit and watch over libvirt connections

@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from tests.support.qemu import FAKE_QEMU, MACHINES
-from virtxml_cpu.verify import runner as qemu_runner
+from virtxml_cpu.verify import launch
 
 
 @pytest.fixture
@@ -19,5 +19,5 @@ def fake(tmp_path, monkeypatch):
 
     def runner(**spec):
         monkeypatch.setenv("FAKE_QEMU", json.dumps({"machines": MACHINES, **spec}))
-        return qemu_runner.Runner(str(script), qemu_runner.Identity("test"), spec.get("timeout", 5))
+        return launch.Runner(str(script), launch.Identity("test"), spec.get("timeout", 5))
     return runner

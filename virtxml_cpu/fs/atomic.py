@@ -1,12 +1,12 @@
 """The one place a file is written: replaced whole, or created where no file is, and durably.
 
 Both work in a directory already open (its fd: whoever can rename the directory's path cannot steer the
-write elsewhere) and start alike: a new O_CREAT|O_EXCL|O_NOFOLLOW temporary file (trusted.create_temp) is
+write elsewhere) and start alike: a new O_CREAT|O_EXCL|O_NOFOLLOW temporary file (temps.create_temp) is
 written, given its attributes and fsynced. `replace_at` then renames it over the name; `create_at` links it
 under a name that must not exist yet (never over a file, never through a link). Last, the directory is
 fsynced, so the new name survives a power cut. A crash at any point leaves the old file or the new one,
 never a part of either; at most a temporary file is left, which the next write in that directory removes
-(trusted.remove_stale_temps). Used by fs/files.py (`--in-place`, `-o` and what goes through it: the audit
+(temps.remove_stale_temps). Used by fs/files.py (`--in-place`, `-o` and what goes through it: the audit
 report, the verified record, the hook's front; backups; root's fresh files), the spool's entries, the
 restore marks, the capabilities cache and digest.
 """
@@ -18,7 +18,7 @@ import os
 import stat
 from collections.abc import Callable, Iterable
 
-from .trusted import create_temp, remove_stale_temps
+from .temps import create_temp, remove_stale_temps
 
 _CREATE_ONLY = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 _NO_HARD_LINKS = (errno.EPERM, errno.EOPNOTSUPP, errno.EXDEV)  # link(2) refused by the filesystem

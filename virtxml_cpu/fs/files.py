@@ -28,6 +28,7 @@ from typing import TypeVar
 from ..errors import BadInput, EnvironmentProblem, VirtxmlCpuError, shown
 from ..xml.parse import MAX_INPUT_BYTES
 from .atomic import create_at, replace_at
+from .attributes import keep_attributes, prepare
 from .paths import NOT_REGULAR, Place, env_error, locate, moved, os_error, root_may_not_replace
 
 T = TypeVar("T")
@@ -163,7 +164,7 @@ def write_backup(place: Place, suffix: str, data: bytes, src_fd: int) -> str:
     tails = [suffix + (f".{n}" if n else "") for n in range(MAX_BACKUP_NUMBER + 1)]
     try:
         made = create_at(place.dfd, (place.name + tail for tail in tails), data,
-                         prepare=lambda fd: _keep_attributes(fd, src_fd, place.shown))
+                         prepare=lambda fd: keep_attributes(fd, src_fd, place.shown))
     except OSError as e:
         if e.filename2 is not None:  # making that name failed
             raise env_error(place.shown + e.filename2[len(place.name):], e, "; nothing was written") from None
@@ -202,10 +203,10 @@ def _existing_backup(place: Place, suffix: str, data: bytes, st: os.stat_result)
         os.close(fd)
 
 
-def write_output(path: str, data: bytes, inputs: list[str]) -> None:
+def write_output(path: str, data: bytes, inputs: list[str], mode: int | None = None) -> None:
     """`-o FILE`: replace a regular file atomically (keeping its owner, mode, xattrs) or create it; refuse a
     device or FIFO unless it is this process's own stdout, and refuse any input file under another name.
-    A final symbolic link is followed as `update_in_place` does."""
+    A final symbolic link is followed as `update_in_place` does. `mode`: the new file's mode instead."""
     try:
         st = os.stat(path)  # /dev/stdout and /dev/fd/1 are links the kernel resolves
     except FileNotFoundError:
@@ -250,71 +251,34 @@ def write_output(path: str, data: bytes, inputs: list[str]) -> None:
             raise EnvironmentProblem(f"-o {shown(path)}: as root, nothing another user can change is replaced "
                                      f"({why}); nothing was written; name a new file, or run as that user")
         if why:
-            fresh_file(place, data, path)
+            fresh_file(place, data, path, mode)
             return
-        _replace(place, data, fd, path, None)
+        _replace(place, data, fd, path, None, mode)
     finally:
         if fd is not None:
             os.close(fd)
         os.close(place.dfd)
 
 
-def _replace(place: Place, data: bytes, src_fd: int | None, shown_as: str, locked: os.stat_result | None) -> None:
+def _replace(place: Place, data: bytes, src_fd: int | None, shown_as: str, locked: os.stat_result | None,
+             mode: int | None = None) -> None:
     """atomic.replace_at in the directory `place` holds: attributes copied from `src_fd` (or a new file's
-    defaults), and right before the rename, the check that the path still names that directory (and file)."""
-    def attributes(fd: int) -> None:
-        if src_fd is None:
-            _default_mode(fd)
-        else:
-            _keep_attributes(fd, src_fd, shown_as)
-
+    defaults; `mode` where given), and right before the rename, the check that the path still names that
+    directory (and file)."""
     try:
-        replace_at(place.dfd, place.name, data, prepare=attributes,
+        replace_at(place.dfd, place.name, data, prepare=prepare(src_fd, shown_as, mode),
                    before_rename=lambda: _still_named(place, shown_as, locked))
     except OSError as e:
         raise env_error(shown_as, e, "; the original is unchanged") from None
 
 
-def fresh_file(place: Place, data: bytes, shown_as: str) -> None:
-    """A new file `place.name` holding `data`, mode 0666 less the umask (atomic.create_at): never over an
-    existing name, never through a link. Root's only way to write into a directory another user can
+def fresh_file(place: Place, data: bytes, shown_as: str, mode: int | None = None) -> None:
+    """A new file `place.name` holding `data`, mode 0666 less the umask or `mode` (atomic.create_at): never
+    over an existing name, never through a link. Root's only way to write into a directory another user can
     change."""
     try:
-        made = create_at(place.dfd, [place.name], data, prepare=_default_mode)
+        made = create_at(place.dfd, [place.name], data, prepare=prepare(None, shown_as, mode))
     except OSError as e:
         raise env_error(shown_as, e, "; nothing was written") from None
     if made is None:
         raise EnvironmentProblem(f"{shown(shown_as)}: appeared while it was being written; nothing was written")
-
-
-def _default_mode(fd: int) -> None:
-    """A new file's mode, as open(2) would give it: 0666 less the umask."""
-    umask = os.umask(0)
-    os.umask(umask)
-    os.fchmod(fd, 0o666 & ~umask)
-
-
-def _keep_attributes(fd: int, src_fd: int, shown_as: str) -> None:
-    """Owner, group, mode, then extended attributes (ACLs included) of the open file `src_fd` onto the new
-    file `fd`; refuse with a clear message when they cannot all be kept (the caller removes the new file)."""
-    st = os.fstat(src_fd)
-    if (st.st_uid, st.st_gid) != (os.geteuid(), os.getegid()):
-        try:
-            os.fchown(fd, st.st_uid if st.st_uid != os.geteuid() else -1, st.st_gid)
-        except PermissionError:
-            raise EnvironmentProblem(
-                f"{shown(shown_as)}: cannot keep its owner/group {st.st_uid}:{st.st_gid} (only root or the "
-                "owner may); nothing was written; run as that user or as root") from None
-    os.fchmod(fd, stat.S_IMODE(st.st_mode))
-    try:
-        names = os.listxattr(src_fd)
-    except OSError as e:
-        if e.errno in (errno.ENOTSUP, errno.EOPNOTSUPP):
-            return
-        raise
-    for name in names:
-        try:
-            os.setxattr(fd, name, os.getxattr(src_fd, name))
-        except OSError as e:
-            raise EnvironmentProblem(f"{shown(shown_as)}: cannot keep its extended attribute {name} "
-                                     f"({e.strerror}); nothing was written") from None

@@ -21,7 +21,7 @@ import time
 from dataclasses import dataclass
 
 from ..core.domain import canonical_uuid
-from ..render.records import ApplyOutcome
+from ..live.records import ApplyOutcome
 from ..fs.atomic import replace_at
 from ..fs.trusted import check_private_dir, open_private_dir, read_regular
 
@@ -41,7 +41,7 @@ OUTCOME_FIELDS = ("host", "domain", "kind", "reason")  # what an entry keeps of 
 
 @dataclass(frozen=True)
 class Entry:
-    """One queued fix, as read (fields spelled as in virtxml_cpu.render.records)."""
+    """One queued fix, as read (fields spelled as in virtxml_cpu.live.records)."""
 
     path: str
     uuid: str

@@ -1,6 +1,6 @@
 """The QEMU on this host: which binary, whether it may be run, as whom, and what it says of itself.
 
-Every QEMU the tool runs goes through here (verify's paused QEMUs through verify/runner.py, with the same trust
+Every QEMU the tool runs goes through here (verify's paused QEMUs through verify/launch.py, with the same trust
 check and user rule): one finder (this_host: libvirt's emulator where its capabilities cache names one,
 else the first of CANDIDATES), one trust check, one unprivileged-user rule, one way to run a binary. The
 hook runs nothing. Parsing what a QEMU answers is hostfacts' (pure; parse_version_line here only formats).

@@ -19,11 +19,12 @@ from ..hook import spool
 from ..core.config import Config
 from ..errors import EnvironmentProblem, VirtxmlCpuError, failure, shown, shown_lines
 from ..core.hostfacts import HostFacts
+from ..host import reader
 from ..host.connection import DEFAULT_TIMEOUT, libvirt_module, open_connection, open_for_reading
 from ..host.sources import HostSources, connection_facts
 from ..core.decision import fixable, stack_note
 from ..core.pipeline import process
-from ..render.records import CHANGED, FAILED, MANAGED, SKIPPED, UNCHANGED, UNKNOWN, WOULD_CHANGE, ApplyOutcome
+from .records import CHANGED, FAILED, MANAGED, SKIPPED, UNCHANGED, UNKNOWN, WOULD_CHANGE, ApplyOutcome
 from ..render import applylines
 from ..render.explain import unified_diff
 from ..tables import orchestrators
@@ -153,7 +154,6 @@ def apply_into(uri: str, which: Selection, opts: ApplyOptions, res: ApplyResult)
 def apply_on(target: Target, which: Selection, opts: ApplyOptions, res: ApplyResult,
              now: float | None = None) -> None:
     """Apply over an open connection (watch keeps one); per-domain outcomes are said and counted in `res`."""
-    libvirt = libvirt_module()
     if which.pending:
         for entry in spool.entries(opts.cfg.spool, warn=lambda m: opts.say(m, True)):
             if now is not None and not entry.due(now):
@@ -163,15 +163,9 @@ def apply_on(target: Target, which: Selection, opts: ApplyOptions, res: ApplyRes
             except VirtxmlCpuError as e:  # one entry's problem never stops the queue
                 opts.say(*applylines.queue_not_applied(entry.domain or entry.uuid, str(e)))
         return
-    if which.all_domains:
-        doms = target.conn.listAllDomains()
-    else:
-        doms = []
-        for name in which.names:
-            try:
-                doms.append(target.conn.lookupByName(name))
-            except libvirt.libvirtError as e:
-                report(opts, ApplyOutcome(target.uri, name, UNKNOWN, e.get_error_message()), res)
+    doms, unknown = reader.domains(target.conn, () if which.all_domains else which.names)
+    for name, message in unknown:
+        report(opts, ApplyOutcome(target.uri, name, UNKNOWN, message), res)
     res.todo = [d.name() for d in doms]
     for dom in doms:
         report(opts, apply_one(target, dom, opts), res)
@@ -225,7 +219,6 @@ def managed_reason(stack: str) -> str:
 def apply_domain(target: Target, dom, opts: ApplyOptions) -> ApplyOutcome:
     """Fix one domain's persistent definition; what was done (or why not) is the outcome."""
     libvirt = libvirt_module()
-    flags = libvirt.VIR_DOMAIN_XML_INACTIVE | libvirt.VIR_DOMAIN_XML_SECURE
     name, uuid = dom.name(), dom.UUIDString()  # held by the handle: no round trip, cannot fail
 
     stack = None
@@ -236,7 +229,7 @@ def apply_domain(target: Target, dom, opts: ApplyOptions) -> ApplyOutcome:
     try:
         if not dom.isPersistent():
             return outcome(SKIPPED, "transient domain (no persistent definition to fix)")
-        xml = dom.XMLDesc(flags).encode()
+        xml = reader.definition(dom, secure=True, persistent=True)
     except libvirt.libvirtError as e:
         return outcome(FAILED, f"vanished before it could be read: {e.get_error_message()}")
     o = process(xml, name, target.facts, opts.cfg, opts.policy, opts.style)
@@ -258,10 +251,10 @@ def apply_domain(target: Target, dom, opts: ApplyOptions) -> ApplyOutcome:
     try:
         # The window that remains: from libvirtd answering this compare to it handling defineXML, about one
         # round trip on the open connection (docs/live.md, "Apply"); libvirt has no compare-and-define.
-        if dom.XMLDesc(flags).encode() != xml:
+        if reader.definition(dom, secure=True, persistent=True) != xml:
             return outcome(SKIPPED, "changed meanwhile: its definition changed while we worked", notes)
         new = target.conn.defineXML(text)
-        after = new.XMLDesc(flags).encode()
+        after = reader.definition(new, secure=True, persistent=True)
     except libvirt.libvirtError as e:
         return outcome(FAILED, f"define failed, definition unchanged: {e.get_error_message()}", notes)
     if new.UUIDString() != uuid:

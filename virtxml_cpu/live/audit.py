@@ -18,13 +18,14 @@ from dataclasses import dataclass
 from ..tables import guest_os
 from ..core.config import Config
 from ..errors import HostTimeout, VirtxmlCpuError, failure
+from ..host import reader
 from ..host.connection import DEFAULT_TIMEOUT, HOST_TIMEOUT_FACTOR, libvirt_module, open_for_reading
 from ..host.sources import HostSources, connection_facts
 from ..core.decision import fixable
 from ..core.pipeline import process
 from ..render import explain
 from ..render.commands import stack_command
-from ..render.records import OK, TIMED_OUT, UNREACHABLE, AuditRow, HostResult, RowDecision
+from .records import OK, TIMED_OUT, UNREACHABLE, AuditRow, HostResult, RowDecision
 
 STATES = {0: "no state", 1: "running", 2: "blocked", 3: "paused", 4: "shutdown", 5: "shut off", 6: "crashed",
           7: "suspended"}
@@ -63,7 +64,7 @@ def audit_one(uri: str, dom, host, opts: AuditOptions) -> AuditRow:
     """One domain's row on an open connection (watching a host: the domain an event named); an error is
     the row's, as in audit_host."""
     libvirt = libvirt_module()
-    fetched = _fetch(dom, set(), set(), set())
+    fetched = _fetch(dom, {}, set(), set())
     try:
         return _audit_domain(uri, dom, host, opts, fetched)
     except libvirt.libvirtError as e:
@@ -99,20 +100,9 @@ def audit_connection(uri: str, conn, opts: AuditOptions, host=None, started: flo
         listed = conn.listAllDomains()
         active = {d.UUIDString() for d in conn.listAllDomains(libvirt.VIR_CONNECT_LIST_DOMAINS_ACTIVE)}
         transient = {d.UUIDString() for d in conn.listAllDomains(libvirt.VIR_CONNECT_LIST_DOMAINS_TRANSIENT)}
-        known = {d.UUIDString() for d in listed}
-        doms = listed
-        if opts.names:
-            by_name = {d.name(): d for d in listed}
-            doms = []
-            for n in opts.names:  # an unknown name is that name's row, not the host's failure
-                dom = by_name.get(n)
-                if dom is None:  # libvirt's own answer: defined since the listing, or its error message
-                    try:
-                        dom = conn.lookupByName(n)
-                    except libvirt.libvirtError as e:
-                        rows.append(AuditRow(uri, n, error=e.get_error_message()))
-                        continue
-                doms.append(dom)
+        known = {d: d.UUIDString() for d in listed}  # the listing's handles, each UUID asked once
+        doms, unknown_names = reader.domains(conn, opts.names, listed)
+        rows += [AuditRow(uri, n, error=message) for n, message in unknown_names]  # that name's row, not the host's
         unknown = len(rows)  # the unknown names' rows, before the domains'
         i = 0
         while i < len(doms):
@@ -159,23 +149,23 @@ class Fetched(namedtuple("Fetched", "uuid flags xml live status size")):
     size: int
 
 
-def _fetch(dom, known: set, active: set, transient: set) -> Fetched:
-    libvirt = libvirt_module()
-    uuid = dom.UUIDString()
+def _fetch(dom, known: dict, active: set, transient: set) -> Fetched:
+    uuid = known.get(dom)
     answers: list = []
     try:
-        if uuid in known:
+        if uuid is not None:
             is_active, is_persistent = uuid in active, uuid not in transient
         else:  # not in the listing: asked of the domain itself
+            uuid = dom.UUIDString()
             is_active, is_persistent = bool(dom.isActive()), bool(dom.isPersistent())
         answers.append((is_active, is_persistent))
-        answers.append(dom.XMLDesc(libvirt.VIR_DOMAIN_XML_INACTIVE if is_persistent else 0))
-        answers.append(dom.XMLDesc(0) if is_active else None)
+        answers.append(reader.definition(dom, persistent=is_persistent))
+        answers.append(reader.running(dom) if is_active else None)
         answers.append(dom.state()[0] if is_active else None)
     except Exception as e:  # noqa: BLE001 - raised again where the row is made, as before batching
         answers.append(e)
     answers += [None] * (4 - len(answers))
-    size = sum(len(a) for a in answers[1:3] if isinstance(a, str))
+    size = sum(len(a) for a in answers[1:3] if isinstance(a, bytes))
     return Fetched(uuid, *answers, size)
 
 
@@ -188,12 +178,12 @@ def _answer(value):
 def _audit_domain(uri: str, dom, host, opts: AuditOptions, fetched: Fetched) -> AuditRow:
     name = dom.name()
     active, persistent = _answer(fetched.flags)
-    o = process(_answer(fetched.xml).encode(), name, host, opts.cfg, opts.policy, opts.style, render=False)
+    o = process(_answer(fetched.xml), name, host, opts.cfg, opts.policy, opts.style, render=False)
     d = o.decision
     reason = d.reason if persistent else "transient domain: nothing persistent to fix; " + d.reason
     live_pv_unhalt = observed = None
     if active:
-        live = process(_answer(fetched.live).encode(), name, host, opts.cfg, opts.policy, opts.style, render=False)
+        live = process(_answer(fetched.live), name, host, opts.cfg, opts.policy, opts.style, render=False)
         live_pv_unhalt = live.resolution.features["kvm-pv-unhalt"].qemu_property
         if opts.observe:
             try:

@@ -22,7 +22,7 @@ from ..errors import AccessDenied, EnvironmentProblem, HostTimeout, VirtxmlCpuEr
 from ..host.connection import close_watching, ensure_event_loop, libvirt_module, open_for_reading
 from ..host.sources import connection_facts
 from ..render.jsonlines import domain_record, host_record, summary_record
-from ..render.records import SCHEMA_VERSION
+from ..live.records import SCHEMA_VERSION
 from .audit import AuditOptions, audit_connection, audit_one
 
 SETTLE = 0.1  # seconds to gather the events of one change (define + start come together) before reading

@@ -18,10 +18,11 @@ from dataclasses import replace
 from ..core import precedence
 from ..errors import EXIT_ENVIRONMENT, EXIT_OK, EnvironmentProblem, VirtxmlCpuError
 from ..hook.logline import Log
+from ..host import reader
 from ..host.connection import DEFAULT_URI, close_watching, ensure_event_loop, libvirt_module, open_connection
 from ..host.sources import connection_facts
 from .apply import ApplyOptions, ApplyResult, Selection, Target, apply_on, apply_one, report
-from ..render.records import FAILED, ApplyOutcome
+from .records import FAILED, ApplyOutcome
 
 SPOOL_EVERY = 10.0  # seconds between looks at the hook's queue (entries that failed wait longer: hook/spool.py)
 MAX_BACKOFF = 30.0
@@ -101,9 +102,7 @@ def watch(uri: str | None, opts: ApplyOptions, stop: threading.Event | None = No
 
 
 def _digest(dom) -> str:
-    libvirt = libvirt_module()
-    xml = dom.XMLDesc(libvirt.VIR_DOMAIN_XML_INACTIVE | libvirt.VIR_DOMAIN_XML_SECURE)
-    return hashlib.sha256(xml.encode()).hexdigest()
+    return hashlib.sha256(reader.definition(dom, secure=True, persistent=True)).hexdigest()
 
 
 def _fix(target: Target, opts: ApplyOptions, label: str, find) -> str | None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from ..errors import shown
-from .records import APPLY_KINDS, CHANGED, MANAGED, SKIPPED, UNCHANGED, WOULD_CHANGE, ApplyOutcome
+from ..live.records import APPLY_KINDS, CHANGED, MANAGED, SKIPPED, UNCHANGED, WOULD_CHANGE, ApplyOutcome
 
 Line = tuple[str, bool]  # (text, reports a problem)
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from .records import HostResult
+from ..live.records import HostResult
 from . import jsonlines, prometheus, table
 
 

@@ -9,7 +9,7 @@ import json
 from collections.abc import Sequence
 
 from ..tables import orchestrators
-from .records import AuditRow, HostResult, summarize
+from ..live.records import AuditRow, HostResult, summarize
 
 
 def domain_record(r: AuditRow) -> dict:

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 from ..errors import shown
 from ..tables import orchestrators
-from .records import HostResult
+from ..live.records import HostResult
 
 PREFIX = "virtxml_cpu"
 STATE = {"on": 1, "off": 0}

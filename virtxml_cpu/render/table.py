@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 from ..errors import shown
 from ..tables import orchestrators
-from .records import AuditRow, HostResult, summarize
+from ..live.records import AuditRow, HostResult, summarize
 from .commands import apply_fix
 
 HEADER = (f"{'HOST':<28} {'DOMAIN':<24} {'STATE':<9} {'PV-UNHALT':<9} {'LIVE':<5} {'QEMU':<5} "

@@ -1,4 +1,4 @@
-"""verify's output over its Outcome (verify/types.py): the lines a person reads, and the JSON document a
+"""verify's output over its VerifyResult (verify/types.py): the lines a person reads, and the JSON document a
 user attaches to a bug report (pure)."""
 
 from __future__ import annotations
@@ -8,12 +8,12 @@ import json
 from .. import __version__
 from ..core import precedence
 from ..tables import qemu
-from ..verify.types import Outcome
+from ..verify.types import VerifyResult
 
 QUIET = ("DISAGREE", "not started", "verify:")  # the lines --quiet keeps
 
 
-def summary(o: Outcome) -> str:
+def summary(o: VerifyResult) -> str:
     compat = ("compat-props: not answered by this QEMU" if o.compat_checked is None
               else f"compat-props: {o.compat_checked} checks")
     failed = f", {len(o.failed)} not started (listed above)" if o.failed else ""
@@ -23,7 +23,7 @@ def summary(o: Outcome) -> str:
             f"{len(o.disagreements)} disagreements; {o.seconds:.1f} s")
 
 
-def lines(o: Outcome, quiet: bool = False) -> list[str]:
+def lines(o: VerifyResult, quiet: bool = False) -> list[str]:
     """Each line of the run, what --quiet keeps only when `quiet`."""
     b, h = o.binary, o.host
     out = [f"QEMU {b.emulator}: QEMU emulator version {b.version}" + (f" ({b.package})" if b.package else "")
@@ -37,7 +37,7 @@ def lines(o: Outcome, quiet: bool = False) -> list[str]:
     return [line for line in out if not quiet or line.startswith(QUIET)]
 
 
-def report(o: Outcome) -> dict:
+def report(o: VerifyResult) -> dict:
     """The JSON a user attaches to a bug report."""
     b, h = o.binary, o.host
     return {
@@ -58,6 +58,6 @@ def report(o: Outcome) -> dict:
     }
 
 
-def json_document(o: Outcome) -> str:
+def json_document(o: VerifyResult) -> str:
     """The file --json writes."""
     return json.dumps(report(o), indent=1) + "\n"

@@ -13,12 +13,11 @@ from ..tables import qemu
 from ..core.hostfacts import HostFacts, build_from_machines, qemu_answer, release_facts
 from ..host.sources import HostSources
 from ..xml.parse import parse_domain
-from .types import QemuBinary, CpuMode, Disagreement, Run, VerifyOptions
+from .types import MODE_KEYS, QemuBinary, CpuMode, Disagreement, Run, VerifyOptions
 
 # A named Intel and AMD model, the first this QEMU has (query-cpu-definitions).
 INTEL_MODELS = ("Skylake-Client", "Haswell", "SandyBridge", "Nehalem", "Penryn", "Conroe")
 AMD_MODELS = ("EPYC", "Opteron_G5", "Opteron_G4", "Opteron_G3", "Opteron_G2", "qemu64")
-MODE_KEYS = ("default", "intel", "amd", "host", "max")
 # -cpu host/max carry arch-capabilities=off: nested hosts abort on MSR 0x10a without it; none of the
 # properties checked depends on it, and the domain the tool resolves disables it the same way.
 NO_ARCH_CAPS = "<feature policy='disable' name='arch-capabilities'/>"

@@ -15,7 +15,7 @@ from ..host import local_qemu
 from ..errors import VirtxmlCpuError
 from ..fs.files import write_output
 from ..fs.trusted import check_trusted, read_regular, resolve_trusted
-from .types import DEFAULT_RECORD, Outcome, record_key
+from .types import DEFAULT_RECORD, VerifyResult, record_key
 
 MAX_RECORD_BYTES = 64 * 1024
 
@@ -47,7 +47,7 @@ def read_record(path: str = DEFAULT_RECORD) -> dict:
     return {k: v for k, v in verified.items() if isinstance(k, str) and isinstance(v, dict)}
 
 
-def write_record(o: Outcome, path: str = DEFAULT_RECORD) -> str:
+def write_record(o: VerifyResult, path: str = DEFAULT_RECORD) -> str:
     """Note a pass (root only: the record is trusted because only root can write it)."""
     if os.geteuid() != 0:
         return f"not recorded in {path}: only root keeps the record of verified builds"

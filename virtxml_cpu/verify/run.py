@@ -6,7 +6,7 @@ read what vCPU 0 really has (QMP qom-get), and compare with what the tool comput
 with the same machine and CPU under the build it detected. Where the QEMU reports its machines' compat
 properties (query-machines compat-props, QEMU 10), those are checked against the tool too.
 
-The package: types.py (the records), compare.py (what to run and how to judge it, pure), runner.py (the
+The package: types.py (the records), compare.py (what to run and how to judge it, pure), launch.py (the
 only part that starts processes), record.py (the record of passes); here, the verb: run(). Its output
 is render/verify.py's.
 """
@@ -20,13 +20,13 @@ from ..tables import qemu
 from ..errors import BadInput, EnvironmentProblem
 from ..host.sources import assemble
 from ..host.qmp import QMPClosed
-from . import runner as qemu_runner
+from . import launch
 from .compare import (MODE_KEYS, compat_cases, compat_disagreements, cpu_modes, disagreements, domain_xml,
                       lifecycle_disagreements, machine_facts, qemu_facts, sources, tool_answer, x86_machines)
-from .types import DEFAULT_RECORD, DEFAULT_TIMEOUT, QemuBinary, CpuMode, Disagreement, Identity, Outcome, Run, VerifyOptions
+from .types import DEFAULT_RECORD, DEFAULT_TIMEOUT, QemuBinary, CpuMode, Disagreement, Identity, VerifyResult, Run, VerifyOptions
 
 __all__ = ["DEFAULT_RECORD", "DEFAULT_TIMEOUT", "MODE_KEYS", "Build", "CpuMode", "Disagreement", "Identity",
-           "Outcome", "Run", "VerifyOptions", "compat_cases", "compat_disagreements", "cpu_modes", "disagreements",
+           "VerifyResult", "Run", "VerifyOptions", "compat_cases", "compat_disagreements", "cpu_modes", "disagreements",
            "domain_xml", "lifecycle_disagreements", "machine_facts", "qemu_facts", "run", "sources", "tool_answer",
            "x86_machines"]
 
@@ -34,14 +34,14 @@ __all__ = ["DEFAULT_RECORD", "DEFAULT_TIMEOUT", "MODE_KEYS", "Build", "CpuMode",
 # ---------------------------------------------------------------------------------------------------------
 # The one shell step: start the QEMUs, then compare.
 
-def run(opts: VerifyOptions) -> Outcome:
+def run(opts: VerifyOptions) -> VerifyResult:
     start = time.monotonic()
-    emulator, libvirt_version = qemu_runner.find_emulator(opts)
-    qemu_runner.check_kvm()
-    identity = qemu_runner.qemu_identity()
-    runner = qemu_runner.Runner(emulator, identity, opts.timeout)
+    emulator, libvirt_version = launch.find_emulator(opts)
+    launch.check_kvm()
+    identity = launch.qemu_identity()
+    runner = launch.Runner(emulator, identity, opts.timeout)
     try:
-        binary = qemu_runner.probe(runner)
+        binary = launch.probe(runner)
     except QMPClosed as e:
         raise EnvironmentProblem(f"QEMU or KVM is not usable: {emulator} (as {identity.name}): {e}") from None
     if libvirt_version and libvirt_version != binary.version:  # a libvirtd in a chroot or container
@@ -59,7 +59,7 @@ def run(opts: VerifyOptions) -> Outcome:
                       f"{opts.workers} at a time")
     jobs = [(m, mode) for m in machines for mode in modes]
     with ThreadPoolExecutor(max_workers=max(1, opts.workers)) as pool:
-        runs = list(pool.map(lambda job: qemu_runner.read_vcpu(runner, *job), jobs))
+        runs = list(pool.map(lambda job: launch.read_vcpu(runner, *job), jobs))
     tool = {(r.machine, r.mode.key): tool_answer(r.machine, r.mode, host) for r in runs if r.qemu is not None}
     found = [d for r in runs if r.qemu is not None for d in disagreements(r, tool[r.machine, r.mode.key])]
     compat_checked = None
@@ -71,9 +71,9 @@ def run(opts: VerifyOptions) -> Outcome:
     found += lifecycle_found
     if all(r.qemu is None for r in runs):
         raise EnvironmentProblem(f"QEMU started no machine type: {runs[0].error}")
-    if runner.killed >= qemu_runner.GIVE_UP_AFTER:
+    if runner.killed >= launch.GIVE_UP_AFTER:
         raise EnvironmentProblem(f"{emulator} stopped answering: {runner.killed} QEMUs killed after "
                                  f"{opts.timeout:g} s each; nothing verified")
-    return Outcome(binary, host, identity, machines, modes, runs, found, compat_checked, time.monotonic() - start,
+    return VerifyResult(binary, host, identity, machines, modes, runs, found, compat_checked, time.monotonic() - start,
                    {k: {p: v.qemu_property for p, v in res.features.items() if p in qemu.PROPERTIES}
                     for k, res in tool.items()}, lifecycle_checked)

@@ -1,5 +1,5 @@
 """verify's records: what it is asked (VerifyOptions), what it runs (CpuMode, Run, Identity), what it
-learns of the QEMU (Build), where the tool and QEMU differ (Disagreement), and the result (Outcome). Every
+learns of the QEMU (Build), where the tool and QEMU differ (Disagreement), and the result (VerifyResult). Every
 other module of the package builds on these; they import none of it."""
 
 from __future__ import annotations
@@ -14,6 +14,8 @@ from ..core.machines import format_version
 
 DEFAULT_TIMEOUT = 20.0  # seconds one QEMU may take from exec to its last answer (~0.1 s here)
 DEFAULT_RECORD = "/var/lib/virtxml-cpu/verified.json"
+DEFAULT_WORKERS, MAX_WORKERS = 2, 8  # QEMUs started at a time
+MODE_KEYS = ("default", "intel", "amd", "host", "max")  # the CPU models verify starts QEMU with
 
 
 def record_key(emulator: str, version: str, package: str) -> str:
@@ -39,7 +41,7 @@ class VerifyOptions(NamedTuple):
     qemu_build: str | None = None  # --qemu-build (first of all; precedence.HOST_FACT_SOURCES has the order)
     config: Config = Config()  # its qemu_build and qemu_version, in the same order as for explain
     timeout: float = DEFAULT_TIMEOUT
-    workers: int = 2
+    workers: int = DEFAULT_WORKERS
     machines: tuple[str, ...] = ()  # shell patterns; empty: every x86 machine type
     modes: tuple[str, ...] = ()  # MODE_KEYS; empty: all of them
     json_path: str | None = None
@@ -101,7 +103,7 @@ class QemuBinary(NamedTuple):
         return record_key(self.emulator, self.version, self.package)
 
 
-class Outcome(NamedTuple):
+class VerifyResult(NamedTuple):
     binary: QemuBinary
     host: HostFacts
     identity: Identity

@@ -22,7 +22,7 @@ from virtxml_cpu.tables import qemu as tables_qemu
 from virtxml_cpu.tables.builds.known import UBUNTU, UPSTREAM
 from virtxml_cpu.core.hostfacts import HostFacts
 from virtxml_cpu.core.pipeline import process
-from virtxml_cpu.render.records import AuditRow, HostResult, RowDecision, summarize
+from virtxml_cpu.live.records import AuditRow, HostResult, RowDecision, summarize
 from virtxml_cpu.render import jsonlines, prometheus
 from virtxml_cpu.render import table as table_render
 

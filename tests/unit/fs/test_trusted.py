@@ -393,14 +393,14 @@ def test_postrm_honours_dpkg_root_on_every_path(tmp_path, action):
 @ROOT_ONLY
 def test_verify_record_goes_through_no_link_of_theirs(their_dir, fake):
     from virtxml_cpu.verify import run as verify
-    from virtxml_cpu.verify import record, runner
+    from virtxml_cpu.verify import launch as runner, record
     from virtxml_cpu.host.sources import assemble
 
     home, protected = their_dir
     as_nobody("ln", "-s", str(protected), str(home / "lib"))
     build = runner.probe(fake())
     host = assemble(verify.sources(verify.VerifyOptions(), build, kvm=False))
-    outcome = verify.Outcome(build, host, runner.Identity("test"), [], [], [], [], None, 0.0)
+    outcome = verify.VerifyResult(build, host, runner.Identity("test"), [], [], [], [], None, 0.0)
     note = record.write_record(outcome, str(home / "lib" / "record.json"))
     assert note.startswith("not recorded") and list(protected.iterdir()) == [], note
 
@@ -419,7 +419,7 @@ def test_hook_install_renders_the_directories_it_checked(shared, monkeypatch):
     """`hook install` asked where lxml is twice, once for the check and once for the script: when the answer
     changed in between (another lxml found, another copy in sys.modules), the script imported from a
     directory nobody had checked, such as another user's. It asks once and renders what it checked."""
-    from virtxml_cpu.hook import install
+    from virtxml_cpu.hook import install, status as hook_status
 
     theirs_dir = shared / "their-lib"
     (theirs_dir / "lxml").mkdir(parents=True)
@@ -430,4 +430,4 @@ def test_hook_install_renders_the_directories_it_checked(shared, monkeypatch):
     install.install(str(hooks), "audit", None, legacy=True, digest_dir="")
     settings = install.installed_settings((hooks / "qemu").read_text())
     assert settings["LIB_DIRS"] == ("" if LXML_DIR == install.PACKAGE_PARENT else LXML_DIR), settings
-    assert not install.installed_problems(hooks / "qemu", settings["PYTHON"], settings)
+    assert not hook_status.installed_problems(hooks / "qemu", settings["PYTHON"], settings)

@@ -12,6 +12,7 @@ import sys
 import pytest
 
 from virtxml_cpu.hook import evaluate, act, install
+from virtxml_cpu.hook import status as hook_status
 
 from tests.support import FIXTURES, ROOT, Capture
 
@@ -263,7 +264,7 @@ def test_install_uninstall_status_never_touch_foreign_hooks(tmp_path):
     assert os.access(path, os.X_OK) and text.startswith("#!/bin/sh\n")
     assert settings["PYTHON"] == sys.executable and settings["MODE"] == "queue"
     assert install.MARKER in text and ("virtqemud" in lines[-1] or "libvirtd" in lines[-1])
-    installed, status = install.status(str(hooks))
+    installed, status = hook_status.status(str(hooks))
     assert installed and any("mode queue" in s for s in status)
     # legacy location: refuses to overwrite someone else's script, explains how to chain
     (hooks / "qemu").write_text("#!/bin/sh\necho theirs\n")

@@ -21,8 +21,8 @@ import pytest
 
 from virtxml_cpu.hook import evaluate, spool
 from virtxml_cpu.core.domain import canonical_uuid
-from virtxml_cpu.render.records import ApplyOutcome
-from virtxml_cpu.fs.trusted import remove_stale_temps
+from virtxml_cpu.live.records import ApplyOutcome
+from virtxml_cpu.fs.temps import remove_stale_temps
 
 from tests.support import FIXTURES, ROOT, Capture
 from tests.support.qemu import caps_cache

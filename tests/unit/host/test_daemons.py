@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from virtxml_cpu.hook import install
+from virtxml_cpu.hook import status as hook_status
 from virtxml_cpu.host import daemons
 
 UNITS = ("virtqemud.service", "virtqemud.socket", "libvirtd.service", "libvirtd.socket")
@@ -123,8 +124,8 @@ def test_hook_install_uninstall_and_status_name_this_hosts_daemon(tmp_path):
     note = daemons.reload_note(here)
     hooks = tmp_path / "hooks"
     assert install.install(str(hooks), "audit", None, legacy=False)[-1] == note
-    rec = install.status_record(str(hooks))
+    rec = hook_status.status_record(str(hooks))
     assert rec["daemon"] == {"name": here.name, "state": here.state, "systemd": here.systemd}
-    _, lines = install.status(str(hooks))
+    _, lines = hook_status.status(str(hooks))
     assert f"({daemons.describe(here)}); hooks directory {hooks}" in lines[0]
     assert install.uninstall(str(hooks))[-1] == note

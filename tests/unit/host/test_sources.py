@@ -22,10 +22,12 @@ import pytest
 
 from virtxml_cpu.live import audit
 from virtxml_cpu import cli
+from virtxml_cpu.cli.live import live_sources
 from virtxml_cpu.hook import evaluate
 from virtxml_cpu.host import sources, connection
 from virtxml_cpu.core import pipeline, precedence
 from virtxml_cpu.verify import run as verify
+from virtxml_cpu.core import config as config_file
 from virtxml_cpu.core.config import Config
 from virtxml_cpu.core.hostfacts import HostFacts
 from virtxml_cpu.host.sources import HostSources, assemble
@@ -209,8 +211,8 @@ def via_audit(world, combo, monkeypatch):
     monkeypatch.setattr(audit, "process", spy)
     args = cli.build_parser().parse_args(["audit", "--config", str(world / "config.toml")]
                                          + (["--qemu-version", "2.10"] if "flag" in combo else []))
-    cfg = cli.config.load(args.config)
-    res = audit.audit_host("test:///fake", audit.AuditOptions(cfg, sources=cli.live_sources(args, cfg)))
+    cfg = config_file.load(args.config)
+    res = audit.audit_host("test:///fake", audit.AuditOptions(cfg, sources=live_sources(args, cfg)))
     assert res.error is None, res.error
     row = res.rows[0]
     host = seen[0]
@@ -237,7 +239,7 @@ def via_verify(world, combo):
     binary = verify.QemuBinary(str(world / "bin" / "qemu-system-x86_64"), (9, 1, 0), "",
                          [{"name": "pc-i440fx-9.1", "alias": "pc", "is-default": True},
                           {"name": "pc-q35-9.1", "alias": "q35"}], False, frozenset())
-    cfg = cli.config.load(str(world / "config.toml"))
+    cfg = config_file.load(str(world / "config.toml"))
     return build_release_decision(assemble(verify.sources(verify.VerifyOptions(config=cfg), binary)))
 
 
@@ -345,7 +347,7 @@ def test_a_configured_build_and_the_flags_go_through_the_same_order_in_explain_a
     assert cli.main(["explain", "--format", "json", "--config", str(world / "config.toml"), "--connect", "test:///x",
                      str(xml)]) == 0
     d = json.loads(capsys.readouterr().out)
-    a = sources.connection_facts(None, cli.config.load(str(world / "config.toml")), FakeConn("/x"), "test:///x")
+    a = sources.connection_facts(None, config_file.load(str(world / "config.toml")), FakeConn("/x"), "test:///x")
     assert d["qemu_build"] == a.qemu_build == "rhel" and d["qemu_release"].startswith("release 7.2.22 (from libvirt")
     assert format_version(a.qemu_version) == "7.2.22"
 
@@ -403,7 +405,7 @@ def test_one_ascii_version_parser_and_one_libvirt_version_decoder():
 
 def test_one_candidate_list_and_one_unprivileged_user_rule(world, monkeypatch):
     from virtxml_cpu.host import local_qemu as host_local_qemu
-    from virtxml_cpu.verify import runner
+    from virtxml_cpu.verify import launch as runner
 
     assert host_local_qemu.CANDIDATES == ("qemu-system-x86_64", "/usr/libexec/qemu-kvm")
     monkeypatch.setenv("PATH", str(world / "empty"))

@@ -12,7 +12,7 @@ from virtxml_cpu.hook import evaluate, spool
 from virtxml_cpu.core.config import Config
 from virtxml_cpu.core.hostfacts import HostFacts
 from virtxml_cpu.core.pipeline import process
-from virtxml_cpu.render.records import TIMED_OUT, UNREACHABLE, ApplyOutcome, AuditRow, HostResult, RowDecision
+from virtxml_cpu.live.records import TIMED_OUT, UNREACHABLE, ApplyOutcome, AuditRow, HostResult, RowDecision
 from virtxml_cpu.render import prometheus
 
 from tests.support import FIXTURES, ROOT

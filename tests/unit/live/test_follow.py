@@ -13,7 +13,7 @@ import pytest
 from virtxml_cpu import cli
 from virtxml_cpu.core.config import Config
 from virtxml_cpu.errors import AccessDenied, EnvironmentProblem, HostTimeout
-from virtxml_cpu.render.records import SCHEMA_VERSION
+from virtxml_cpu.live.records import SCHEMA_VERSION
 
 libvirt = pytest.importorskip("libvirt")
 

@@ -19,7 +19,7 @@ from virtxml_cpu import cli
 from virtxml_cpu.host import connection
 from virtxml_cpu.hook import spool
 from virtxml_cpu.errors import EXIT_BAD_INPUT, EXIT_ENVIRONMENT, EXIT_OK, EXIT_WORK_FOUND
-from virtxml_cpu.render.records import (
+from virtxml_cpu.live.records import (
     SCHEMA_VERSION, TIMED_OUT, UNREACHABLE, ApplyOutcome, AuditRow, HostResult, RowDecision, summarize)
 from virtxml_cpu.render.formats import RENDERERS, emit
 from virtxml_cpu.render import applylines, jsonlines

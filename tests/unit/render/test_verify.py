@@ -8,7 +8,7 @@ from virtxml_cpu.tables import qemu
 from virtxml_cpu.verify import run as verify
 from virtxml_cpu.host.sources import assemble
 from virtxml_cpu.render import verify as render
-from virtxml_cpu.verify import runner
+from virtxml_cpu.verify import launch as runner
 
 from tests.support.qemu import TRUE_7_2, named
 
@@ -19,7 +19,7 @@ def _outcome(fake) -> verify.Outcome:  # noqa: F811
     bad = runner.read_vcpu(fake(props={"pc-i440fx-2.7/Skylake-Client": TRUE_7_2}), "pc-i440fx-2.7", named("intel"))
     failed = runner.read_vcpu(fake(fail="failed to set MSR 0x10a"), "pc", named("host"))
     found = verify.disagreements(bad, verify.tool_answer("pc-i440fx-2.7", named("intel"), host))
-    return verify.Outcome(binary, host, runner.Identity("test"), ["pc", "pc-i440fx-2.7"], [named("intel"), named("host")],
+    return verify.VerifyResult(binary, host, runner.Identity("test"), ["pc", "pc-i440fx-2.7"], [named("intel"), named("host")],
                           [bad, failed], found, None, 1.25)
 
 

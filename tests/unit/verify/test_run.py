@@ -15,7 +15,7 @@ import pytest
 from virtxml_cpu.host.sources import assemble
 from virtxml_cpu.tables import qemu
 from virtxml_cpu.verify import run as verify
-from virtxml_cpu.verify import record as verify_record, runner as qemu_runner
+from virtxml_cpu.verify import launch, record as verify_record
 from virtxml_cpu.core.hostfacts import HostFacts
 from virtxml_cpu.host.qmp import QMP, QMPClosed, QMPError
 
@@ -125,10 +125,10 @@ def test_not_a_greeting_and_no_socket(tmp_path):
 
 
 def test_probe_reads_version_machines_models_and_copes_without_compat_props(fake):
-    binary = qemu_runner.probe(fake())
+    binary = launch.probe(fake())
     assert (binary.release, binary.version, binary.package, binary.compat_props) == ((7, 2, 9), "7.2.9", "Fake 1:7.2-1", False)
     assert "EPYC" in binary.models
-    assert qemu_runner.probe(fake(compat=True)).compat_props
+    assert launch.probe(fake(compat=True)).compat_props
     assert verify.x86_machines(binary.machines) == ["pc", "pc-i440fx-2.7", "pc-i440fx-7.2", "pc-q35-7.2", "q35"]
     assert verify.x86_machines(binary.machines, ("pc-q35-*",)) == ["pc-q35-7.2"]
     host = assemble(verify.sources(verify.VerifyOptions(), binary, kvm=False))
@@ -145,7 +145,7 @@ def test_query_versions_fields_are_the_facts_not_a_version_line_made_from_them(f
     from virtxml_cpu.core.hostfacts import build_from_version
     from virtxml_cpu.host.caps_cache import QemuCaps
 
-    binary = qemu_runner.probe(fake())
+    binary = launch.probe(fake())
     facts = verify.qemu_facts(binary)
     what = f"{binary.emulator} query-version"
     assert (facts.qemu_version, facts.package, facts.qemu_build) == ((7, 2, 9), "Fake 1:7.2-1", "upstream")
@@ -161,14 +161,14 @@ def test_query_versions_fields_are_the_facts_not_a_version_line_made_from_them(f
 
 def test_what_qemu_says_is_compared_with_what_the_tool_computes(fake, host):
     # the lab host's /dev/kvm, recorded
-    host = assemble(verify.sources(verify.VerifyOptions(), qemu_runner.probe(fake()), kvm=False))._replace(cpuid=host.cpuid)
+    host = assemble(verify.sources(verify.VerifyOptions(), launch.probe(fake()), kvm=False))._replace(cpuid=host.cpuid)
     # A faithful QEMU: no disagreement. A property QEMU does not have counts as off.
-    good = qemu_runner.read_vcpu(fake(props={"pc-i440fx-7.2/-": {**TRUE_7_2, "kvm-msi-ext-dest-id": None}}),
+    good = launch.read_vcpu(fake(props={"pc-i440fx-7.2/-": {**TRUE_7_2, "kvm-msi-ext-dest-id": None}}),
                             "pc-i440fx-7.2", named())
     assert good.qemu["kvm-msi-ext-dest-id"] == "absent" and good.qemu["l3-cache"] == "on"
     assert verify.disagreements(good, verify.tool_answer("pc-i440fx-7.2", named(), host)) == []
     # pc-i440fx-2.7 has l3-cache off (pc_compat_2_7): a QEMU that says on disagrees, and the line says why.
-    bad = qemu_runner.read_vcpu(fake(props={"pc-i440fx-2.7/Skylake-Client": TRUE_7_2}), "pc-i440fx-2.7", named("intel"))
+    bad = launch.read_vcpu(fake(props={"pc-i440fx-2.7/Skylake-Client": TRUE_7_2}), "pc-i440fx-2.7", named("intel"))
     found = verify.disagreements(bad, verify.tool_answer("pc-i440fx-2.7", named("intel"), host))
     assert [(d.prop, d.qemu, d.tool) for d in found] == [("l3-cache", "on", "off")]
     assert found[0].line().startswith("DISAGREE pc-i440fx-2.7 Skylake-Client l3-cache: QEMU on, tool off (")
@@ -176,19 +176,19 @@ def test_what_qemu_says_is_compared_with_what_the_tool_computes(fake, host):
 
 
 def test_a_qemu_that_fails_or_hangs_is_reported_and_killed(fake):
-    failed = qemu_runner.read_vcpu(fake(fail="failed to set MSR 0x10a"), "pc", named("host"))
+    failed = launch.read_vcpu(fake(fail="failed to set MSR 0x10a"), "pc", named("host"))
     assert failed.qemu is None and failed.error == "qemu-system-x86_64: failed to set MSR 0x10a"
     t = time.monotonic()
-    hung = qemu_runner.read_vcpu(fake(hang=True, timeout=1), "pc", named())
+    hung = launch.read_vcpu(fake(hang=True, timeout=1), "pc", named())
     assert hung.qemu is None and 0.9 < time.monotonic() - t < 5, hung
     assert not [p for p in os.listdir("/proc") if p.isdigit() and _cmdline(p).endswith("fake-qemu")]
 
 
 def test_after_three_qemus_killed_no_more_are_started(fake):
     runner = fake(hang=True, timeout=0.5)
-    assert qemu_runner.probe(runner).version == "7.2.9"  # `-machine none` answers; every machine type hangs
+    assert launch.probe(runner).version == "7.2.9"  # `-machine none` answers; every machine type hangs
     t = time.monotonic()
-    runs = [qemu_runner.read_vcpu(runner, "pc", named()) for _ in range(5)]
+    runs = [launch.read_vcpu(runner, "pc", named()) for _ in range(5)]
     assert runner.killed == 3 and time.monotonic() - t < 4
     assert [r.error for r in runs[3:]] == ["not tried: 3 QEMUs did not answer within 0.5 s"] * 2
 
@@ -236,8 +236,8 @@ def test_cpu_modes_and_version_line():
 def test_the_record_is_trusted_only_when_root_owned_and_well_formed(tmp_path, fake):
     tmp_path.chmod(0o755)
     record = tmp_path / "record.json"
-    binary = qemu_runner.probe(fake())
-    outcome = verify.Outcome(binary, assemble(verify.sources(verify.VerifyOptions(), binary, kvm=False)), qemu_runner.Identity("test"), [], [], [], [],
+    binary = launch.probe(fake())
+    outcome = verify.VerifyResult(binary, assemble(verify.sources(verify.VerifyOptions(), binary, kvm=False)), launch.Identity("test"), [], [], [], [],
                              None, 0.0)
     assert verify_record.write_record(outcome, str(record)) == f"recorded in {record}"
     assert binary.key in verify_record.read_record(str(record))

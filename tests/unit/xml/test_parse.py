@@ -419,7 +419,7 @@ def test_audit_output_holds_no_raw_control_or_bidi_character(odd_names, capsys, 
 
 
 def test_a_cr_in_a_name_or_an_error_cannot_overwrite_the_table_row():
-    from virtxml_cpu.render.records import AuditRow, HostResult, RowDecision
+    from virtxml_cpu.live.records import AuditRow, HostResult, RowDecision
     from virtxml_cpu.render import table
 
     rows = (AuditRow("h", "evil\rqemu:///system   web01", "u", "running", True, "on", decision=RowDecision(
@@ -430,7 +430,7 @@ def test_a_cr_in_a_name_or_an_error_cannot_overwrite_the_table_row():
 
 
 def test_prometheus_labels_are_escaped_per_the_exposition_format():
-    from virtxml_cpu.render.records import AuditRow, HostResult, RowDecision
+    from virtxml_cpu.live.records import AuditRow, HostResult, RowDecision
     from virtxml_cpu.render import prometheus
 
     row = AuditRow("qemu:///system", 'a"b\\c\nd\re\u202ef', "u", "running", True, "off",

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from ..tables import orchestrators
 
@@ -20,8 +21,7 @@ OK, UNREACHABLE, TIMED_OUT = "ok", "unreachable", "timed_out"
 CONDITIONS = (OK, UNREACHABLE, TIMED_OUT)
 
 
-@dataclass(frozen=True)
-class RowDecision:
+class RowDecision(NamedTuple):
     """What the policy decided for the domain's definition (decision.Decision, as reported)."""
 
     action: str  # inject | keep
@@ -30,11 +30,11 @@ class RowDecision:
     notes: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True)
-class AuditRow:
+class AuditRow(NamedTuple):
     """One domain on one host. A domain that could not be audited (an unknown name, one that vanished
     meanwhile, a definition that cannot be read) has `error` set and only host, domain and (when known)
-    uuid besides."""
+    uuid besides. A named tuple, as immutable as a frozen dataclass and made in a third of the time: an
+    audit makes one per domain."""
 
     host: str
     domain: str
