@@ -1,27 +1,27 @@
-"""Host-wide settings from a TOML file (default /etc/virtxml-cpu/config.toml).
+"""Host-wide settings from a TOML file (default constants.CONFIG_PATH).
 
     policy = "compat"        # compat | never | always | numa
-    style = "pvspinlock"     # pvspinlock | cpu-feature
+    style = "pvspinlock"     # pvspinlock | cpu-feature (default constants.DEFAULT_STYLE)
     qemu_build = "ubuntu"  # upstream | ubuntu | rhel (default: detected)
     qemu_version = "8.2.2"   # the QEMU release (default: detected)
     [hook]
     mode = "audit"           # audit | enforce | queue
-    spool = "/var/lib/virtxml-cpu/pending"
+    spool = "/srv/pending"   # default constants.SPOOL_DIR
     syslog_socket = "/dev/log"
-    libvirt_config_dir = "/etc/libvirt/qemu"  # where libvirt keeps persistent definitions ("": do not look)
+    libvirt_config_dir = "/srv/qemu"  # where libvirt keeps persistent definitions ("": do not look; default
+                                      # constants.LIBVIRT_CONFIG_DIR)
 """
 
 from __future__ import annotations
 
 import os
 
+from ..constants import CONFIG_PATH as DEFAULT_PATH  # the name cli.py reads
+from ..constants import CONFIG_PATH, DEFAULT_STYLE, LIBVIRT_CONFIG_DIR, SPOOL_DIR
 from ..errors import BadInput, EnvironmentProblem, shown
 from ..fs.trusted import Untrusted, check_trusted, read_regular, resolve_trusted
 
-DEFAULT_PATH = "/etc/virtxml-cpu/config.toml"
 HOOK_MODES = ("audit", "enforce", "queue")
-DEFAULT_SPOOL = "/var/lib/virtxml-cpu/pending"
-DEFAULT_LIBVIRT_CONFIG_DIR = "/etc/libvirt/qemu"  # hook/persistent.py: a domain without NAME.xml there is transient
 
 
 class Config:
@@ -31,14 +31,14 @@ class Config:
     __slots__ = ("policy", "style", "hook_mode", "spool", "syslog_socket", "path", "qemu_build", "timeout",
                  "host_timeout", "qemu_version", "libvirt_config_dir")
 
-    def __init__(self, policy: str | None = None, style: str = "pvspinlock",
+    def __init__(self, policy: str | None = None, style: str = DEFAULT_STYLE,
                  hook_mode: str | None = None,  # None: the mode `hook install` baked in, else audit
-                 spool: str = DEFAULT_SPOOL, syslog_socket: str | None = None, path: str | None = None,
+                 spool: str = SPOOL_DIR, syslog_socket: str | None = None, path: str | None = None,
                  qemu_build: str | None = None,
                  timeout: float | None = None,  # seconds a libvirt host may stay silent (connecting, any call)
                  host_timeout: float | None = None,  # seconds for a whole host (default: 10 x timeout)
                  qemu_version: str | None = None,  # the QEMU release the guests run on, X.Y[.Z] (default: detected)
-                 libvirt_config_dir: str = DEFAULT_LIBVIRT_CONFIG_DIR):  # the hook's transient check ("": none)
+                 libvirt_config_dir: str = LIBVIRT_CONFIG_DIR):  # the hook's transient check ("": none)
         self.policy, self.style, self.hook_mode, self.spool = policy, style, hook_mode, spool
         self.syslog_socket, self.path, self.qemu_build, self.timeout = syslog_socket, path, qemu_build, timeout
         self.host_timeout, self.qemu_version = host_timeout, qemu_version
@@ -64,7 +64,6 @@ MAX_CONFIG_BYTES = 64 * 1024  # a config is a few lines; /dev/zero or a log file
 KEYS = {"policy": str, "style": str, "qemu_build": str, "hook": dict, "timeout": (int, float),
         "host_timeout": (int, float), "qemu_version": str}
 HOOK_KEYS = {"mode": str, "spool": str, "syslog_socket": str, "libvirt_config_dir": str}
-OLDER_NAMES = {"qemu_flavour": "qemu_build"}  # still read, so a config written for an older release keeps working
 
 
 def parse(text: str, path: str = "<config>") -> Config:
@@ -85,11 +84,6 @@ def parse(text: str, path: str = "<config>") -> Config:
         name = getattr(toml_reader(), "__name__", "the TOML reader")
         raise BadInput(f"config {path}: {name} (this Python's TOML reader) reads it otherwise than TOML 1.0 "
                        "does: write it the plain way (docs/configuration.md)")
-    for old, new in OLDER_NAMES.items():
-        if old in data:
-            if new in data and data[new] != data[old]:
-                raise BadInput(f"config {path}: {new} and {old} (its older name) disagree; keep {new}")
-            data = {new: data[old], **{k: v for k, v in data.items() if k != old}}
     hook = data.get("hook", {})
     for table, keys, prefix in ((data, KEYS, ""), (hook if isinstance(hook, dict) else {}, HOOK_KEYS, "hook.")):
         unknown = sorted(set(table) - set(keys))
@@ -102,7 +96,7 @@ def parse(text: str, path: str = "<config>") -> Config:
     for key in ("spool", "syslog_socket"):
         if key in hook and (not hook[key] or "\0" in hook[key]):
             raise BadInput(f"config {path}: hook.{key} must be a path")
-    where = hook.get("libvirt_config_dir", DEFAULT_LIBVIRT_CONFIG_DIR)
+    where = hook.get("libvirt_config_dir", LIBVIRT_CONFIG_DIR)
     if where and (not where.startswith("/") or "\0" in where):
         raise BadInput(f"config {path}: hook.libvirt_config_dir must be an absolute path, or \"\" to not look")
     for key in ("timeout", "host_timeout"):
@@ -111,8 +105,8 @@ def parse(text: str, path: str = "<config>") -> Config:
     from ..tables.builds.known import NAMES as BUILDS  # here: the hook's repeat starts read the file, never parse it
     from .decide import POLICIES, STYLES
 
-    cfg = Config(data.get("policy"), data.get("style", "pvspinlock"), hook.get("mode"),
-                 hook.get("spool", DEFAULT_SPOOL), hook.get("syslog_socket"), path, data.get("qemu_build"),
+    cfg = Config(data.get("policy"), data.get("style", DEFAULT_STYLE), hook.get("mode"),
+                 hook.get("spool", SPOOL_DIR), hook.get("syslog_socket"), path, data.get("qemu_build"),
                  data.get("timeout"), data.get("host_timeout"), data.get("qemu_version"), where)
     if cfg.qemu_version is not None and not is_release(cfg.qemu_version):
         raise BadInput(f"config {path}: qemu_version = {cfg.qemu_version!r} is not a QEMU release X.Y[.Z]")
@@ -177,7 +171,7 @@ def from_raw(raw: bytes | None, path: str | None, environ=os.environ) -> Config:
     decision digest is keyed on."""
     if raw is None:
         return Config()
-    path = path or environ.get("VIRTXML_CPU_CONFIG", DEFAULT_PATH)
+    path = path or environ.get("VIRTXML_CPU_CONFIG", CONFIG_PATH)
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:
@@ -189,7 +183,7 @@ def read_raw(path: str | None, environ=os.environ) -> bytes | None:
     """The config file's bytes as `load` reads them (the same checks), None when the default file is
     absent; the hook keys its decision digest on them."""
     explicit = path is not None or "VIRTXML_CPU_CONFIG" in environ
-    path = path or environ.get("VIRTXML_CPU_CONFIG", DEFAULT_PATH)
+    path = path or environ.get("VIRTXML_CPU_CONFIG", CONFIG_PATH)
     try:
         return read_trusted(path)
     except FileNotFoundError:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import namedtuple
 
+from ..constants import DEFAULT_STYLE
 from ..tables import guest_os, libvirt_xml
 from . import lifecycle, placement
 from .resolution import OFF, ON, SRC_CPU_PM, SRC_HIDDEN, SRC_TCG, Resolution
@@ -55,7 +56,7 @@ def invalid_exemption(value: str) -> Decision:
                     "the domain is left unchanged until it is corrected", "never")
 
 
-def decide(res: Resolution, policy: str, style: str = "pvspinlock") -> Decision:
+def decide(res: Resolution, policy: str, style: str = DEFAULT_STYLE) -> Decision:
     """Decide from the resolution and its provenance only: what QEMU/KVM did with kvm-pv-unhalt and why,
     and whether the accelerator could provide it (`res.support`). The domain's name and uuid are not read
     (pipeline keeps one decision for a template's clones)."""

@@ -13,6 +13,7 @@ import struct
 from collections import namedtuple
 from collections.abc import Iterable
 
+from ..constants import KVM_DEVICE
 from ..tables import lazyre
 from . import precedence  # module-level patterns compiled where first used (the hook's cold start)
 from ..errors import BadInput
@@ -82,7 +83,7 @@ def decode_supported_cpuid(buf: bytes) -> dict[tuple[int, str], int]:
     return out
 
 
-def probe_kvm(device: str = "/dev/kvm") -> HostFacts:
+def probe_kvm(device: str = KVM_DEVICE) -> HostFacts:
     """KVM_GET_SUPPORTED_CPUID on /dev/kvm (no QEMU, no libvirt). Empty facts when unavailable."""
     try:
         fd = os.open(device, os.O_RDWR | os.O_CLOEXEC)

@@ -21,6 +21,7 @@ from __future__ import annotations
 import os
 import stat
 
+from ..constants import KVM_DEVICE
 from ..fs.trusted import check_private_dir, check_trusted, open_private_dir, read_regular
 from .digest_key import FORMAT, sha256  # an entry's first line names the format its key was made for
 
@@ -33,7 +34,6 @@ except ImportError:  # pragma: no cover - an interpreter without the C accelerat
 MAX_ENTRY_BYTES = 16 * 1024
 MAX_ENTRIES = 512
 SUFFIX = ".decision"
-KVM_DEVICE = "/dev/kvm"
 # An entry's lines that hold one string each, named by their first word: the key, then the verdict's strings.
 STRING_LINES = ("key", "name", "why", "uuid", "rule", "reason", "action", "mode", "spool", "syslog", "domain",
                 "raw_uuid", "defined_name", "managed", "libvirt_config_dir")

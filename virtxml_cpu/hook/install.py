@@ -13,6 +13,7 @@ import sys
 from importlib import resources
 from pathlib import Path
 
+from ..constants import CONFIG_PATH, DIGEST_DIR as DEFAULT_DIGEST_DIR
 from ..errors import BadInput, EnvironmentProblem, shown
 from ..fs.files import write_output
 from ..host import daemons
@@ -53,7 +54,6 @@ def lib_dirs(package_dir: str = PACKAGE_PARENT) -> tuple[str, ...]:
     return () if where == os.path.realpath(package_dir) else (where,)
 
 
-DEFAULT_DIGEST_DIR = "/var/lib/virtxml-cpu/decisions"  # beside the default spool
 SETTINGS = ("PYTHON", "PACKAGE_DIR", "LIB_DIRS", "MODE", "CONFIG", "DIGEST_DIR")
 
 
@@ -67,7 +67,7 @@ def render(template: str, python: str, package_dir: str, mode: str | None, confi
     for name, value in values.items():
         if "\0" in value or (name != "LIB_DIRS" and "\n" in value) or any("\n" in d or not d for d in lib):
             raise BadInput(f"cannot render the hook: {name} {value!r} holds a newline or NUL")
-    out = template
+    out = template.replace("@CONFIG_PATH@", CONFIG_PATH).replace("@DIGEST_DIR@", DEFAULT_DIGEST_DIR)
     for name, value in values.items():
         quoted = "'" + value.replace("'", "'\\''") + "'"
         out = re.sub(rf"^{name}='[^'\n]*'(.*)$", lambda m, n=name, q=quoted: f"{n}={q}{m.group(1)}", out,

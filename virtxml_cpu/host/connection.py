@@ -6,6 +6,7 @@ import errno
 import threading
 from urllib.parse import urlparse
 
+from ..constants import DEFAULT_URI  # noqa: F401 - the name cli.py imports
 from ..errors import AccessDenied, EnvironmentProblem, HostTimeout
 from ..core.hostfacts import HostFacts, combine, decode_libvirt_version, parse_capabilities, parse_domcapabilities
 
@@ -19,7 +20,6 @@ def libvirt_module():
     return libvirt
 
 
-DEFAULT_URI = "qemu:///system"  # the verbs' connection when none is named
 DEFAULT_TIMEOUT = 30.0  # seconds a libvirt peer may stay silent: connecting, and any one call
 HOST_TIMEOUT_FACTOR = 10  # a whole host gets this many times the peer timeout
 _EVENT_LOOP = threading.Lock()

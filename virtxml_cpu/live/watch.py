@@ -17,7 +17,8 @@ from dataclasses import replace
 
 from ..errors import EXIT_ENVIRONMENT, EXIT_OK, EnvironmentProblem, VirtxmlCpuError
 from ..hook.logline import Log
-from ..host.connection import DEFAULT_URI, close_watching, ensure_event_loop, libvirt_module, open_connection
+from ..constants import DEFAULT_URI
+from ..host.connection import close_watching, ensure_event_loop, libvirt_module, open_connection
 from ..host.sources import connection_facts
 from .apply import ApplyOptions, ApplyResult, Selection, Target, apply_on, apply_one, report
 from ..render.records import FAILED, ApplyOutcome

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Callable, NamedTuple
 
+from ..constants import VERIFIED_RECORD as DEFAULT_RECORD
 from ..tables import qemu
 from ..core.config import Config
 from ..errors import EXIT_OK, EXIT_WORK_FOUND
@@ -13,7 +14,6 @@ from ..core.hostfacts import HostFacts
 from ..core.machines import format_version
 
 DEFAULT_TIMEOUT = 20.0  # seconds one QEMU may take from exec to its last answer (~0.1 s here)
-DEFAULT_RECORD = "/var/lib/virtxml-cpu/verified.json"
 
 
 def record_key(emulator: str, version: str, package: str) -> str:
