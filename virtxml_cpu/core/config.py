@@ -20,6 +20,7 @@ from ..constants import CONFIG_PATH as DEFAULT_PATH  # the name cli.py reads
 from ..constants import CONFIG_PATH, DEFAULT_STYLE, LIBVIRT_CONFIG_DIR, SPOOL_DIR
 from ..errors import BadInput, EnvironmentProblem, shown
 from ..fs.trusted import Untrusted, check_trusted, read_regular, resolve_trusted
+from ..tables.version import is_release  # cli.py reads it here too
 
 HOOK_MODES = ("audit", "enforce", "queue")
 
@@ -116,12 +117,6 @@ def parse(text: str, path: str = "<config>") -> Config:
         if value not in allowed:
             raise BadInput(f"config {path}: {key} = {value!r} is not one of {', '.join(a for a in allowed if a)}")
     return cfg
-
-
-def is_release(text: str) -> bool:
-    """X.Y or X.Y.Z, ASCII digits."""
-    parts = text.split(".")
-    return 2 <= len(parts) <= 3 and all(p.isascii() and p.isdigit() for p in parts)
 
 
 def trust_problem(path: str) -> str | None:

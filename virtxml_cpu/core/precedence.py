@@ -25,10 +25,9 @@ from __future__ import annotations
 from collections import namedtuple
 from collections.abc import Sequence
 
-from .machines import Machine, claimants, classify, format_version, parse_version
+from .machines import Machine, claimants, classify
 from ..tables.builds.known import BUILDS, UPSTREAM, Build
-
-Version = tuple[int, ...]
+from ..tables.version import Version, format_version, parse_version
 
 
 class Claim(namedtuple("Claim", "build release source package", defaults=("",))):

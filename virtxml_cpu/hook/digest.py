@@ -21,7 +21,6 @@ from __future__ import annotations
 import os
 import stat
 
-from ..constants import KVM_DEVICE
 from ..fs.trusted import check_private_dir, check_trusted, open_private_dir, read_regular
 from .digest_key import FORMAT, sha256  # an entry's first line names the format its key was made for
 

@@ -20,7 +20,7 @@ from .act import act, enforce_message
 from ..core.hostfacts import HostFacts
 from ..host.sources import HostSources, assemble
 from .logline import SYSLOG_SOCKET, Log, kv
-from ..core.machines import format_version
+from ..tables.version import format_version
 from ..core.pipeline import decide, read
 from ..tables import orchestrators
 

@@ -165,7 +165,7 @@ def host_facts_from(conn, uri: str) -> HostFacts:
 def emulator_for(uri: str) -> tuple[str, str | None]:
     """The emulator libvirt uses for x86_64 KVM domains (domain capabilities <path>) and the QEMU version
     libvirt reports for it: what verify --connect starts, on this host only."""
-    from ..core.machines import format_version
+    from ..tables.version import format_version
     from ..errors import BadInput
     from ..xml.parse import parse_xml
 

@@ -11,7 +11,7 @@ from ..tables import qemu
 from ..core.config import Config
 from ..errors import EXIT_OK, EXIT_WORK_FOUND
 from ..core.hostfacts import HostFacts
-from ..core.machines import format_version
+from ..tables.version import format_version
 
 DEFAULT_TIMEOUT = 20.0  # seconds one QEMU may take from exec to its last answer (~0.1 s here)
 
