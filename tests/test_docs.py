@@ -42,7 +42,7 @@ from pathlib import Path
 import pytest
 from lxml import etree
 
-from virtxml_cpu.core.config import toml_reader
+from virtxml_cpu.core.toml_read import toml_reader
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = [ROOT / "README.md"] + sorted((ROOT / "docs").glob("*.md"))

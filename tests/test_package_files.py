@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from virtxml_cpu import __version__, constants
-from virtxml_cpu.core import config
+from virtxml_cpu.core import config, toml_read
 from virtxml_cpu.hook import install
 from virtxml_cpu.cli import build_parser
 
@@ -100,7 +100,7 @@ def test_config_template_is_all_comments_and_uncommented_sets_every_key():
     text = (ROOT / "contrib" / "config.toml").read_text()
     assert config.parse(text, "template") == config.Config(path="template")  # commented: the defaults
     uncommented = re.sub(r"^#(\w+ = |\[hook\]$)", r"\1", text, flags=re.M)
-    data = config.toml_reader().loads(uncommented)
+    data = toml_read.toml_reader().loads(uncommented)
     assert set(data) == set(config.KEYS) and set(data["hook"]) == set(config.HOOK_KEYS)
     cfg = config.parse(uncommented, "template")
     assert (cfg.policy, cfg.style, cfg.hook_mode, cfg.spool, cfg.syslog_socket) == (
@@ -206,7 +206,7 @@ def test_units_pass_systemd_analyze_verify(tmp_path):
 def test_package_version_is_the_python_version():
     changelog = (ROOT / "debian" / "changelog").read_text().splitlines()[0]
     assert re.match(rf"virtxml-cpu \({re.escape(__version__)}\) ", changelog), changelog
-    pyproject = config.toml_reader().loads((ROOT / "pyproject.toml").read_text())
+    pyproject = toml_read.toml_reader().loads((ROOT / "pyproject.toml").read_text())
     assert pyproject["project"]["version"] == __version__
 
 
