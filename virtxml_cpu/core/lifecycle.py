@@ -13,7 +13,7 @@ from collections import namedtuple
 from ..tables import lazyre  # module-level patterns compiled where first used (the hook's cold start)
 from ..tables.builds.known import BUILDS, PC, AgeRule, Build, Lifecycle
 from .machines import Machine
-from ..tables.version import Version, format_version
+from ..tables.version import Version, format_version, parse_version
 
 OFFERED, DEPRECATED, NOT_OFFERED = "offered", "deprecated", "not-offered"
 STATUSES = (OFFERED, DEPRECATED, NOT_OFFERED)
@@ -57,7 +57,7 @@ def versioned_status(name: str, release: Version, lifecycle: Lifecycle, title: s
     m = _VERSIONED.fullmatch(name)
     if not m:
         return None
-    prefix, v = m.group("prefix"), tuple(int(p) for p in m.group("version").split("."))
+    prefix, v = m.group("prefix"), parse_version(m.group("version"))
     qemu = f"QEMU {format_version(release)} ({title})"
     for span in lifecycle.removals:
         if span.covers(prefix, v) and release >= span.release:

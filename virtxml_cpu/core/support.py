@@ -9,13 +9,13 @@ from .domain import DomainFacts
 from .hostfacts import HostFacts
 from ..tables.properties import BASELINE_SINCE, CONFIDENTIAL, TABLE, Property
 from ..tables.qemu import KVM_ACCEL
-from ..tables.version import ANY, Version, format_version, in_window
+from ..tables.version import ANY, AS_CURRENT, Version, format_version, in_window
 
 
 def support(facts: DomainFacts, accel: str, irqchip: str, host: HostFacts) -> dict[str, tuple[bool | None, str]]:
     """What the accelerator keeps, per property (QEMU's filter), with the reason: the rows' conditions."""
     secure = CONFIDENTIAL.get(facts.launch_security or "")
-    if secure and accel == KVM_ACCEL and (host.qemu_version is None or host.qemu_version >= secure.since):
+    if secure and accel == KVM_ACCEL and in_window(host.qemu_version, secure.since, None, unknown=AS_CURRENT):
         return {p.name: (False, f"<launchSecurity type='{secure.launch_security}'>: {secure.source} lacks it")
                 if p.kvm_leaf and p.name not in secure.keeps else supported(p, accel, irqchip, host)
                 for p in TABLE}

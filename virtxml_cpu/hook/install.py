@@ -13,12 +13,13 @@ import sys
 from importlib import resources
 from pathlib import Path
 
-from ..constants import CONFIG_PATH, DIGEST_DIR as DEFAULT_DIGEST_DIR
+from ..constants import CONFIG_PATH, DIGEST_DIR as DEFAULT_DIGEST_DIR, HOOK_OPS
 from ..errors import BadInput, EnvironmentProblem, shown
 from ..fs.files import write_output
 from ..host import daemons
 from ..host.local_qemu import run, run_trusted, which
 from ..fs.trusted import check_ancestors, check_trusted, check_tree, read_regular, resolve_trusted
+from ..tables.version import AS_CURRENT, Version, in_window, is_release, parse_version
 from .import_guard import Checker
 
 DEFAULT_HOOKS_DIR = "/etc/libvirt/hooks"
@@ -27,15 +28,15 @@ PACKAGE_PARENT = str(Path(__file__).resolve().parent.parent.parent)  # the direc
 QEMU_D_SINCE = (6, 5, 0)
 
 
-def libvirt_version() -> tuple[int, ...] | None:
+def libvirt_version() -> Version | None:
     """The local libvirt's version from `virtqemud --version` (or libvirtd's), run only as a trusted
     binary is (local_qemu.run_trusted: root-owned, nobody else may write it, unprivileged)."""
     for name in daemons.DAEMONS:
         path = which(name) or which(name, "/usr/sbin:/sbin")
         out = run_trusted(path, "--version") if path else None
-        m = re.search(r"(\d+)\.(\d+)\.(\d+)", out or "")
-        if m:
-            return tuple(int(x) for x in m.groups())
+        found = [word for word in (out or "").split() if is_release(word)]  # "virtqemud (libvirt) 9.0.0"
+        if found:
+            return parse_version(found[0])
     return None
 
 
@@ -68,6 +69,8 @@ def render(template: str, python: str, package_dir: str, mode: str | None, confi
         if "\0" in value or (name != "LIB_DIRS" and "\n" in value) or any("\n" in d or not d for d in lib):
             raise BadInput(f"cannot render the hook: {name} {value!r} holds a newline or NUL")
     out = template.replace("@CONFIG_PATH@", CONFIG_PATH).replace("@DIGEST_DIR@", DEFAULT_DIGEST_DIR)
+    ops = "|".join(f'"{op} {sub}"' for op, sub in HOOK_OPS)
+    out = re.sub(r"^\*\) ;;  # HOOK_OPS: .*$", lambda _: f"{ops}) ;;", out, count=1, flags=re.M)
     for name, value in values.items():
         quoted = "'" + value.replace("'", "'\\''") + "'"
         out = re.sub(rf"^{name}='[^'\n]*'(.*)$", lambda m, n=name, q=quoted: f"{n}={q}{m.group(1)}", out,
@@ -99,7 +102,7 @@ def is_ours(path: Path) -> bool:
 def target(hooks_dir: str, legacy: bool | None = None) -> Path:
     if legacy is None:
         v = libvirt_version()
-        legacy = v is not None and v < QEMU_D_SINCE
+        legacy = not in_window(v, QEMU_D_SINCE, None, unknown=AS_CURRENT)
     return Path(hooks_dir) / "qemu" if legacy else Path(hooks_dir) / "qemu.d" / "virtxml-cpu"
 
 
