@@ -336,7 +336,7 @@ def installed_problems(path: Path, python: str, settings: dict[str, str]) -> lis
         out.append(why)
     from ..core import config as config_file
 
-    config = config or config_file.DEFAULT_PATH
+    config = config or CONFIG_PATH
     why = config_file.trust_problem(config)
     if why:
         out.append(f"config {shown(config)}: {why}")

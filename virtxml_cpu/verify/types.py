@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Callable, NamedTuple
 
-from ..constants import VERIFIED_RECORD as DEFAULT_RECORD
+from ..constants import VERIFIED_RECORD
 from ..tables import qemu
 from ..core.config import Config
 from ..errors import EXIT_OK, EXIT_WORK_FOUND
@@ -43,7 +43,7 @@ class VerifyOptions(NamedTuple):
     machines: tuple[str, ...] = ()  # shell patterns; empty: every x86 machine type
     modes: tuple[str, ...] = ()  # MODE_KEYS; empty: all of them
     json_path: str | None = None
-    record: str | None = DEFAULT_RECORD  # None: do not record a pass
+    record: str | None = VERIFIED_RECORD  # None: do not record a pass
     progress: Callable[[str], None] | None = None
 
 
