@@ -20,7 +20,6 @@ from ..constants import CONFIG_PATH as DEFAULT_PATH  # the name cli.py reads
 from ..constants import CONFIG_PATH, DEFAULT_STYLE, LIBVIRT_CONFIG_DIR, SPOOL_DIR
 from ..errors import BadInput, EnvironmentProblem, shown
 from ..fs.trusted import Untrusted, check_trusted, read_regular, resolve_trusted
-from ..tables.version import is_release  # cli.py reads it here too
 
 HOOK_MODES = ("audit", "enforce", "queue")
 
@@ -107,6 +106,14 @@ def parse(text: str, path: str = "<config>") -> Config:
         if value not in allowed:
             raise BadInput(f"config {path}: {key} = {value!r} is not one of {', '.join(a for a in allowed if a)}")
     return cfg
+
+
+def is_release(text: str) -> bool:
+    """Whether `text` is a QEMU release X.Y[.Z]: tables/version.py's grammar, imported only when asked (the
+    hook's repeat starts import this module and nothing of tables/)."""
+    from ..tables.version import is_release as grammar
+
+    return grammar(text)
 
 
 def trust_problem(path: str) -> str | None:
