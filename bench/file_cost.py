@@ -128,7 +128,7 @@ def main() -> None:
             print(f"{'CPU, ' + k:<45} {statistics.median(v) * 1e6:8.1f} us per template "
                   f"(median of {args.runs}, {templates} templates, each once)")
         big = Path(tmp) / "big.xml"
-        big_document(big, 10 * 1024 * 1024)  # virtxml_cpu.xml.parse.MAX_INPUT_BYTES
+        big_document(big, 10 * 1024 * 1024)  # virtxml_cpu.constants.MAX_DEFINITION_BYTES
         size_kib = big.stat().st_size // 1024
         for name in ("rewrite --check", "explain --format json"):
             r = subprocess.run(cases[name] + [str(big)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)

@@ -242,6 +242,10 @@ SCANNERS: dict[str, tuple[str, ...] | str] = {
     "virtxml_cpu.core.precedence": NO_DEFINITION + " (settles the sources' claims)",
     "virtxml_cpu.core.config": NO_DEFINITION + " (the config file)",
     "virtxml_cpu.core.toml_check": NO_DEFINITION + " (the config file's grammar)",
+    "virtxml_cpu.core.toml_read": NO_DEFINITION + " (reads the config file's TOML)",
+    "virtxml_cpu.core.toml_strings": NO_DEFINITION + " (the config file's strings)",
+    "virtxml_cpu.constants": NO_DEFINITION + " (the tool's fixed facts)",
+    "virtxml_cpu.tables.version": ("machine name of the whole size",),  # a machine name's X.Y[.Z]
     "virtxml_cpu.errors": NO_DEFINITION + " (exception classes)",
     "virtxml_cpu.fs.trusted": NO_DEFINITION + " (opens files by fixed paths)",
     "virtxml_cpu.fs.atomic": NO_DEFINITION + " (writes the digest's entry)",

@@ -22,15 +22,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from virtxml_cpu import __version__
-from virtxml_cpu.core import config  # noqa: E402
+from virtxml_cpu import __version__, constants  # noqa: E402
 from virtxml_cpu.cli import build_parser  # noqa: E402
-from virtxml_cpu.hook.install import DEFAULT_DIGEST_DIR, render, template  # noqa: E402
+from virtxml_cpu.hook.install import render, template  # noqa: E402
 
 SYSTEM_PYTHON = "/usr/bin/python3"
 SYSTEM_PACKAGE_DIR = "/usr/lib/python3/dist-packages"
 HOOK_MODE = "audit"
-SPOOL_DIR = os.path.dirname(config.DEFAULT_SPOOL)
+SPOOL_DIR = constants.STATE_DIR  # the spool's parent: the state the units may write
 TEXTFILE_DIR = "/var/lib/prometheus/node-exporter"
 
 # One row per config key: (key as written in the file, what it does). Every key core/config.py accepts must
@@ -47,11 +46,11 @@ CONFIG_KEYS = (
     ("host_timeout", "seconds a whole host may take (default 10 times timeout)"),
     ("hook.mode", "what the hook does at guest start: audit (log), enforce (refuse the start) or queue "
                   "(log and queue the fix for apply --pending); default audit"),
-    ("hook.spool", f"where queue mode records pending fixes (default {config.DEFAULT_SPOOL})"),
+    ("hook.spool", f"where queue mode records pending fixes (default {constants.SPOOL_DIR})"),
     ("hook.syslog_socket", "the datagram socket the hook and watch log to (default /dev/log; stderr "
                            "when it cannot be reached)"),
     ("hook.libvirt_config_dir", "where libvirt keeps persistent definitions, NAME.xml (default "
-                                f"{config.DEFAULT_LIBVIRT_CONFIG_DIR}): a guest without one is transient and the "
+                                f"{constants.LIBVIRT_CONFIG_DIR}): a guest without one is transient and the "
                                 "hook neither refuses nor queues it; \"\" takes every guest as persistent"),
 )
 
@@ -66,11 +65,11 @@ EXIT_STATUS = (
 )
 
 FILES = (
-    (config.DEFAULT_PATH, "the host-wide settings (see CONFIGURATION)"),
+    (constants.CONFIG_PATH, "the host-wide settings (see CONFIGURATION)"),
     ("/etc/libvirt/hooks/qemu.d/virtxml-cpu", "the libvirt qemu hook; libvirtd reads hooks when it starts "
                                               "and on SIGHUP (systemctl reload libvirtd)"),
-    (config.DEFAULT_SPOOL, "fixes queued by the hook in queue mode, for virtxml-cpu apply --pending"),
-    ("/var/lib/virtxml-cpu/verified.json", "the QEMU builds virtxml-cpu verify found in agreement with the "
+    (constants.SPOOL_DIR, "fixes queued by the hook in queue mode, for virtxml-cpu apply --pending"),
+    (constants.VERIFIED_RECORD, "the QEMU builds virtxml-cpu verify found in agreement with the "
                                            "rules on this host (root-owned; apply and hook install note "
                                            "an unverified build)"),
     (f"{TEXTFILE_DIR}/virtxml-cpu.prom", "written by virtxml-cpu-audit.service (virtxml-cpu-audit.timer) "
@@ -113,7 +112,7 @@ def manpage(parser: argparse.ArgumentParser | None = None, date: datetime.date |
                    "line, then this file. Keys named hook.X go in a [hook] table.")
     extra = [
         _section("EXIT STATUS", EXIT_STATUS),
-        ".SH CONFIGURATION\n" + _roff(f"{config.DEFAULT_PATH} (or --config FILE, or $VIRTXML_CPU_CONFIG). "
+        ".SH CONFIGURATION\n" + _roff(f"{constants.CONFIG_PATH} (or --config FILE, or $VIRTXML_CPU_CONFIG). "
                                       + config_text),
         "\n".join(_section("", CONFIG_KEYS).splitlines()[1:]),
         _section("FILES", FILES),
@@ -214,7 +213,7 @@ def hook(package_dir: str = SYSTEM_PACKAGE_DIR, lib: tuple[str, ...] = ()) -> st
     """The hook the package installs: the system interpreter, the system package dir (and where lxml is
     when elsewhere: `lib`), audit mode (the config file's [hook] mode still wins)."""
     lib = tuple(d for d in dict.fromkeys(lib) if d != package_dir)
-    return render(template(), SYSTEM_PYTHON, package_dir, HOOK_MODE, None, lib, DEFAULT_DIGEST_DIR)
+    return render(template(), SYSTEM_PYTHON, package_dir, HOOK_MODE, None, lib, constants.DIGEST_DIR)
 
 
 def main(argv: list[str] | None = None) -> int:

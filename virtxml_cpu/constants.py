@@ -11,6 +11,13 @@ VERIFIED_RECORD = STATE_DIR + "/verified.json"  # where `verify` notes a pass
 INCOMING_BESIDE_SPOOL = "incoming"  # restore/migrate marks (hook/incoming.py)
 CAPS_DIGESTS_BESIDE_SPOOL = "qemu-caps"  # digests of libvirt's capabilities cache (host/caps_cache.py)
 
+
+def beside_spool(spool: str, name: str) -> str:
+    """The directory `name` beside `spool` (in its parent, as os.path.dirname and join would put it)."""
+    return spool.rstrip("/").rpartition("/")[0].rstrip("/") + "/" + name
+
+
+
 CONFIG_PATH = "/etc/virtxml-cpu/config.toml"
 LIBVIRT_CONFIG_DIR = "/etc/libvirt/qemu"  # a domain without NAME.xml there is transient
 

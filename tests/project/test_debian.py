@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from virtxml_cpu import __version__
-from virtxml_cpu.core import config
+from virtxml_cpu import __version__, constants
+from virtxml_cpu.core import config, toml_read
 from virtxml_cpu.hook import install
 from virtxml_cpu.cli import build_parser
 
@@ -86,7 +86,7 @@ def test_man_page_has_exit_status_config_keys_and_files(man_text):
     conf = man_text.split(".SH CONFIGURATION", 1)[1].split(".SH ", 1)[0]
     keys = set(config.KEYS) - {"hook"} | {f"hook.{k}" for k in config.HOOK_KEYS}
     assert set(re.findall(r"\\fB([a-z_.]+)\\fR", conf)) == keys
-    for path in (config.DEFAULT_PATH, "/etc/libvirt/hooks/qemu.d/virtxml-cpu", config.DEFAULT_SPOOL):
+    for path in (constants.CONFIG_PATH, "/etc/libvirt/hooks/qemu.d/virtxml-cpu", constants.SPOOL_DIR):
         assert path in man_text.split(".SH FILES", 1)[1]
 
 
@@ -100,11 +100,11 @@ def test_config_template_is_all_comments_and_uncommented_sets_every_key():
     text = (ROOT / "contrib" / "config.toml").read_text()
     assert config.parse(text, "template") == config.Config(path="template")  # commented: the defaults
     uncommented = re.sub(r"^#(\w+ = |\[hook\]$)", r"\1", text, flags=re.M)
-    data = config.toml_reader().loads(uncommented)
+    data = toml_read.toml_reader().loads(uncommented)
     assert set(data) == set(config.KEYS) and set(data["hook"]) == set(config.HOOK_KEYS)
     cfg = config.parse(uncommented, "template")
     assert (cfg.policy, cfg.style, cfg.hook_mode, cfg.spool, cfg.syslog_socket) == (
-        "compat", "pvspinlock", "audit", config.DEFAULT_SPOOL, "/dev/log")
+        "compat", "pvspinlock", "audit", constants.SPOOL_DIR, "/dev/log")
 
 
 def complete(script: str, *words: str) -> list[str]:
@@ -206,7 +206,7 @@ def test_units_pass_systemd_analyze_verify(tmp_path):
 def test_package_version_is_the_python_version():
     changelog = (ROOT / "debian" / "changelog").read_text().splitlines()[0]
     assert re.match(rf"virtxml-cpu \({re.escape(__version__)}\) ", changelog), changelog
-    pyproject = config.toml_reader().loads((ROOT / "pyproject.toml").read_text())
+    pyproject = toml_read.toml_reader().loads((ROOT / "pyproject.toml").read_text())
     assert pyproject["project"]["version"] == __version__
 
 

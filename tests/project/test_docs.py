@@ -43,7 +43,7 @@ import pytest
 from lxml import etree
 
 from tests.support import ROOT
-from virtxml_cpu.core.config import toml_reader
+from virtxml_cpu.core.toml_read import toml_reader
 
 PAGES = [ROOT / "README.md"] + sorted((ROOT / "docs").glob("*.md"))
 SHELLS = {"sh", "bash", "shell", "console"}

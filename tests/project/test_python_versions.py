@@ -29,9 +29,9 @@ def sources() -> list[Path]:
 
 
 def test_requires_python_and_the_package_dependency_say_3_9():
-    from virtxml_cpu.core import config
+    from virtxml_cpu.core import toml_read
 
-    project = config.toml_reader().loads((ROOT / "pyproject.toml").read_text())["project"]
+    project = toml_read.toml_reader().loads((ROOT / "pyproject.toml").read_text())["project"]
     assert project["requires-python"] == ">=%d.%d" % OLDEST
     control = (ROOT / "debian" / "control").read_text()
     depends = re.search(r"^Package: virtxml-cpu\n(?:.+\n)*?Depends: (.*(?:\n .*)*)", control, re.M).group(1)
@@ -41,7 +41,7 @@ def test_requires_python_and_the_package_dependency_say_3_9():
 
 def test_vermin_finds_nothing_newer_than_3_9():
     """--eval-annotations: an annotation evaluated at run time (no `from __future__ import annotations`)
-    counts as code; `# novermin` marks an import guarded by its fallback (config.toml_reader)."""
+    counts as code; `# novermin` marks an import guarded by its fallback (toml_read.toml_reader)."""
     vermin = Path(sys.executable).parent / "vermin"
     if not vermin.exists():
         pytest.fail(f"vermin is not installed beside {sys.executable}: pip install -e '.[test]'")

@@ -6,9 +6,9 @@ from __future__ import annotations
 import argparse
 
 from ..constants import CONFIG_PATH, DEFAULT_STYLE, DEFAULT_URI, KVM_DEVICE
-from ..core.config import is_release
+from ..tables.version import is_release
 from ..core.decision import POLICIES, STYLES
-from ..host.connection import DEFAULT_TIMEOUT, HOST_TIMEOUT_FACTOR
+from ..core.precedence import DEFAULT_TIMEOUT, HOST_TIMEOUT_FACTOR
 from ..tables.builds.known import NAMES as BUILD_NAMES
 
 EPILOG = """exit status: 0 done; 1 --check found work (rewrite) or a domain needs work (audit);

@@ -1,27 +1,26 @@
-"""Host-wide settings from a TOML file (default /etc/virtxml-cpu/config.toml).
+"""Host-wide settings from a TOML file (default constants.CONFIG_PATH).
 
     policy = "compat"        # compat | never | always | numa
-    style = "pvspinlock"     # pvspinlock | cpu-feature
+    style = "pvspinlock"     # pvspinlock | cpu-feature (default constants.DEFAULT_STYLE)
     qemu_build = "ubuntu"  # upstream | ubuntu | rhel (default: detected)
     qemu_version = "8.2.2"   # the QEMU release (default: detected)
     [hook]
     mode = "audit"           # audit | enforce | queue
-    spool = "/var/lib/virtxml-cpu/pending"
+    spool = "/srv/pending"   # default constants.SPOOL_DIR
     syslog_socket = "/dev/log"
-    libvirt_config_dir = "/etc/libvirt/qemu"  # where libvirt keeps persistent definitions ("": do not look)
+    libvirt_config_dir = "/srv/qemu"  # where libvirt keeps persistent definitions ("": do not look; default
+                                      # constants.LIBVIRT_CONFIG_DIR)
 """
 
 from __future__ import annotations
 
 import os
 
+from ..constants import CONFIG_PATH, DEFAULT_STYLE, LIBVIRT_CONFIG_DIR, SPOOL_DIR
 from ..errors import BadInput, EnvironmentProblem, shown
 from ..fs.trusted import Untrusted, check_trusted, read_regular, resolve_trusted
 
-DEFAULT_PATH = "/etc/virtxml-cpu/config.toml"
 HOOK_MODES = ("audit", "enforce", "queue")
-DEFAULT_SPOOL = "/var/lib/virtxml-cpu/pending"
-DEFAULT_LIBVIRT_CONFIG_DIR = "/etc/libvirt/qemu"  # hook/persistent.py: a domain without NAME.xml there is transient
 
 
 class Config:
@@ -33,12 +32,12 @@ class Config:
 
     def __init__(self, policy: str | None = None, style: str | None = None,  # None: precedence.style's default
                  hook_mode: str | None = None,  # None: not set here (precedence.hook_mode)
-                 spool: str = DEFAULT_SPOOL, syslog_socket: str | None = None, path: str | None = None,
+                 spool: str = SPOOL_DIR, syslog_socket: str | None = None, path: str | None = None,
                  qemu_build: str | None = None,
                  timeout: float | None = None,  # seconds a libvirt host may stay silent (connecting, any call)
                  host_timeout: float | None = None,  # seconds for a whole host (None: precedence.timeouts)
                  qemu_version: str | None = None,  # the QEMU release the guests run on, X.Y[.Z] (default: detected)
-                 libvirt_config_dir: str = DEFAULT_LIBVIRT_CONFIG_DIR):  # the hook's transient check ("": none)
+                 libvirt_config_dir: str = LIBVIRT_CONFIG_DIR):  # the hook's transient check ("": none)
         self.policy, self.style, self.hook_mode, self.spool = policy, style, hook_mode, spool
         self.syslog_socket, self.path, self.qemu_build, self.timeout = syslog_socket, path, qemu_build, timeout
         self.host_timeout, self.qemu_version = host_timeout, qemu_version
@@ -64,32 +63,16 @@ MAX_CONFIG_BYTES = 64 * 1024  # a config is a few lines; /dev/zero or a log file
 KEYS = {"policy": str, "style": str, "qemu_build": str, "hook": dict, "timeout": (int, float),
         "host_timeout": (int, float), "qemu_version": str}
 HOOK_KEYS = {"mode": str, "spool": str, "syslog_socket": str, "libvirt_config_dir": str}
-OLDER_NAMES = {"qemu_flavour": "qemu_build"}  # still read, so a config written for an older release keeps working
 
 
 def parse(text: str, path: str = "<config>") -> Config:
     """The settings `text` holds. It is read against TOML 1.0's grammar first (toml_check): what tomllib
     refuses is refused whichever reader this Python has, and a reader that reads it otherwise is refused."""
-    from . import toml_check  # here: the hook's repeat starts read the file, never parse it (nor import re)
+    from . import toml_read  # here: the hook's repeat starts read the file, never parse it (nor import re)
 
-    try:
-        checked = toml_check.read(text)
-    except toml_check.NotToml as e:
-        raise BadInput(f"config {path}: {e}") from None
-    if not checked:
+    data = toml_read.read(text, path)
+    if not data:
         return Config(path=path)  # comments only (the packaged config): nothing for a reader to read
-    data = plain_toml(text)
-    if data is None:
-        data = _toml(text, path)
-    if data != checked:
-        name = getattr(toml_reader(), "__name__", "the TOML reader")
-        raise BadInput(f"config {path}: {name} (this Python's TOML reader) reads it otherwise than TOML 1.0 "
-                       "does: write it the plain way (docs/configuration.md)")
-    for old, new in OLDER_NAMES.items():
-        if old in data:
-            if new in data and data[new] != data[old]:
-                raise BadInput(f"config {path}: {new} and {old} (its older name) disagree; keep {new}")
-            data = {new: data[old], **{k: v for k, v in data.items() if k != old}}
     hook = data.get("hook", {})
     for table, keys, prefix in ((data, KEYS, ""), (hook if isinstance(hook, dict) else {}, HOOK_KEYS, "hook.")):
         unknown = sorted(set(table) - set(keys))
@@ -102,7 +85,7 @@ def parse(text: str, path: str = "<config>") -> Config:
     for key in ("spool", "syslog_socket"):
         if key in hook and (not hook[key] or "\0" in hook[key]):
             raise BadInput(f"config {path}: hook.{key} must be a path")
-    where = hook.get("libvirt_config_dir", DEFAULT_LIBVIRT_CONFIG_DIR)
+    where = hook.get("libvirt_config_dir", LIBVIRT_CONFIG_DIR)
     if where and (not where.startswith("/") or "\0" in where):
         raise BadInput(f"config {path}: hook.libvirt_config_dir must be an absolute path, or \"\" to not look")
     for key in ("timeout", "host_timeout"):
@@ -112,7 +95,7 @@ def parse(text: str, path: str = "<config>") -> Config:
     from .decision import POLICIES, STYLES
 
     cfg = Config(data.get("policy"), data.get("style"), hook.get("mode"),
-                 hook.get("spool", DEFAULT_SPOOL), hook.get("syslog_socket"), path, data.get("qemu_build"),
+                 hook.get("spool", SPOOL_DIR), hook.get("syslog_socket"), path, data.get("qemu_build"),
                  data.get("timeout"), data.get("host_timeout"), data.get("qemu_version"), where)
     if cfg.qemu_version is not None and not is_release(cfg.qemu_version):
         raise BadInput(f"config {path}: qemu_version = {cfg.qemu_version!r} is not a QEMU release X.Y[.Z]")
@@ -125,9 +108,11 @@ def parse(text: str, path: str = "<config>") -> Config:
 
 
 def is_release(text: str) -> bool:
-    """X.Y or X.Y.Z, ASCII digits."""
-    parts = text.split(".")
-    return 2 <= len(parts) <= 3 and all(p.isascii() and p.isdigit() for p in parts)
+    """Whether `text` is a QEMU release X.Y[.Z]: tables/version.py's grammar, imported only when asked (the
+    hook's repeat starts import this module and nothing of tables/)."""
+    from ..tables.version import is_release as grammar
+
+    return grammar(text)
 
 
 def trust_problem(path: str) -> str | None:
@@ -177,7 +162,7 @@ def from_raw(raw: bytes | None, path: str | None, environ=os.environ) -> Config:
     decision digest is keyed on."""
     if raw is None:
         return Config()
-    path = path or environ.get("VIRTXML_CPU_CONFIG", DEFAULT_PATH)
+    path = path or environ.get("VIRTXML_CPU_CONFIG", CONFIG_PATH)
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:
@@ -189,7 +174,7 @@ def read_raw(path: str | None, environ=os.environ) -> bytes | None:
     """The config file's bytes as `load` reads them (the same checks), None when the default file is
     absent; the hook keys its decision digest on them."""
     explicit = path is not None or "VIRTXML_CPU_CONFIG" in environ
-    path = path or environ.get("VIRTXML_CPU_CONFIG", DEFAULT_PATH)
+    path = path or environ.get("VIRTXML_CPU_CONFIG", CONFIG_PATH)
     try:
         return read_trusted(path)
     except FileNotFoundError:
@@ -202,113 +187,3 @@ def read_raw(path: str | None, environ=os.environ) -> bytes | None:
     except OSError as e:
         reason = "permission denied" if isinstance(e, PermissionError) else e.strerror
         raise EnvironmentProblem(f"config {shown(path)}: {reason}") from None
-
-
-def _toml(text: str, path: str) -> dict:
-    reader = toml_reader()
-    if reader is None:
-        raise EnvironmentProblem(f"config {path} is not written the plain way (docs/install.md) and this Python "
-                                 "has no TOML reader: install python3-tomli or python3-toml, or pip install tomli")
-    try:
-        return reader.loads(text)
-    except ValueError as e:  # tomllib's and tomli's TOMLDecodeError, toml's TomlDecodeError: each a ValueError
-        raise BadInput(f"config {path}: {str(e).splitlines()[0]}") from None
-    except RecursionError:
-        raise BadInput(f"config {path}: nested too deeply") from None
-    except (AttributeError, LookupError, TypeError) as e:  # toml 0.10 on some invalid files (`[[hook]]` after `[hook]`)
-        raise BadInput(f"config {path}: not valid TOML ({reader.__name__}: {type(e).__name__})") from None
-
-
-def toml_reader():
-    """The first TOML reader this Python has (a module with `loads`), or None: tomllib (3.11+), tomli
-    (tomllib as a package: pip's dependency below 3.11, Ubuntu 22.04's python3-tomli), toml 0.10 (Debian
-    11's python3-toml, its only one; why in docs/install.md). Imported here, not at the top: tomllib and
-    the typing it imports cost the hook ~3 ms."""
-    try:
-        import tomllib  # novermin - 3.11+, the readers below otherwise
-
-        return tomllib
-    except ImportError:
-        pass
-    try:
-        import tomli
-
-        return tomli
-    except ImportError:
-        pass
-    try:
-        import toml
-
-        return toml
-    except ImportError:
-        return None
-
-
-_BARE_KEY = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")
-_DIGITS = frozenset("0123456789")
-
-
-def plain_toml(text: str) -> dict | None:
-    """What tomllib.loads makes of a config written the plain way (comments, `[hook]` once, `key = "text"`,
-    `key = 12`, `key = 1.5`, `key = true`), or None for anything else, which tomllib then reads (and
-    refuses, with its message). Same result as tomllib wherever it answers (tests/unit/core/test_config_plain.py)."""
-    data: dict = {}
-    table = data
-    lines = text.split("\n")
-    for n, line in enumerate(lines):
-        line = line[:-1] if line.endswith("\r") and n < len(lines) - 1 else line  # CRLF, never a bare CR
-        if any(c < " " and c != "\t" or c == "\x7f" for c in line):
-            return None  # control characters: tomllib's to judge
-        line = line.strip(" \t")
-        if not line or line.startswith("#"):
-            continue
-        if line.startswith("["):
-            head, _, rest = line.partition("]")
-            if head != "[hook" or "hook" in data or not _comment(rest):
-                return None
-            table = data["hook"] = {}
-            continue
-        key, eq, rest = line.partition("=")
-        key, rest = key.strip(" \t"), rest.strip(" \t")
-        if not eq or not key or not set(key) <= _BARE_KEY or key in table or (table is data and key == "hook"):
-            return None
-        value, rest = _plain_value(rest)
-        if value is None or not _comment(rest):
-            return None
-        table[key] = value
-    return data
-
-
-def _comment(rest: str) -> bool:
-    rest = rest.strip(" \t")
-    return not rest or rest.startswith("#")
-
-
-def _plain_value(text: str):
-    """A basic string without escapes, a decimal integer or float, or a boolean; (None, "") else."""
-    if text.startswith('"'):
-        end = text.find('"', 1)
-        body = text[1:end]
-        if end < 0 or "\\" in body:
-            return None, ""
-        return body, text[end + 1:]
-    token, _, rest = text.replace("\t", " ").partition(" ")
-    if token.startswith("#"):
-        return None, ""
-    if "#" in token:
-        token, rest = token[:token.index("#")], token[token.index("#"):] + " " + rest
-    if token in ("true", "false"):
-        return token == "true", rest
-    sign, digits = (token[0], token[1:]) if token[:1] in ("-", "+") else ("", token)
-    whole, dot, frac = digits.partition(".")
-    if not whole or not set(whole) <= _DIGITS or (len(whole) > 1 and whole[0] == "0"):
-        return None, ""
-    from .toml_check import MAX_NUMBER  # parse() imported it already
-
-    if len(digits) > MAX_NUMBER:
-        return None, ""  # toml_check refuses it before any conversion
-    if dot:
-        if not frac or not set(frac) <= _DIGITS:
-            return None, ""
-        return float(sign + digits), rest
-    return int(sign + digits), rest

@@ -11,8 +11,9 @@ from functools import lru_cache
 
 from ..tables import lazyre, libvirt_xml, qemu
 from ..tables.properties import BY_NAME, PROPERTIES, PV_UNHALT
+from ..tables.version import AS_CURRENT, Version, in_window
 
-def qemu_bool(text: str, release: tuple[int, ...] | None = None) -> bool | None:
+def qemu_bool(text: str, release: Version | None = None) -> bool | None:
     """A boolean as QEMU `release` reads it (qemu.GRAMMAR); None: QEMU refuses the value."""
     g = qemu.grammar(release)
     return True if text in g.true else False if text in g.false else None
@@ -42,7 +43,7 @@ _CPU_PROP = lazyre.compile(rf",(?:([+-])({_spelled(BOOL_PROPS)})|({_spelled(BOOL
 _UNHALT = lazyre.compile(rf",[+-]*(?:{_spelled([PV_UNHALT])})(?=[=,]|\Z)")  # a -cpu part naming kvm-pv-unhalt
 
 
-def flag_taken(written: str, release: tuple[int, ...] | None = None) -> bool:
+def flag_taken(written: str, release: Version | None = None) -> bool:
     """Whether QEMU `release` takes `+written`/`-written`: +/- look a name up as written (no `_` -> `-`), so only
     the spellings properties.py gives each property from its release (underscore_flag, dash_flag)."""
     prop = BY_NAME.get(qemu_name(written))
@@ -55,10 +56,10 @@ def flag_taken(written: str, release: tuple[int, ...] | None = None) -> bool:
         since = prop.underscore_flag
     else:
         return False  # no name QEMU registers (kvm_pv_tlb_flush, kvm_pv-unhalt)
-    return since is None or release is None or release >= since
+    return in_window(release, since, None, unknown=AS_CURRENT)
 
 
-def global_name_taken(written: str, release: tuple[int, ...] | None = None) -> bool:
+def global_name_taken(written: str, release: Version | None = None) -> bool:
     """Whether QEMU `release` has a QOM property named `written` for -global (qemu.GLOBAL_NOT_FOUND): the dash
     name, or the underscore spelling once it is an alias (the later of underscore_flag and dash_flag)."""
     prop = BY_NAME.get(qemu_name(written))
@@ -68,11 +69,11 @@ def global_name_taken(written: str, release: tuple[int, ...] | None = None) -> b
     if written != prop.name.replace(dash, under) or not prop.underscore_flag:
         return False
     since = max(prop.underscore_flag, prop.dash_flag or prop.underscore_flag)
-    return release is None or release >= since
+    return in_window(release, since, None, unknown=AS_CURRENT)
 
 
 @lru_cache(maxsize=2)  # the engine asks twice for one definition's -cpu (its refusal, its properties)
-def parse_cpu_option(text: str, release: tuple[int, ...] | None = None) -> CpuOption:
+def parse_cpu_option(text: str, release: Version | None = None) -> CpuOption:
     """`-cpu model,+feat,-feat,feat=on,feat` -> the properties by QEMU's grammar (qemu.GRAMMAR): a bare `feat`
     means feat=on, `_` reads as `-` in feat=value and a bare feat, +feat/-feat take the spellings flag_taken says;
     a value or a +/- spelling QEMU refuses for one of the properties resolved is listed apart (its value None for a

@@ -6,13 +6,12 @@ from collections import namedtuple
 
 from lxml import etree
 
+from ..constants import OWN_NS, QEMU_NS
 from ..tables import lazyre, qemu  # module-level patterns compiled where first used (the hook's cold start)
 from ..tables.libvirt_xml import BY_KEY as _SETTINGS_BY_KEY, CPU_MODE_CUSTOM, CPU_MODE_NONE, PLACEMENT, SETTINGS, \
     Placement, Setting
 from ..tables.orchestrators import RECOGNISED as STACKS
 
-QEMU_NS = "http://libvirt.org/schemas/domain/qemu/1.0"
-OWN_NS = "urn:virtxml-cpu:domain:1"  # the tool's own per-domain metadata (<vxc:cpu policy=.../>)
 LIBOSINFO_NS = "http://libosinfo.org/xmlns/libvirt/domain/1.0"
 
 

@@ -13,11 +13,13 @@ import struct
 from collections import namedtuple
 from collections.abc import Iterable
 
+from ..constants import KVM_DEVICE
 from ..tables import lazyre
 from . import precedence  # module-level patterns compiled where first used (the hook's cold start)
 from ..errors import BadInput
 from ..tables.builds.known import BUILDS
-from .machines import classify, parse_version
+from ..tables.version import Version, is_release, parse_version
+from .machines import classify
 from .memo import frozen
 from ..xml.parse import parse_xml
 
@@ -37,7 +39,7 @@ class HostFacts(namedtuple("HostFacts", "cpuid aliases machines host_model qemu_
     aliases: dict[str, str]  # pc -> pc-i440fx-7.2, "" -> default (never mutated)
     machines: frozenset[str]
     host_model: tuple[str | None, tuple[tuple[str, str], ...]] | None  # model, features
-    qemu_version: tuple[int, ...] | None
+    qemu_version: Version | None
     sources: tuple[str, ...]
     qemu_build: str | None  # upstream | ubuntu | rhel, when known
     build_source: str  # how it is known, for explain
@@ -82,7 +84,7 @@ def decode_supported_cpuid(buf: bytes) -> dict[tuple[int, str], int]:
     return out
 
 
-def probe_kvm(device: str = "/dev/kvm") -> HostFacts:
+def probe_kvm(device: str = KVM_DEVICE) -> HostFacts:
     """KVM_GET_SUPPORTED_CPUID on /dev/kvm (no QEMU, no libvirt). Empty facts when unavailable."""
     try:
         fd = os.open(device, os.O_RDWR | os.O_CLOEXEC)
@@ -155,7 +157,7 @@ def build_of_package(package: str) -> str:
     return "upstream"
 
 
-def release_facts(release: tuple[int, ...], package: str, what: str, said: str | None = None) -> HostFacts:
+def release_facts(release: Version, package: str, what: str, said: str | None = None) -> HostFacts:
     """A QEMU's release and package string as host facts: the one place they become a release, a build
     (build_of_package) and a package, whoever read them -- a --version line (build_from_version), QMP
     query-version (verify), libvirt's capabilities cache (caps_cache). `what` is the source, `said` its
@@ -241,16 +243,16 @@ def parse_domcapabilities(data: bytes) -> HostFacts:
     return HostFacts(host_model=host_model, sources=("domain capabilities",))
 
 
-_VERSION_LINE = lazyre.compile(r"version ([0-9]+\.[0-9]+(?:\.[0-9]+)?)(?: \((.*)\))?", lazyre.ASCII)
+_VERSION_LINE = lazyre.compile(r"version ([0-9]+(?:\.[0-9]+)*)(?: \((.*)\))?", lazyre.ASCII)
 
 
-def parse_version_line(text: str) -> tuple[tuple[int, ...], str] | None:
+def parse_version_line(text: str) -> tuple[Version, str] | None:
     """`QEMU emulator version 7.2.22 (Debian 1:7.2+dfsg-7+deb12u18+b3)` -> ((7, 2, 22), "Debian ...");
     ASCII digits only (the one parser of a QEMU's version line)."""
     m = _VERSION_LINE.search(text)
-    return (parse_version(m.group(1)), m.group(2) or "") if m else None
+    return (parse_version(m.group(1)), m.group(2) or "") if m and is_release(m.group(1)) else None
 
 
-def parse_qemu_version(text: str) -> tuple[int, ...] | None:
+def parse_qemu_version(text: str) -> Version | None:
     parsed = parse_version_line(text)
     return parsed[0] if parsed else None

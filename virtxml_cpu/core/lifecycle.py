@@ -12,7 +12,8 @@ from collections import namedtuple
 
 from ..tables import lazyre  # module-level patterns compiled where first used (the hook's cold start)
 from ..tables.builds.known import BUILDS, PC, AgeRule, Build, Lifecycle
-from .machines import Machine, format_version
+from .machines import Machine
+from ..tables.version import Version, format_version, parse_version
 
 OFFERED, DEPRECATED, NOT_OFFERED = "offered", "deprecated", "not-offered"
 STATUSES = (OFFERED, DEPRECATED, NOT_OFFERED)
@@ -28,7 +29,7 @@ class Status(namedtuple("Status", "status why")):
     why: str
 
 
-def _expired(cutoff: int, release: tuple[int, ...], major: int, minor: int) -> bool:
+def _expired(cutoff: int, release: Version, major: int, minor: int) -> bool:
     """boards.h _MACHINE_VER_IS_EXPIRED_IMPL: formal releases (micro < 50) count from this release, development
     snapshots (micro >= 50) from the next one (the next minor, or the next major after x.2)."""
     cur_major, cur_minor = release[0], release[1] if len(release) > 1 else 0
@@ -38,7 +39,7 @@ def _expired(cutoff: int, release: tuple[int, ...], major: int, minor: int) -> b
     return cur_major - major > cutoff or (cur_major - major == cutoff and cur_minor - minor >= 0)
 
 
-def _age(rule: AgeRule, counted_at: tuple[int, ...], major: int, minor: int) -> str | None:
+def _age(rule: AgeRule, counted_at: Version, major: int, minor: int) -> str | None:
     """NOT_OFFERED, DEPRECATED or None by the age rule, at `counted_at` (a QEMU release, or (RHEL major,)).
     9.1 ... 10.0 delete only with QEMU_DELETE_MACHINES in QEMU's environment, which libvirt does not set."""
     if rule.counted == "rhel":
@@ -51,12 +52,12 @@ def _age(rule: AgeRule, counted_at: tuple[int, ...], major: int, minor: int) -> 
     return DEPRECATED if _expired(rule.deprecate_after, counted_at, major, minor) else None
 
 
-def versioned_status(name: str, release: tuple[int, ...], lifecycle: Lifecycle, title: str) -> Status | None:
+def versioned_status(name: str, release: Version, lifecycle: Lifecycle, title: str) -> Status | None:
     """An upstream-style versioned name (pc-i440fx-X.Y, pc-q35-X.Y[.Z], pc-X.Y) on QEMU `release`."""
     m = _VERSIONED.fullmatch(name)
     if not m:
         return None
-    prefix, v = m.group("prefix"), tuple(int(p) for p in m.group("version").split("."))
+    prefix, v = m.group("prefix"), parse_version(m.group("version"))
     qemu = f"QEMU {format_version(release)} ({title})"
     for span in lifecycle.removals:
         if span.covers(prefix, v) and release >= span.release:
@@ -81,7 +82,7 @@ def versioned_status(name: str, release: tuple[int, ...], lifecycle: Lifecycle, 
     return Status(OFFERED, f"{qemu} offers {name}")
 
 
-def known_names(build: Build, release: tuple[int, ...]) -> list[str]:
+def known_names(build: Build, release: Version) -> list[str]:
     """Every PC machine name the tables know for this build up to `release`: upstream's versioned names (pc-0.10
     on) and the build's own table keys with their suffixed variants."""
     names = [f"pc-0.{minor}" for minor in range(10, 16)] + [f"pc-1.{minor}" for minor in range(4)]

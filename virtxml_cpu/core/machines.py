@@ -10,11 +10,12 @@ from __future__ import annotations
 
 from collections import namedtuple
 
-from ..tables.builds.known import BUILDS, I440FX, PC, Q35, Build, NameTable, Release, Version
+from ..tables.builds.known import BUILDS, I440FX, PC, Q35, Build, NameTable, Release
+from ..tables.version import ANY, Version, format_version, in_window, parse_version
 
 PC_FAMILIES = PC
 __all__ = ["I440FX", "Q35", "PC_FAMILIES", "Machine", "classify", "claimants", "version_at_least",
-           "version_at_most", "own_version_at_most", "parse_version", "format_version"]
+           "version_at_most", "own_version_at_most"]
 
 
 class Machine(namedtuple("Machine", "name family build low high own_version alias_of irqchip how arrays "
@@ -68,18 +69,6 @@ class Machine(namedtuple("Machine", "name family build low high own_version alia
         if self.alias_of and self.alias_of != self.name:
             return f"{self.name or '(default)'} = {self.alias_of}"
         return self.name or "(default)"
-
-
-def parse_version(text: str) -> Version:
-    """ASCII digits only: '٣.٠' or '7.2\\n' are not versions."""
-    parts = text.split(".")
-    if not all(p.isascii() and p.isdigit() for p in parts):
-        raise ValueError(f"not a version: {text!r}")
-    return tuple(int(p) for p in parts)
-
-
-def format_version(v: Version | None) -> str:
-    return ".".join(str(p) for p in v) if v else "?"
 
 
 def _newest(alias, build: Build, release: Version | None) -> str | None:
@@ -174,7 +163,7 @@ def _from_table(name: str, m, table: NameTable, build: Build, release: Version |
     if row is not None:
         base = row.bases[family]
         irqchip = row.irqchip.get(family) or build.irqchip_defaults.get(f"{family}-{format_version(base)}", "on")
-        gone = None if release is None or row.exists_in(release) else _span(row)  # unknown: some release has it
+        gone = None if in_window(release, row.since, row.until, unknown=ANY) else _span(row)  # some release has it
         return Machine(name, family, build.name, base, base, own, irqchip=irqchip, arrays=table.arrays,
                        defined_in=gone, downstream=_release_label(table, key, row),
                        how=f"{row.source} ({key}{suffix}: {family}-{format_version(base)} options)"

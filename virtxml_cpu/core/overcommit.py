@@ -9,12 +9,11 @@ from __future__ import annotations
 from functools import lru_cache
 
 from ..tables import lazyre, qemu
+from ..tables.version import Version
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing costs the hook's cold start (see core/memo.py)
     from typing import Iterator
-
-Version = tuple[int, ...]
 
 
 # one QemuOpts parameter (get_opt_name_value): a name up to `=` or `,`; after `=` a value in which `,,` is a

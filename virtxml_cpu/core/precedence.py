@@ -27,11 +27,11 @@ from __future__ import annotations
 from collections import namedtuple
 from collections.abc import Mapping, Sequence
 
-from .machines import Machine, claimants, classify, format_version, parse_version
+from .machines import Machine, claimants, classify
+from ..tables.version import format_version, parse_version
 from ..constants import DEFAULT_STYLE
 from ..tables.builds.known import BUILDS, UPSTREAM, Build
-
-Version = tuple[int, ...]
+from ..tables.version import Version, format_version, parse_version
 
 
 class Source(namedtuple("Source", "said title default what", defaults=(None, ""))):

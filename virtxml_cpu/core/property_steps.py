@@ -19,6 +19,7 @@ from ..tables import libvirt_xml, qemu
 from ..tables.builds.known import Build, Rule
 from ..tables.cpu_models import MODEL_BITS
 from ..tables.properties import BY_NAME, KVM_LEAF_HIDDEN, KVM_LEAF_WITHOUT_KVM, KVM_STRIPS, TABLE
+from ..tables.version import Version
 
 MODEL_OWN = tuple(p.name for p in TABLE if p.named_default is None)  # bits each CPU model defines itself
 qemu_name = libvirt_xml.qemu_name
@@ -62,8 +63,8 @@ def run(ctx: Context) -> dict[str, Value]:
     return {**values, **kvm_strips(ctx, values)}
 
 
-def rule_applies(rule: Rule, machine: Machine, irqchip: str, release: tuple[int, ...] | None = None) -> bool | None:
-    """Whether a row applies to this machine and irqchip on QEMU `release` (None: unknown, as current);
+def rule_applies(rule: Rule, machine: Machine, irqchip: str, release: Version | None = None) -> bool | None:
+    """Whether a row applies to this machine and irqchip on QEMU `release` (None: unknown, any release);
     None when the machine's compat level cannot decide it."""
     if not rule.exists_in(release):
         return False

@@ -7,15 +7,15 @@ from __future__ import annotations
 
 from .domain import DomainFacts
 from .hostfacts import HostFacts
-from .machines import format_version
 from ..tables.properties import BASELINE_SINCE, CONFIDENTIAL, TABLE, Property
 from ..tables.qemu import KVM_ACCEL
+from ..tables.version import ANY, AS_CURRENT, Version, format_version, in_window
 
 
 def support(facts: DomainFacts, accel: str, irqchip: str, host: HostFacts) -> dict[str, tuple[bool | None, str]]:
     """What the accelerator keeps, per property (QEMU's filter), with the reason: the rows' conditions."""
     secure = CONFIDENTIAL.get(facts.launch_security or "")
-    if secure and accel == KVM_ACCEL and (host.qemu_version is None or host.qemu_version >= secure.since):
+    if secure and accel == KVM_ACCEL and in_window(host.qemu_version, secure.since, None, unknown=AS_CURRENT):
         return {p.name: (False, f"<launchSecurity type='{secure.launch_security}'>: {secure.source} lacks it")
                 if p.kvm_leaf and p.name not in secure.keeps else supported(p, accel, irqchip, host)
                 for p in TABLE}
@@ -33,7 +33,7 @@ def supported(p: Property, accel: str, irqchip: str, host: HostFacts) -> tuple[b
             return p.tcg, p.tcg_why
         if release is None:
             return None, f"QEMU >= {format_version(p.tcg)} ({p.tcg_why})"
-        return release >= p.tcg, f"{p.tcg_why} (this is {format_version(release)})"
+        return in_window(release, p.tcg, None, unknown=ANY), f"{p.tcg_why} (this is {format_version(release)})"
     if p.kvm_needs and irqchip not in p.kvm_needs.irqchips:
         return False, p.kvm_needs.why
     if p.host == "qemu":
@@ -47,7 +47,7 @@ def supported(p: Property, accel: str, irqchip: str, host: HostFacts) -> tuple[b
 
 
 
-def absent(p: Property, release: tuple[int, ...]) -> str:
+def absent(p: Property, release: Version) -> str:
     came = f"it came in {format_version(p.since)} ({p.since_source})"
     gone = f"; removed in {format_version(p.removed)}" if p.removed else ""
     return f"QEMU {format_version(release)} has no {p.name}: {came}{gone}"

@@ -14,13 +14,12 @@ from __future__ import annotations
 
 from ..errors import shown
 from ..tables import lazyre
+from . import toml_strings
 
 MAX_NUMBER = 32  # characters: "86400" is five; int() of 5,000 digits is a ValueError on 3.11+
 MAX_DEPTH = 8  # inline tables within inline tables
 
-_BARE = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")
-_ESCAPES = {"b": "\b", "t": "\t", "n": "\n", "f": "\f", "r": "\r", '"': '"', "\\": "\\"}
-_HEX = frozenset("0123456789abcdefABCDEF")
+BARE_KEY = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")
 _DEC = r"[+-]?(?:0|[1-9](?:_?[0-9])*)"
 _ZERO_PREFIXABLE = r"[0-9](?:_?[0-9])*"
 _INTEGER = lazyre.compile(_DEC)
@@ -149,7 +148,7 @@ class _Reader:
         if c == "'":
             return self.literal()
         start, s = self.i, self.s
-        while self.i < len(s) and s[self.i] in _BARE:
+        while self.i < len(s) and s[self.i] in BARE_KEY:
             self.i += 1
         if self.i == start:
             self.fail(f"expected a key, found {self.found()}")
@@ -192,40 +191,17 @@ class _Reader:
         return value
 
     def basic(self) -> str:
-        s, out = self.s, []
-        self.i += 1
-        while True:
-            c = s[self.i:self.i + 1]
-            if c in ("", "\n", "\r"):
-                self.fail("a string without its closing quote on its line")
-            self.i += 1
-            if c == '"':
-                return "".join(out)
-            if c != "\\":
-                out.append(c)
-                continue
-            e = s[self.i:self.i + 1]
-            if e in _ESCAPES:
-                out.append(_ESCAPES[e])
-                self.i += 1
-                continue
-            width = {"u": 4, "U": 8}.get(e)
-            digits = s[self.i + 1:self.i + 1 + width] if width else ""
-            if not width or len(digits) != width or not set(digits) <= _HEX:
-                self.fail(f"an escape TOML 1.0 does not have (\\{shown(e)})")
-            code = int(digits, 16)
-            if 0xD800 <= code <= 0xDFFF or code > 0x10FFFF:
-                self.fail(f"\\{e}{digits} is no Unicode scalar value")
-            out.append(chr(code))
-            self.i += 1 + width
+        return self.string(toml_strings.basic)
 
     def literal(self) -> str:
-        s = self.s
-        end = s.find("'", self.i + 1)
-        line_end = min((x for x in (s.find("\n", self.i), s.find("\r", self.i)) if x >= 0), default=len(s))
-        if end < 0 or end > line_end:
-            self.fail("a string without its closing quote on its line")
-        text, self.i = s[self.i + 1:end], end + 1
+        return self.string(toml_strings.literal)
+
+    def string(self, read) -> str:
+        """A one-line string from its opening quote; a bad one fails on its line."""
+        try:
+            text, self.i = read(self.s, self.i)
+        except toml_strings.BadString as e:
+            self.fail(str(e))
         return text
 
     def inline_table(self, depth: int) -> dict:
@@ -298,4 +274,4 @@ class _Reader:
 
     @staticmethod
     def dotted(key: tuple) -> str:
-        return ".".join(k if k and set(k) <= _BARE else '"%s"' % shown(k) for k in key)
+        return ".".join(k if k and set(k) <= BARE_KEY else '"%s"' % shown(k) for k in key)

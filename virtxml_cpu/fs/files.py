@@ -26,7 +26,7 @@ from collections.abc import Callable
 from typing import TypeVar
 
 from ..errors import BadInput, EnvironmentProblem, VirtxmlCpuError, shown
-from ..xml.parse import MAX_INPUT_BYTES
+from ..constants import MAX_DEFINITION_BYTES
 from .atomic import create_at, replace_at
 from .attributes import keep_attributes, prepare
 from .paths import NOT_REGULAR, Place, env_error, locate, moved, os_error, root_may_not_replace
@@ -40,7 +40,7 @@ _READ_INPUT = os.O_RDONLY | os.O_CLOEXEC  # what open(path, "rb") asks for
 
 
 def read_input(path: str) -> bytes:
-    """Read a file (or stdin, `-`), at most MAX_INPUT_BYTES + 1 bytes; pipes and /dev/fd/N work too."""
+    """Read a file (or stdin, `-`), at most MAX_DEFINITION_BYTES + 1 bytes; pipes and /dev/fd/N work too."""
     try:
         if path == "-":
             return _read_fd(sys.stdin.fileno(), "<stdin>")
@@ -125,7 +125,7 @@ def _still_named(place: Place, path: str, locked: os.stat_result | None) -> None
 
 
 def _read_fd(fd: int, path: str, refuse_directory: bool = False) -> bytes:
-    """At most MAX_INPUT_BYTES + 1 bytes, in reads sized to the file (a 10 MiB buffer for every small file
+    """At most MAX_DEFINITION_BYTES + 1 bytes, in reads sized to the file (a 10 MiB buffer for every small file
     would cost more than parsing it). A regular file's short read is its end: no second read to see it."""
     chunks, size = [], 0
     try:
@@ -135,10 +135,10 @@ def _read_fd(fd: int, path: str, refuse_directory: bool = False) -> bytes:
     if refuse_directory and stat.S_ISDIR(st.st_mode):  # open() refused a directory; os.open opens it
         raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), path)
     regular = stat.S_ISREG(st.st_mode)
-    step = min(st.st_size + 1, MAX_INPUT_BYTES + 1) if regular else 1 << 16
+    step = min(st.st_size + 1, MAX_DEFINITION_BYTES + 1) if regular else 1 << 16
     try:
-        while size <= MAX_INPUT_BYTES:
-            want = min(step, MAX_INPUT_BYTES + 1 - size)
+        while size <= MAX_DEFINITION_BYTES:
+            want = min(step, MAX_DEFINITION_BYTES + 1 - size)
             chunk = os.read(fd, want)
             if not chunk:
                 break

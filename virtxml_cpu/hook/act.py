@@ -7,12 +7,11 @@ from __future__ import annotations
 
 import sys
 
+from ..constants import LIBVIRT_CONFIG_DIR, OWN_NS, SPOOL_DIR
 from . import incoming
 from .logline import field, kv
 
 COLD_BOOT = " needs a cold boot to gain kvm-pv-unhalt (guest ABI is fixed here)"
-OWN_NS = "urn:virtxml-cpu:domain:1"  # domain.OWN_NS (a test keeps them equal)
-DEFAULT_SPOOL = "/var/lib/virtxml-cpu/pending"  # config.DEFAULT_SPOOL (a test keeps them equal)
 
 
 def act(verdict: dict, op: str, log, cached: bool = False, name: str | None = None) -> int:
@@ -27,7 +26,7 @@ def act(verdict: dict, op: str, log, cached: bool = False, name: str | None = No
     fields.append(("reason", verdict["reason"]))
     tail = {"cached": "yes"} if cached else {}
     inject, mode = verdict["action"] == "inject", verdict["mode"]
-    marks = incoming.beside(verdict.get("spool") or DEFAULT_SPOOL)
+    marks = incoming.beside(verdict.get("spool") or SPOOL_DIR)
     if op in incoming.OPS:
         why = incoming.leave(marks, name, verdict.get("defined_name"), verdict["uuid"], op)
         if why:  # its prepare will be taken for a cold start: say so
@@ -74,10 +73,10 @@ def _not_fixable_here(verdict: dict, name: str | None) -> str | None:
     keeps no persistent definition for the domain (virsh create), else None: apply can fix it."""
     if verdict.get("managed"):
         return "managed"
-    from .persistent import CONFIG_DIR, has_definition
+    from .persistent import has_definition
 
     name = name if name is not None else verdict["name"]
-    if has_definition(name, verdict.get("libvirt_config_dir", CONFIG_DIR)) is False:
+    if has_definition(name, verdict.get("libvirt_config_dir", LIBVIRT_CONFIG_DIR)) is False:
         return "transient"
     return None
 

@@ -33,7 +33,6 @@ except ImportError:  # pragma: no cover - an interpreter without the C accelerat
 MAX_ENTRY_BYTES = 16 * 1024
 MAX_ENTRIES = 512
 SUFFIX = ".decision"
-KVM_DEVICE = "/dev/kvm"
 # An entry's lines that hold one string each, named by their first word: the key, then the verdict's strings.
 STRING_LINES = ("key", "name", "why", "uuid", "rule", "reason", "action", "mode", "spool", "syslog", "domain",
                 "raw_uuid", "defined_name", "managed", "libvirt_config_dir")

@@ -11,11 +11,9 @@ from __future__ import annotations
 
 import sys
 
+from ..constants import HOOK_OPS, MAX_DEFINITION_BYTES
 from .act import act
 from .logline import SYSLOG_SOCKET, Log
-
-HANDLED = (("prepare", "begin"), ("migrate", "begin"), ("restore", "begin"))
-MAX_DEFINITION_BYTES = 10 * 1024 * 1024  # xml/parse.py MAX_INPUT_BYTES (a test keeps them equal)
 
 
 def main(argv: list[str], stdin=None) -> int:
@@ -34,7 +32,7 @@ def _main(argv: list[str], stdin) -> int:
     mode, config_path, digest_dir = (list(argv[:3]) + ["", "", ""])[:3]
     args = list(argv[3:])
     name, op, sub = (args + ["-", "-", "-"])[:3]
-    if (op, sub) not in HANDLED:
+    if (op, sub) not in HOOK_OPS:
         return 0
     stdin = stdin if stdin is not None else sys.stdin.buffer
     data = stdin.read(MAX_DEFINITION_BYTES + 1)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import sys
 
+from ..constants import CAPS_DIGESTS_BESIDE_SPOOL, KVM_DEVICE, MAX_DEFINITION_BYTES, beside_spool
 from ..core import config, precedence
 from . import digest
 from ..host import caps_cache
@@ -19,10 +20,9 @@ from .act import act, enforce_message
 from ..core.hostfacts import HostFacts
 from ..host.sources import HostSources, assemble
 from .logline import SYSLOG_SOCKET, Log, kv
-from ..core.machines import format_version
+from ..tables.version import format_version
 from ..core.pipeline import outcome, read
 from ..tables import orchestrators
-from ..xml.parse import MAX_INPUT_BYTES
 
 __all__ = ["Log", "SYSLOG_SOCKET", "enforce_message", "evaluate", "hook_host_facts", "hook_sources", "run"]
 
@@ -31,7 +31,7 @@ def hook_sources(dom: DomainFacts, cfg, caps_dir: str | None = None) -> HostSour
     """The hook's sources: the config, libvirt's capabilities cache for the domain's devices/emulator
     (release, aliases, the build its package string names), /dev/kvm. Nothing is executed (the hook must
     not run a path a domain definition names) and libvirt is not called back."""
-    digests = os.path.join(os.path.dirname(cfg.spool.rstrip("/")) or "/", "qemu-caps")  # beside the spool
+    digests = beside_spool(cfg.spool, CAPS_DIGESTS_BESIDE_SPOOL)
     return HostSources(config=cfg, caps_cache=dom.emulator or "", caps_dir=caps_dir, digest_dir=digests, kvm=True)
 
 
@@ -43,7 +43,7 @@ def dependencies(dom: DomainFacts, caps_dir: str | None = None) -> list[str]:
     """The files hook_host_facts reads besides the definition and the config: a digest entry stands only
     while each looks as it did."""
     caps_dir = caps_dir or caps_cache.CACHE_DIR
-    paths = [digest.KVM_DEVICE, caps_dir]
+    paths = [KVM_DEVICE, caps_dir]
     if dom.emulator and os.path.isabs(dom.emulator) and "\0" not in dom.emulator:
         paths.append(caps_cache.cache_file(dom.emulator, caps_dir))
     return paths
@@ -66,7 +66,7 @@ def run(argv: list[str], mode: str | None = None, config_path: str | None = None
     log = Log(cfg.syslog_socket) if cfg.syslog_socket and log.path == SYSLOG_SOCKET else log
     try:
         if data is None:
-            data = (stdin if stdin is not None else sys.stdin.buffer).read(MAX_INPUT_BYTES + 1)
+            data = (stdin if stdin is not None else sys.stdin.buffer).read(MAX_DEFINITION_BYTES + 1)
         verdict, deps = evaluate(data, name, cfg, mode)
     except Exception as e:  # noqa: BLE001 - fail open, whatever went wrong
         log(kv(domain=name, op=op, result="guest not checked", error=f"cannot evaluate: {type(e).__name__}: {e}"),

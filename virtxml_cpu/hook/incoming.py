@@ -29,6 +29,8 @@ from __future__ import annotations
 import os
 import time
 
+from ..constants import INCOMING_BESIDE_SPOOL, beside_spool
+
 try:  # the builtin SHA-256: hashlib would load OpenSSL
     from _sha256 import sha256
 except ImportError:  # Python 3.12+
@@ -46,8 +48,8 @@ _HEX = frozenset("0123456789abcdef")
 
 
 def beside(spool: str) -> str:
-    """The marks' directory: `incoming` beside the hook's spool (/var/lib/virtxml-cpu/incoming)."""
-    return os.path.join(os.path.dirname(spool.rstrip("/")) or "/", "incoming")
+    """The marks' directory: INCOMING_BESIDE_SPOOL beside the hook's spool."""
+    return beside_spool(spool, INCOMING_BESIDE_SPOOL)
 
 
 def is_uuid(text) -> bool:

@@ -11,8 +11,10 @@ import re
 import sys
 from pathlib import Path
 
+from ..constants import CONFIG_PATH, DIGEST_DIR, HOOK_OPS
 from ..errors import BadInput, EnvironmentProblem, shown
 from ..fs.trusted import resolve_trusted
+from ..tables.version import AS_CURRENT, Version, in_window, is_release, parse_version
 from .trust import PACKAGE_PARENT, allowed_owners, lib_dirs, untrusted_code
 
 # What runs programs and writes files is imported where it is used: the command imports this module for
@@ -24,7 +26,7 @@ QEMU_D_SINCE = (6, 5, 0)
 HOOK_MODE = 0o755  # libvirtd runs it; only root may change it
 
 
-def libvirt_version() -> tuple[int, ...] | None:
+def libvirt_version() -> Version | None:
     """The local libvirt's version from `virtqemud --version` (or libvirtd's), run only as a trusted
     binary is (local_qemu.run_trusted: root-owned, nobody else may write it, unprivileged)."""
     from ..host import daemons
@@ -33,9 +35,9 @@ def libvirt_version() -> tuple[int, ...] | None:
     for name in daemons.DAEMONS:
         path = which(name) or which(name, "/usr/sbin:/sbin")
         out = run_trusted(path, "--version") if path else None
-        m = re.search(r"(\d+)\.(\d+)\.(\d+)", out or "")
-        if m:
-            return tuple(int(x) for x in m.groups())
+        found = [word for word in (out or "").split() if is_release(word)]  # "virtqemud (libvirt) 9.0.0"
+        if found:
+            return parse_version(found[0])
     return None
 
 
@@ -46,12 +48,11 @@ def template() -> str:
     return resources.files("virtxml_cpu").joinpath("hook", "qemu-hook").read_text(encoding="utf-8")
 
 
-DEFAULT_DIGEST_DIR = "/var/lib/virtxml-cpu/decisions"  # beside the default spool
 SETTINGS = ("PYTHON", "PACKAGE_DIR", "LIB_DIRS", "MODE", "CONFIG", "DIGEST_DIR")
 
 
 def render(template: str, python: str, package_dir: str, mode: str | None, config: str | None,
-           lib: tuple[str, ...] = (), digest_dir: str | None = DEFAULT_DIGEST_DIR) -> str:
+           lib: tuple[str, ...] = (), digest_dir: str | None = DIGEST_DIR) -> str:
     """The installed script: the POSIX shell front with our interpreter (run -I -S), the package and lxml
     locations and the settings filled in, each shell-quoted. A value holding a newline or NUL is
     refused (LIB_DIRS is one directory a line)."""
@@ -60,7 +61,9 @@ def render(template: str, python: str, package_dir: str, mode: str | None, confi
     for name, value in values.items():
         if "\0" in value or (name != "LIB_DIRS" and "\n" in value) or any("\n" in d or not d for d in lib):
             raise BadInput(f"cannot render the hook: {name} {value!r} holds a newline or NUL")
-    out = template
+    out = template.replace("@CONFIG_PATH@", CONFIG_PATH).replace("@DIGEST_DIR@", DIGEST_DIR)
+    ops = "|".join(f'"{op} {sub}"' for op, sub in HOOK_OPS)
+    out = re.sub(r"^\*\) ;;  # HOOK_OPS: .*$", lambda _: f"{ops}) ;;", out, count=1, flags=re.M)
     for name, value in values.items():
         quoted = "'" + value.replace("'", "'\\''") + "'"
         out = re.sub(rf"^{name}='[^'\n]*'(.*)$", lambda m, n=name, q=quoted: f"{n}={q}{m.group(1)}", out,
@@ -92,13 +95,13 @@ def is_ours(path: Path) -> bool:
 def target(hooks_dir: str, legacy: bool | None = None) -> Path:
     if legacy is None:
         v = libvirt_version()
-        legacy = v is not None and v < QEMU_D_SINCE
+        legacy = not in_window(v, QEMU_D_SINCE, None, unknown=AS_CURRENT)
     return Path(hooks_dir) / "qemu" if legacy else Path(hooks_dir) / "qemu.d" / "virtxml-cpu"
 
 
 
 def install(hooks_dir: str, mode: str | None, config: str | None, legacy: bool | None = None,
-            digest_dir: str | None = DEFAULT_DIGEST_DIR) -> list[str]:
+            digest_dir: str | None = DIGEST_DIR) -> list[str]:
     python, package_dir, lib = sys.executable, PACKAGE_PARENT, lib_dirs()  # found once: what is checked is rendered
     why = untrusted_code(python, package_dir, lib)
     if why:

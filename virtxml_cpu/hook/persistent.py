@@ -18,11 +18,12 @@ from __future__ import annotations
 import os
 import stat
 
-CONFIG_DIR = "/etc/libvirt/qemu"  # the system daemon's (qemu driver, configDir); [hook] libvirt_config_dir
+from ..constants import LIBVIRT_CONFIG_DIR
+
 MAX_NAME_BYTES = 255 - len(".xml")
 
 
-def has_definition(name: str, config_dir: str = CONFIG_DIR) -> bool | None:
+def has_definition(name: str, config_dir: str = LIBVIRT_CONFIG_DIR) -> bool | None:
     """True when libvirt keeps a persistent definition for `name` in `config_dir`, False when it keeps none,
     None when that cannot be told (no directory configured or there, a bad name, a link, not a file)."""
     if not config_dir or not name or name in (".", "..") or "/" in name or "\0" in name:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from ..constants import CONFIG_PATH
 from ..errors import shown
 from ..fs.trusted import resolve_trusted
 from ..host import daemons
@@ -90,7 +91,7 @@ def installed_problems(path: Path, python: str, settings: dict[str, str]) -> lis
         out.append(why)
     from ..core import config as config_file
 
-    config = config or config_file.DEFAULT_PATH
+    config = config or CONFIG_PATH
     why = config_file.trust_problem(config)
     if why:
         out.append(f"config {shown(config)}: {why}")

@@ -35,7 +35,7 @@ PREFIX = "virtxml-cpu vdsm hook: "
 
 def main(environ=None, config_path: str | None = None) -> int:
     """Edit the file `_hook_domxml` names; one line on stderr; always 0 (VDSM fails the start otherwise).
-    `config_path` None: the libvirt hook's default, /etc/virtxml-cpu/config.toml."""
+    `config_path` None: the libvirt hook's default, constants.CONFIG_PATH."""
     environ = os.environ if environ is None else environ
     try:
         line = run(environ, config_path)

@@ -6,9 +6,10 @@ import errno
 import threading
 from urllib.parse import urlparse
 
+from ..constants import DEFAULT_URI  # noqa: F401 - the name cli.py imports
 from ..errors import AccessDenied, EnvironmentProblem, HostTimeout
 from ..core.hostfacts import HostFacts, combine, decode_libvirt_version, parse_capabilities, parse_domcapabilities
-from ..core.precedence import DEFAULT_TIMEOUT, HOST_TIMEOUT_FACTOR, timeouts  # noqa: F401 (the live verbs' defaults)
+from ..core.precedence import DEFAULT_TIMEOUT, timeouts
 
 
 def libvirt_module():
@@ -20,7 +21,6 @@ def libvirt_module():
     return libvirt
 
 
-DEFAULT_URI = "qemu:///system"  # the verbs' connection when none is named
 _EVENT_LOOP = threading.Lock()
 _event_loop_running = False
 
@@ -164,7 +164,7 @@ def host_facts_from(conn, uri: str) -> HostFacts:
 def emulator_for(uri: str) -> tuple[str, str | None]:
     """The emulator libvirt uses for x86_64 KVM domains (domain capabilities <path>) and the QEMU version
     libvirt reports for it: what verify --connect starts, on this host only."""
-    from ..core.machines import format_version
+    from ..tables.version import format_version
     from ..errors import BadInput
     from ..xml.parse import parse_xml
 

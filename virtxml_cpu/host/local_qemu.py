@@ -3,7 +3,7 @@
 Every QEMU the tool runs goes through here (verify's paused QEMUs through verify/launch.py, with the same trust
 check and user rule): one finder (this_host: libvirt's emulator where its capabilities cache names one,
 else the first of CANDIDATES), one trust check, one unprivileged-user rule, one way to run a binary. The
-hook runs nothing. Parsing what a QEMU answers is hostfacts' (pure; parse_version_line here only formats).
+hook runs nothing. Parsing what a QEMU answers is hostfacts' (pure; version_of here only formats).
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import stat
 from typing import NamedTuple
 
 from ..core.hostfacts import HostFacts, build_from_version, parse_machine_help, qemu_answer
-from ..core.hostfacts import parse_version_line as _parse_line
-from ..core.machines import format_version
+from ..core.hostfacts import parse_version_line
+from ..tables.version import format_version
 from ..fs.trusted import check_ancestors, check_trusted
 
 # The binaries a local libvirt runs for x86 KVM guests: Debian, Ubuntu, SUSE, Arch; RHEL, Fedora's qemu-kvm.
@@ -153,18 +153,12 @@ def run_trusted(path: str, *args: str, timeout: float = PROBE_TIMEOUT) -> str | 
     return run(path, *args, timeout=timeout)[0]
 
 
-def parse_version_line(text: str) -> tuple[str, str] | None:
-    """`QEMU emulator version 7.2.22 (Debian 1:7.2+dfsg-7+deb12u18+b3)` -> ("7.2.22", "Debian ...")
-    (hostfacts.parse_version_line, the one parser: ASCII digits only)."""
-    parsed = _parse_line(text)
-    return (format_version(parsed[0]), parsed[1]) if parsed else None
-
-
 def version_of(path: str) -> tuple[str, str] | None:
     """(version, package) from the first line of `path --version`, run() runs it; None when it
     was not run or named no release."""
     out = run_trusted(path, "--version")
-    return parse_version_line(out.splitlines()[0] if out and out.strip() else "")
+    parsed = parse_version_line(out.splitlines()[0] if out and out.strip() else "")
+    return (format_version(parsed[0]), parsed[1]) if parsed else None
 
 
 def ask(path: str) -> tuple[HostFacts, str]:

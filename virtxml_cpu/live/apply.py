@@ -20,7 +20,8 @@ from ..core.config import Config
 from ..errors import EnvironmentProblem, VirtxmlCpuError, failure, shown, shown_lines
 from ..core.hostfacts import HostFacts
 from ..host import reader
-from ..host.connection import DEFAULT_TIMEOUT, libvirt_module, open_connection, open_for_reading
+from ..core.precedence import DEFAULT_TIMEOUT
+from ..host.connection import libvirt_module, open_connection, open_for_reading
 from ..host.sources import HostSources, connection_facts
 from ..core.decision import fixable, stack_note
 from ..core.pipeline import process

@@ -19,7 +19,8 @@ from ..tables import guest_os
 from ..core.config import Config
 from ..errors import HostTimeout, VirtxmlCpuError, failure
 from ..host import reader
-from ..host.connection import DEFAULT_TIMEOUT, HOST_TIMEOUT_FACTOR, libvirt_module, open_for_reading
+from ..core.precedence import DEFAULT_TIMEOUT, HOST_TIMEOUT_FACTOR
+from ..host.connection import libvirt_module, open_for_reading
 from ..host.sources import HostSources, connection_facts
 from ..core.decision import fixable
 from ..core.pipeline import process

@@ -18,8 +18,9 @@ from dataclasses import replace
 from ..core import precedence
 from ..errors import EXIT_ENVIRONMENT, EXIT_OK, EnvironmentProblem, VirtxmlCpuError
 from ..hook.logline import Log
+from ..constants import DEFAULT_URI
 from ..host import reader
-from ..host.connection import DEFAULT_URI, close_watching, ensure_event_loop, libvirt_module, open_connection
+from ..host.connection import close_watching, ensure_event_loop, libvirt_module, open_connection
 from ..host.sources import connection_facts
 from .apply import ApplyOptions, ApplyResult, Selection, Target, apply_on, apply_one, report
 from .records import FAILED, ApplyOutcome

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 from collections import namedtuple
 
-Version = tuple[int, ...]
+from .version import AS_CURRENT, Version, in_window
+
 KVM_LEAF = 0x40000001
 
 _NO_PV = "no CPU model defines KVM paravirt bits; only -cpu host/max or an explicit property turns this on"
@@ -65,9 +66,7 @@ class Property(namedtuple("Property", "name cpuid since since_source named_defau
 
     def exists_in(self, release: Version | None) -> bool:
         """Whether QEMU `release` has this property (an unknown release is taken as current)."""
-        if release is None:
-            return self.removed is None
-        return release >= self.since and (self.removed is None or release < self.removed)
+        return in_window(release, self.since, self.removed, unknown=AS_CURRENT)
 
 
 # Which spelling -cpu's `+name`/`-name` take. Up to 2.7 feature_word_info[] held the KVM names with underscores
@@ -157,7 +156,7 @@ class Confidential(namedtuple("Confidential", "launch_security since keeps sourc
     __slots__ = ()  # a plain named tuple: its fields, annotated below for readers
 
     launch_security: str  # <launchSecurity type='...'>
-    since: tuple[int, ...]
+    since: Version
     keeps: frozenset[str]
     source: str
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections import namedtuple
 
 from .properties import PROPERTIES as _PROPERTIES, TABLE
+from .version import AS_CURRENT, Version, in_window
 
 PROPERTIES: tuple[str, ...] = _PROPERTIES  # one row each in tables/properties.py
 # Properties living in CPUID leaf 0x40000001 EAX (FEAT_KVM): cleared as a whole by `kvm=off` and TCG.
@@ -47,7 +48,7 @@ class IrqchipRule(namedtuple("IrqchipRule", "since conflict source")):
 
     __slots__ = ()  # a plain named tuple: its fields, annotated below for readers
 
-    since: tuple[int, ...] | None  # the first QEMU release that reads it this way (None: as far as read)
+    since: Version | None  # the first QEMU release that reads it this way (None: as far as read)
     conflict: str | None  # QEMU's error when the -machine options hold both spellings (None: the last one wins)
     source: str
 
@@ -69,9 +70,15 @@ IRQCHIP: tuple[IrqchipRule, ...] = (
 )
 
 
-def irqchip_rule(release: tuple[int, ...] | None) -> IrqchipRule:
+def newest(rows: tuple, release: Version | None):
+    """The newest of `rows` (oldest first, each from its `since`) QEMU `release` has; an unknown release reads
+    as current."""
+    return [r for r in rows if in_window(release, r.since, None, unknown=AS_CURRENT)][-1]
+
+
+def irqchip_rule(release: Version | None) -> IrqchipRule:
     """How QEMU `release` reads kernel_irqchip (an unknown release reads as current)."""
-    return [r for r in IRQCHIP if r.since is None or release is None or release >= r.since][-1]
+    return newest(IRQCHIP, release)
 
 # -global drivers that reach every x86 vCPU (TYPE_X86_CPU of the 64- and 32-bit binaries).
 X86_CPU_DRIVERS = ("x86_64-cpu", "i386-cpu")
@@ -101,7 +108,7 @@ class BoolGrammar(namedtuple("BoolGrammar", "since true false refused source")):
 
     __slots__ = ()  # a plain named tuple: its fields, annotated below for readers
 
-    since: tuple[int, ...] | None  # the first QEMU release with this vocabulary (None: as far as read)
+    since: Version | None  # the first QEMU release with this vocabulary (None: as far as read)
     true: frozenset[str]
     false: frozenset[str]
     refused: str  # QEMU's error for any other value; {type}, {prop}, {value}
@@ -133,7 +140,7 @@ class FlagRefusal(namedtuple("FlagRefusal", "since message after_values source")
 
     __slots__ = ()  # a plain named tuple: its fields, annotated below for readers
 
-    since: tuple[int, ...] | None  # the first QEMU release with this error (None: as far as read)
+    since: Version | None  # the first QEMU release with this error (None: as far as read)
     message: str  # {type}: the CPU's QOM type, {prop}: the name as written
     after_values: bool  # QEMU reads +/- after every name=value (else: each in its place in the -cpu)
     source: str
@@ -157,15 +164,14 @@ FLAG_REFUSED: tuple[FlagRefusal, ...] = (
 GLOBAL_NOT_FOUND = "can't apply global {driver}.{prop}={value}: Property '{type}.{prop}' not found"
 
 
-def flag_refused(release: tuple[int, ...] | None) -> FlagRefusal:
+def flag_refused(release: Version | None) -> FlagRefusal:
     """QEMU `release`'s error for a +name/-name it does not take (an unknown release reads as current)."""
-    return [r for r in FLAG_REFUSED if r.since is None or release is None or release >= r.since][-1]
+    return newest(FLAG_REFUSED, release)
 
 
-def grammar(release: tuple[int, ...] | None) -> BoolGrammar:
+def grammar(release: Version | None) -> BoolGrammar:
     """The vocabulary of QEMU `release` (an unknown release reads as current)."""
-    rows = [g for g in GRAMMAR if g.since is None or release is None or release >= g.since]
-    return rows[-1] if rows else GRAMMAR[0]
+    return newest(GRAMMAR, release)
 
 
 # -overcommit (qemu_overcommit_opts in vl.c): a QemuOpts list without an implied first name. QemuOpts' own
@@ -183,7 +189,7 @@ class OvercommitRule(namedtuple("OvercommitRule", "since keeps names refused unk
 
     __slots__ = ()  # a plain named tuple: its fields, annotated below for readers
 
-    since: tuple[int, ...] | None  # the first QEMU release that reads it this way (None: as far as read)
+    since: Version | None  # the first QEMU release that reads it this way (None: as far as read)
     keeps: bool  # an -overcommit without cpu-pm keeps the earlier one's value (else: cpu-pm off)
     names: frozenset[str]  # the parameters qemu_overcommit_opts has
     refused: str  # QEMU's error for a cpu-pm value it does not take; {arg}, {value}
@@ -205,6 +211,6 @@ OVERCOMMIT: tuple[OvercommitRule, ...] = (
 )
 
 
-def overcommit_rule(release: tuple[int, ...] | None) -> OvercommitRule:
+def overcommit_rule(release: Version | None) -> OvercommitRule:
     """How QEMU `release` reads -overcommit (an unknown release reads as current)."""
-    return [r for r in OVERCOMMIT if r.since is None or release is None or release >= r.since][-1]
+    return newest(OVERCOMMIT, release)

@@ -8,6 +8,7 @@ import fnmatch
 import re
 from xml.sax.saxutils import quoteattr
 
+from ..constants import QEMU_NS
 from ..core import precedence, domain, resolve, lifecycle
 from ..tables import qemu
 from ..core.hostfacts import HostFacts, build_from_machines, qemu_answer, release_facts
@@ -21,7 +22,6 @@ AMD_MODELS = ("EPYC", "Opteron_G5", "Opteron_G4", "Opteron_G3", "Opteron_G2", "q
 # -cpu host/max carry arch-capabilities=off: nested hosts abort on MSR 0x10a without it; none of the
 # properties checked depends on it, and the domain the tool resolves disables it the same way.
 NO_ARCH_CAPS = "<feature policy='disable' name='arch-capabilities'/>"
-QEMU_NS = "http://libvirt.org/schemas/domain/qemu/1.0"
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -17,6 +17,7 @@ import threading
 import time
 from typing import Callable
 
+from ..constants import KVM_DEVICE
 from ..host import local_qemu
 from ..tables import qemu
 from ..errors import BadInput, EnvironmentProblem, shown
@@ -58,7 +59,7 @@ def find_emulator(opts: VerifyOptions) -> tuple[str, str | None]:
     return real, libvirt_version
 
 
-def check_kvm(device: str = "/dev/kvm") -> None:
+def check_kvm(device: str = KVM_DEVICE) -> None:
     """KVM must be there and ours to open: QEMU starts with accel=kvm."""
     if not os.path.exists(device):
         raise EnvironmentProblem(f"KVM is not available on this host ({device} does not exist): "
@@ -72,7 +73,7 @@ def check_kvm(device: str = "/dev/kvm") -> None:
         raise EnvironmentProblem(f"KVM is not usable on this host: {device}: {e.strerror}") from None
 
 
-def qemu_identity(device: str = "/dev/kvm") -> Identity:
+def qemu_identity(device: str = KVM_DEVICE) -> Identity:
     """As root, QEMU runs as an unprivileged user holding the group that may open /dev/kvm; as root only
     when nobody less privileged can open it. Otherwise as this user."""
     if os.geteuid() != 0:

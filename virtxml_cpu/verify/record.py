@@ -15,7 +15,8 @@ from ..host import local_qemu
 from ..errors import VirtxmlCpuError
 from ..fs.files import write_output
 from ..fs.trusted import check_trusted, read_regular, resolve_trusted
-from .types import DEFAULT_RECORD, VerifyResult, record_key
+from ..constants import VERIFIED_RECORD
+from .types import VerifyResult, record_key
 
 MAX_RECORD_BYTES = 64 * 1024
 
@@ -29,7 +30,7 @@ def local_binary() -> tuple[str, str, str] | None:
     return (path, *parsed) if parsed else None
 
 
-def read_record(path: str = DEFAULT_RECORD) -> dict:
+def read_record(path: str = VERIFIED_RECORD) -> dict:
     """Verified builds; empty unless the file is a root-owned regular file nobody else may write, in a
     root-owned directory nobody else may write, small, and of the expected shape."""
     try:
@@ -47,7 +48,7 @@ def read_record(path: str = DEFAULT_RECORD) -> dict:
     return {k: v for k, v in verified.items() if isinstance(k, str) and isinstance(v, dict)}
 
 
-def write_record(o: VerifyResult, path: str = DEFAULT_RECORD) -> str:
+def write_record(o: VerifyResult, path: str = VERIFIED_RECORD) -> str:
     """Note a pass (root only: the record is trusted because only root can write it)."""
     if os.geteuid() != 0:
         return f"not recorded in {path}: only root keeps the record of verified builds"
@@ -72,7 +73,7 @@ def write_record(o: VerifyResult, path: str = DEFAULT_RECORD) -> str:
     return f"recorded in {path}"
 
 
-def unverified_note(path: str = DEFAULT_RECORD) -> str | None:
+def unverified_note(path: str = VERIFIED_RECORD) -> str | None:
     """One line for `apply` and `hook install` when this host's QEMU build was never verified here."""
     binary = local_binary()
     if binary is None or record_key(*binary) in read_record(path):

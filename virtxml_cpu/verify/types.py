@@ -6,14 +6,14 @@ from __future__ import annotations
 
 from typing import Callable, NamedTuple
 
+from ..constants import VERIFIED_RECORD
 from ..tables import qemu
 from ..core.config import Config
 from ..errors import EXIT_OK, EXIT_WORK_FOUND
 from ..core.hostfacts import HostFacts
-from ..core.machines import format_version
+from ..tables.version import format_version
 
 DEFAULT_TIMEOUT = 20.0  # seconds one QEMU may take from exec to its last answer (~0.1 s here)
-DEFAULT_RECORD = "/var/lib/virtxml-cpu/verified.json"
 DEFAULT_WORKERS, MAX_WORKERS = 2, 8  # QEMUs started at a time
 MODE_KEYS = ("default", "intel", "amd", "host", "max")  # the CPU models verify starts QEMU with
 
@@ -45,7 +45,7 @@ class VerifyOptions(NamedTuple):
     machines: tuple[str, ...] = ()  # shell patterns; empty: every x86 machine type
     modes: tuple[str, ...] = ()  # MODE_KEYS; empty: all of them
     json_path: str | None = None
-    record: str | None = DEFAULT_RECORD  # None: do not record a pass
+    record: str | None = VERIFIED_RECORD  # None: do not record a pass
     progress: Callable[[str], None] | None = None
 
 

@@ -15,10 +15,10 @@ from operator import ge
 
 from lxml import etree
 
+from ..constants import MAX_DEFINITION_BYTES  # libvirt itself refuses domain XML over 10 MiB
 from ..tables import lazyre  # module-level patterns compiled where first used (the hook's cold start)
 from ..errors import BadInput, shown
 
-MAX_INPUT_BYTES = 10 * 1024 * 1024  # libvirt itself refuses domain XML over 10 MiB
 
 
 # What a parser may be given: every option that could make libxml2 read beyond the bytes is off, the
@@ -82,8 +82,8 @@ def _refusal(e: Exception, what: str) -> BadInput:
 
 def check_raw(data: bytes, what: str) -> None:
     """Size, emptiness, encoding and DTDs, before any parser sees the bytes; each check linear in the size."""
-    if len(data) > MAX_INPUT_BYTES:
-        raise BadInput(f"{what} is larger than {MAX_INPUT_BYTES // (1024 * 1024)} MiB")
+    if len(data) > MAX_DEFINITION_BYTES:
+        raise BadInput(f"{what} is larger than {MAX_DEFINITION_BYTES // (1024 * 1024)} MiB")
     if not data or data.isspace():  # not data.strip(): the same bytes (ASCII whitespace), without a copy
         raise BadInput(f"{what} is empty")
     if data.startswith(_BOM_PREFIXES):  # one test for the usual case, then which one

@@ -1,4 +1,4 @@
-"""config.plain_toml, the hook's way around tomllib: wherever it answers, tomllib answers the same; the
+"""toml_read.plain_toml, the hook's way around tomllib: wherever it answers, tomllib answers the same; the
 rest it leaves to tomllib."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from virtxml_cpu.core import config
+from virtxml_cpu.core import toml_read
 
 KEYS = st.sampled_from(["policy", "style", "mode", "spool", "timeout", "hook", "a-b", "x_1", "a b", "\"q\"", "k.j"])
 VALUES = st.one_of(
@@ -28,14 +28,14 @@ LINE = st.one_of(
 @settings(max_examples=3000, deadline=None)
 @given(st.lists(LINE, max_size=8).map("\n".join))
 def test_plain_toml_answers_as_tomllib_or_not_at_all(text):
-    plain = config.plain_toml(text)
+    plain = toml_read.plain_toml(text)
     if plain is None:
         return
-    assert config.toml_reader().loads(text) == plain
+    assert toml_read.toml_reader().loads(text) == plain
 
 
 def test_the_usual_configs_need_no_tomllib():
     for text in ('[hook]\nmode = "enforce"\n', 'policy = "numa"  # hosts with NUMA guests\ntimeout = 30\n'
                  '\n[hook]\nmode = "queue"\nspool = "/var/lib/virtxml-cpu/pending"\nsyslog_socket = "/dev/log"\n',
                  'host_timeout = 2.5\r\nqemu_version = "8.2.2"\r\n'):
-        assert config.plain_toml(text) == config.toml_reader().loads(text) != {}
+        assert toml_read.plain_toml(text) == toml_read.toml_reader().loads(text) != {}

@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 from lxml import etree
 
+from virtxml_cpu import constants
 from virtxml_cpu.core import domain
 from virtxml_cpu.tables.libvirt_xml import PLACEMENT, SETTINGS
 from virtxml_cpu.tables.orchestrators import ORCHESTRATORS
@@ -17,7 +18,7 @@ from virtxml_cpu.tables.orchestrators import ORCHESTRATORS
 from tests.support import FIXTURES, ROOT
 
 SOURCES = sorted(p for d in (FIXTURES, ROOT / "examples") for p in d.glob("*.xml"))
-NS = {"q": domain.QEMU_NS, "own": domain.OWN_NS, "os": domain.LIBOSINFO_NS}
+NS = {"q": constants.QEMU_NS, "own": constants.OWN_NS, "os": domain.LIBOSINFO_NS}
 
 
 def _one(root, path: str):
@@ -141,7 +142,7 @@ TOP = _some(
     _element("os", {}, _some(_element("type", {"arch": ["x86_64"], "machine": ["pc-q35-6.2", "pc"]}))),
     FEATURES, CPU, CLOCK, CPUTUNE, METADATA, SYSINFO, _element("launchSecurity", {"type": ["sev", "tdx"]}),
     _element("devices", {}, _some(_element("emulator", {}), _element("disk", {}))),
-    st.just(f"<q:commandline xmlns:q='{domain.QEMU_NS}'><q:arg value='-cpu'/><q:arg value='host'/></q:commandline>"),
+    st.just(f"<q:commandline xmlns:q='{constants.QEMU_NS}'><q:arg value='-cpu'/><q:arg value='host'/></q:commandline>"),
     most=14)
 
 

@@ -459,3 +459,43 @@ def test_q35_with_the_release_known_decides_what_its_range_did_not():
     split = "<features><ioapic driver='qemu'/></features>"
     r = resolve(dom("q35", extra=split), **up((10, 0, 2)), cpuid=KVM_ALL)
     assert r.features["kvm-msi-ext-dest-id"].state == "on"
+
+
+def test_one_version_grammar_and_spelling():
+    from virtxml_cpu.tables.version import format_version, is_release, parse_version
+
+    assert parse_version("7.2") == (7, 2) and parse_version("10.0.2") == (10, 0, 2)
+    assert format_version(parse_version("8.2.50")) == "8.2.50" and format_version(None) == "?"
+    for bad in ("7", "1.2.3.4", "7.2.", ".7", "7.x", "\u0667.\u0662", "7.2\n", " 7.2", ""):
+        assert not is_release(bad), bad
+        with pytest.raises(ValueError, match="not a version"):
+            parse_version(bad)
+
+
+def test_a_release_window_says_what_an_unknown_release_is():
+    """[since, until), each side open when None; an unknown release is what the caller says: ANY (some release
+    has the row) or AS_CURRENT (only a window still open holds)."""
+    from virtxml_cpu.tables.version import ANY, AS_CURRENT, in_window
+
+    assert in_window((2, 5), (2, 5), (2, 6), ANY) and not in_window((2, 6), (2, 5), (2, 6), ANY)
+    assert not in_window((2, 4, 9), (2, 5), None, AS_CURRENT) and in_window((99, 0), (2, 5), None, AS_CURRENT)
+    assert in_window((1, 0), None, (2, 0), AS_CURRENT) and not in_window((2, 0, 0), None, (2, 0), AS_CURRENT)
+    assert in_window(None, (2, 5), (2, 6), ANY) and not in_window(None, (2, 5), (2, 6), AS_CURRENT)
+    assert in_window(None, (2, 5), None, AS_CURRENT) and in_window(None, None, None, AS_CURRENT)
+    with pytest.raises(ValueError):
+        in_window(None, None, None, "current")
+
+
+def test_each_kind_of_row_reads_an_unknown_release_its_own_way():
+    """A compat or default row may apply in any release (a machine whose chain holds it came from a QEMU that
+    had it); a property, a downstream machine definition and QEMU's readings are taken as current."""
+    from virtxml_cpu.tables.builds.model import Release, Rule
+    from virtxml_cpu.tables.properties import BY_NAME
+
+    gone = Rule("compat", "kvm-pv-eoi", "off", "src", "upstream", until=(2, 6))
+    assert gone.exists_in(None) and not gone.exists_in((2, 6))
+    assert not Release("xenial", {}, "src", until=(10, 1)).exists_in(None)
+    assert Release("noble", {}, "src", since=(8, 2)).exists_in(None)
+    assert BY_NAME["kvm-pv-unhalt"].exists_in(None) and not BY_NAME["kvm-pv-unhalt"].exists_in((1, 6))
+    assert tables_qemu.overcommit_rule(None) is tables_qemu.OVERCOMMIT[-1]
+    assert tables_qemu.overcommit_rule((9, 0)) is tables_qemu.OVERCOMMIT[0]

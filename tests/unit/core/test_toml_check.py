@@ -33,13 +33,13 @@ if REFERENCE is None:
 # Run here (exec) and on the Debian 11 lab's python3.9: each text's outcome under each reader named.
 OUTCOMES = r'''
 import importlib
-from virtxml_cpu.core import config
+from virtxml_cpu.core import config, toml_read
 from virtxml_cpu.errors import BadInput, EnvironmentProblem
 
 def outcome(text, reader):
     """The settings config.parse gives (a list), "refused" (exit 2, one line), "no reader" or what else happened."""
-    saved = config.toml_reader
-    config.toml_reader = (lambda: importlib.import_module(reader)) if reader else (lambda: None)
+    saved = toml_read.toml_reader
+    toml_read.toml_reader = (lambda: importlib.import_module(reader)) if reader else (lambda: None)
     try:
         return list(config.parse(text, "c.toml")._values())
     except BadInput as e:
@@ -49,7 +49,7 @@ def outcome(text, reader):
     except BaseException as e:  # a traceback: never right
         return "crash: %s: %s" % (type(e).__name__, str(e)[:200])
     finally:
-        config.toml_reader = saved
+        toml_read.toml_reader = saved
 
 def outcomes(texts, readers):
     return [[outcome(t, r) for r in readers] for t in texts]

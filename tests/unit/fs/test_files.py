@@ -459,14 +459,14 @@ def test_read_input_reads_whole_files_and_refuses_directories_and_oversize(tmp_p
     the same one line as with open(), and a pipe's short reads are not taken for its end."""
     from virtxml_cpu.errors import BadInput
     from virtxml_cpu.fs.files import read_input
-    from virtxml_cpu.xml.parse import MAX_INPUT_BYTES
+    from virtxml_cpu.constants import MAX_DEFINITION_BYTES
 
-    for size in (0, 1, 4095, 4096, 65537, MAX_INPUT_BYTES, MAX_INPUT_BYTES + 5):
+    for size in (0, 1, 4095, 4096, 65537, MAX_DEFINITION_BYTES, MAX_DEFINITION_BYTES + 5):
         f = tmp_path / f"f{size}"
         data = (bytes(range(251)) * (size // 251 + 1))[:size]
         f.write_bytes(data)
         got = read_input(str(f))
-        assert got == data[:MAX_INPUT_BYTES + 1], size
+        assert got == data[:MAX_DEFINITION_BYTES + 1], size
     with pytest.raises(BadInput, match="is a directory"):
         read_input(str(tmp_path))
     with pytest.raises(BadInput, match="no such file"):

@@ -10,10 +10,9 @@ import sys
 
 import pytest
 
-from virtxml_cpu.core import config, domain
+from virtxml_cpu.core import config
 from virtxml_cpu.hook import act, digest, digest_key, entry as hook_entry
 from virtxml_cpu.host import caps_cache
-from virtxml_cpu.xml import parse as xml_parse
 
 from tests.support import ROOT
 from tests.support.hook import EMULATOR, XML, Host
@@ -181,13 +180,6 @@ def test_the_hit_path_imports_neither_lxml_nor_the_tables(host, tmp_path):
     assert {"virtxml_cpu.hook.digest", "virtxml_cpu.hook.digest_key"} <= modules
     assert not {"lxml", "lxml.etree", "virtxml_cpu.core.resolve", "virtxml_cpu.tables.builds.known", "virtxml_cpu.tables.properties",
                 "typing", "re", "tomllib", "tomli", "toml", "json"} & modules, sorted(modules)
-
-
-def test_the_entry_keeps_the_limits_and_names_of_the_modules_it_avoids():
-    assert hook_entry.MAX_DEFINITION_BYTES == xml_parse.MAX_INPUT_BYTES
-    assert act.OWN_NS == domain.OWN_NS
-    assert act.DEFAULT_SPOOL == config.DEFAULT_SPOOL
-    assert (ROOT / "virtxml_cpu" / "tables" / "builds").is_dir()  # one of package_identity's directories
 
 
 def _metadata_cdata(inner: bytes) -> bytes:

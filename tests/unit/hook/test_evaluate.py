@@ -322,7 +322,7 @@ def test_prepare_path_imports_from_the_rendered_directories_without_site(tmp_pat
 # What the prepare path itself never imports (beyond what lxml.etree imports on its own): each costs the cold start.
 NOT_ON_PREPARE_PATH = {"site", "socket", "json", "pathlib", "typing", "threading", "enum", "inspect", "dataclasses",
                        "tomllib", "tomli", "toml", "hashlib", "weakref"}
-TOML_READERS = {"tomllib", "tomli", "toml"}  # config.toml_reader's, by Python version
+TOML_READERS = {"tomllib", "tomli", "toml"}  # toml_read.toml_reader's, by Python version
 SYSTEM_PYTHON, SYSTEM_LIB = "/usr/bin/python3", "/usr/lib/python3/dist-packages"
 
 

@@ -211,3 +211,15 @@ def test_a_definition_named_otherwise_leaves_nothing(marks):
     for defined in ("web01 ", " web01", "web01\u00a0", "WEB01", None):
         assert "not the name libvirt passed" in incoming.leave(marks, "web01", defined, UUID, "restore")
     assert not os.path.exists(marks)
+
+
+def test_the_marks_and_the_caps_digests_lie_beside_the_spool_wherever_it_is():
+    """constants.beside_spool puts a directory in the spool's parent, as os.path.dirname and join would: a
+    spool the config moves takes the marks (incoming) and the capabilities digests (qemu-caps) with it."""
+    from virtxml_cpu.constants import CAPS_DIGESTS_BESIDE_SPOOL, SPOOL_DIR, STATE_DIR, beside_spool
+
+    assert incoming.beside(SPOOL_DIR) == STATE_DIR + "/incoming"
+    assert beside_spool(SPOOL_DIR, CAPS_DIGESTS_BESIDE_SPOOL) == STATE_DIR + "/qemu-caps"
+    for spool in ("/srv/vxc/pending", "/srv/vxc/pending/", "/srv//vxc//pending", "/pending", "/srv/vxc/p q"):
+        assert beside_spool(spool, "qemu-caps") == os.path.join(os.path.dirname(spool.rstrip("/")) or "/",
+                                                                "qemu-caps"), spool

@@ -31,7 +31,7 @@ from virtxml_cpu.core import config as config_file
 from virtxml_cpu.core.config import Config
 from virtxml_cpu.core.hostfacts import HostFacts
 from virtxml_cpu.host.sources import HostSources, assemble
-from virtxml_cpu.core.machines import format_version, parse_version
+from virtxml_cpu.tables.version import format_version, parse_version
 
 from tests.support import ROOT, Capture, recorded_host
 
@@ -390,13 +390,12 @@ def test_machine_help_gives_names_aliases_the_default_and_descriptions():
 
 
 def test_one_ascii_version_parser_and_one_libvirt_version_decoder():
-    from virtxml_cpu.host import local_qemu
     from virtxml_cpu.core.hostfacts import decode_libvirt_version, parse_qemu_version, parse_version_line
 
     arabic = "QEMU emulator version \u0667.\u0662.0 (Debian 1:7.2)"  # Arabic-Indic digits: no release
     assert parse_version_line(arabic) is None and parse_qemu_version(arabic) is None
-    assert local_qemu.parse_version_line(arabic) is None  # the verified record's key goes through the same parser
-    assert local_qemu.parse_version_line("QEMU emulator version 7.2.22 (Debian 1:7.2+dfsg-7)") == ("7.2.22", "Debian 1:7.2+dfsg-7")
+    assert parse_version_line("QEMU emulator version 7.2.22 (Debian 1:7.2+dfsg-7)") == ((7, 2, 22), "Debian 1:7.2+dfsg-7")
+    assert parse_version_line("QEMU emulator version 7 (Debian)") is None  # X.Y[.Z] only, as everywhere
     assert decode_libvirt_version(7002022) == decode_libvirt_version("7002022") == (7, 2, 22)
     assert decode_libvirt_version(10000002) == (10, 0, 2)
     for bad in (0, "", "\u0667002022", "1234567890", True, None, -1):

@@ -21,7 +21,7 @@ from lxml import etree
 
 from virtxml_cpu.core import domain, resolve, decision
 from virtxml_cpu.core.hostfacts import HostFacts
-from virtxml_cpu.core.machines import parse_version
+from virtxml_cpu.tables.version import parse_version
 
 KEY = ("kvm-pv-unhalt", "l3-cache", "kvm-msi-ext-dest-id", "svm", "x2apic", "kvm-asyncpf-vmexit")
 

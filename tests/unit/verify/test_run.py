@@ -224,11 +224,11 @@ def test_cpu_modes_and_version_line():
     assert [m.label for m in verify.cpu_modes(frozenset({"Haswell", "Opteron_G3", "qemu64"}))] == [
         "default-cpu", "Haswell", "Opteron_G3", "host", "max"]
     assert [m.key for m in verify.cpu_modes(frozenset(), ("default", "host"))] == ["default", "host"]
-    from virtxml_cpu.host.local_qemu import parse_version_line
+    from virtxml_cpu.core.hostfacts import parse_version_line
 
     assert parse_version_line("QEMU emulator version 7.2.22 (Debian 1:7.2+dfsg-7+deb12u18+b3)") == (
-        "7.2.22", "Debian 1:7.2+dfsg-7+deb12u18+b3")
-    assert parse_version_line("QEMU emulator version 10.0.2") == ("10.0.2", "")
+        (7, 2, 22), "Debian 1:7.2+dfsg-7+deb12u18+b3")
+    assert parse_version_line("QEMU emulator version 10.0.2") == ((10, 0, 2), "")
     assert len(qemu.PROPERTIES) == 18
 
 

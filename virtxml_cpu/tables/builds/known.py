@@ -6,7 +6,7 @@ code: core/machines.py and core/resolve.py interpret whatever these tables say.
 
 from __future__ import annotations
 
-from .model import I440FX, PC, Q35, AgeRule, Alias, Build, Lifecycle, NameTable, Release, Rule, Span, Version
+from .model import I440FX, PC, Q35, AgeRule, Alias, Build, Lifecycle, NameTable, Release, Rule, Span
 from .rhel import RHEL
 from .ubuntu import UBUNTU
 from .upstream import UPSTREAM
@@ -15,4 +15,4 @@ BUILDS: dict[str, Build] = {f.name: f for f in (UPSTREAM, UBUNTU, RHEL)}
 NAMES: tuple[str, ...] = tuple(BUILDS)
 
 __all__ = ["BUILDS", "NAMES", "I440FX", "PC", "Q35", "AgeRule", "Alias", "Build", "Lifecycle", "NameTable",
-           "Release", "Rule", "Span", "Version", "UPSTREAM", "UBUNTU", "RHEL"]
+           "Release", "Rule", "Span", "UPSTREAM", "UBUNTU", "RHEL"]

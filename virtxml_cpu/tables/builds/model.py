@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections import namedtuple
 
-Version = tuple[int, ...]
+from ..version import ANY, AS_CURRENT, Version, in_window
 
 I440FX = "pc-i440fx"
 Q35 = "pc-q35"
@@ -48,8 +48,7 @@ class Rule(namedtuple("Rule", "layer prop value source origin families up_to own
                 or self.models is not None)
 
     def exists_in(self, release: Version | None) -> bool:
-        return release is None or ((self.since is None or release >= self.since)
-                                   and (self.until is None or release < self.until))
+        return in_window(release, self.since, self.until, unknown=ANY)
 
 
 class Release(namedtuple("Release", "key bases source irqchip since until described",
@@ -70,9 +69,8 @@ class Release(namedtuple("Release", "key bases source irqchip since until descri
     described: str  # the release its machine description names ("Ubuntu 24.04 PC ..." -> "24.04")
 
     def exists_in(self, release: Version | None) -> bool:
-        if release is None:
-            return self.until is None
-        return (self.since is None or release >= self.since) and (self.until is None or release < self.until)
+        """Whether QEMU `release` defines it so (an unknown release is taken as current)."""
+        return in_window(release, self.since, self.until, unknown=AS_CURRENT)
 
 
 class NameTable(namedtuple("NameTable", "pattern releases order source suffix_overrides family_of_bare arrays "
