@@ -58,6 +58,7 @@ def main() -> None:
         roots = [xml_parse.parse_domain_lean(d, f) for d, f in zip(datas, files)]
         docs = [pipeline.read(d, f, render=False) for d, f in zip(datas, files)]
         outcomes = [pipeline.decide(doc, host, cfg) for doc in docs]
+        json_line = getattr(cli, "json_line", None) or explain.json_line  # the shell's, or (before) the renderer's
 
         def read_plain(f):
             with open(f, "rb") as fh:
@@ -72,7 +73,7 @@ def main() -> None:
             ("both", "parse_domain_lean (checks + parse)", lambda: _each(xml_parse.parse_domain_lean, datas, files)),
             ("both", "domain.extract (the facts)", lambda: _each(domain.extract, roots)),
             ("both", "pipeline.decide (memo warm)", lambda: _each(lambda doc: pipeline.decide(doc, host, cfg), docs)),
-            ("explain", "explain.json_line", lambda: _each(explain.json_line, outcomes)),
+            ("explain", "the JSON line", lambda: _each(json_line, outcomes)),
         ]
         verbs = {"--check": ["rewrite", "--check", "-q"], "explain": ["explain", "--format", "json"]}
         common = ["--no-host-probe", "--qemu-build", "upstream"]

@@ -154,7 +154,7 @@ def test_the_builds_older_option_and_json_keys_still_work(capsys):
     assert main(["explain", "--no-host-probe", "--format", "json", "--qemu-build", "rhel", fixture]) == 0
     new = json.loads(capsys.readouterr().out)
     assert old == new and new["qemu_build"] == "ubuntu" and new["qemu_build_basis"].startswith("ubuntu: machine")
-    assert (new["qemu_flavour"], new["qemu_flavour_basis"]) == (new["qemu_build"], new["qemu_build_basis"])
+    assert not {"qemu_flavour", "qemu_flavour_basis"} & new.keys()  # the JSON says "build" only
     with pytest.raises(SystemExit):
         main(["explain", "--help"])
     shown = capsys.readouterr().out

@@ -18,6 +18,7 @@ from .host.connection import DEFAULT_URI
 from .errors import shown, shown_lines
 from .fs.files import read_input, update_in_place, write_output
 from .host.sources import LOCAL, HostSources, NotAsked, assemble
+from .core import pipeline
 from .core.pipeline import process
 from .render import explain
 from .core.decide import POLICIES, STYLES
@@ -346,7 +347,7 @@ def _notes(args, o) -> None:
 
 def _emit(args, path: str, o) -> int:
     if args.command == "explain":
-        line = explain.json_line(o) if args.format == "json" else explain.table(o, args.verbose) + "\n"
+        line = json_line(o) if args.format == "json" else explain.table(o, args.verbose) + "\n"
         sys.stdout.write(line + "\n")  # what print() writes, in one write instead of two
         return EXIT_OK
     _notes(args, o)
@@ -363,6 +364,15 @@ def _emit(args, path: str, o) -> int:
     sys.stdout.buffer.write(o.output)
     sys.stdout.flush()
     return EXIT_OK
+
+
+def json_line(o) -> str:
+    """explain's JSON line (explain.to_json_line's bytes), the parts a template's clones share rendered once
+    and kept by the pipeline's memo: the resolution's for every document with its key, the decision's for
+    every document with the same decision."""
+    shared = pipeline.shared_part(o, "resolution", "json", explain.resolution_json)
+    decision = pipeline.shared_part(o, "decision", "json", explain.decision_json)
+    return explain.joined(explain.own_json(o), shared, decision)
 
 
 def _for_stdout(diff: str) -> str:

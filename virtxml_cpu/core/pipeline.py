@@ -1,9 +1,10 @@
-"""One domain document in, one outcome out: parse -> facts -> resolution -> decision -> rewritten bytes.
+"""One domain document in, one Decided out: parse -> facts -> resolution -> decision -> rewritten bytes.
 
 The one memo (MEMO) lives here, keyed by value: a resolution by the domain's facts but its name and uuid
 (the only facts that differ between clones of one template) and the host's facts; a decision by those and
-the policy and style, in the resolution's entry; a renderer's parts that clones share (shared_part) by what they render. engine and
-policy stay pure, and renderers never touch the memo.
+the policy and style, in the resolution's entry; what a shell made of a renderer's parts that clones share
+(shared_part), by what they render. Resolution and policy stay pure, and renderers never touch the memo: the
+shell that drives them keeps their parts here.
 """
 
 from __future__ import annotations
@@ -33,8 +34,9 @@ class Document(namedtuple("Document", "label source facts tree")):
     tree: etree._ElementTree | None  # None: read only for deciding (a lean parse)
 
 
-class Outcome(namedtuple("Outcome", "label resolution decision policy_source style source output key",
+class Decided(namedtuple("Decided", "label resolution decision policy_source style source output key",
                          defaults=((),))):
+    """A document decided: its resolution and decision, and its rewritten bytes when it was read to be."""
 
     __slots__ = ()  # a plain named tuple: its fields, annotated below for readers
     label: str
@@ -95,14 +97,14 @@ def read(data: bytes, label: str, render: bool = True) -> Document:
 
 
 def decide(doc: Document, host: HostFacts, config: Config, cli_policy: str | None = None,
-           cli_style: str | None = None) -> Outcome:
+           cli_style: str | None = None) -> Decided:
     """The outcome for a document read, under `host`; rewritten bytes when it was read with its tree."""
     facts = doc.facts
     key = resolution_key(facts, host)
     cost = kept_cost(facts, doc.source)
     # One entry per key: the resolution, its decisions by policy and style (a handful), and the key itself,
     # which holds every deciding fact: it is hashed and compared once per document, and the outcome carries
-    # the entry's own key, which a renderer's lookups (shared_part) then find by identity.
+    # the entry's own key, which a shell's lookups (shared_part) then find by identity.
     resolution, decisions, key = MEMO.get(("resolution", key), lambda: (resolve.resolve(facts, host), {}, key), cost)
     if resolution.facts is not facts:  # a clone's: the same but for name and uuid
         resolution = resolution._make((facts, *resolution[1:]))  # _replace(facts=facts) without its kwargs
@@ -116,21 +118,21 @@ def decide(doc: Document, host: HostFacts, config: Config, cli_policy: str | Non
         if decision is None:
             decision = decisions[chosen, style] = decision_rules.decide(resolution, chosen, style)
     if doc.tree is None:
-        return Outcome(doc.label, resolution, decision, source, style, doc.source, None, key)
+        return Decided(doc.label, resolution, decision, source, style, doc.source, None, key)
     from ..xml import insert  # here: deciding alone (the hook, audit, explain) never renders
 
     insertions = insert.plan(doc.tree.getroot(), style) if decision.action == "inject" else []
-    return Outcome(doc.label, resolution, decision, source, style, doc.source,
+    return Decided(doc.label, resolution, decision, source, style, doc.source,
                    insert.render(doc.source, doc.tree, insertions), key)
 
 
-SHARED_PARTS = ("resolution", "decision")  # what of an outcome a renderer may have made once for its clones
+SHARED_PARTS = ("resolution", "decision")  # what of a Decided a shell may have rendered once for its clones
 
 
-def shared_part(o: Outcome, part: str, kind: str, make):
-    """`make(o)`, kept once for every outcome that shares `part` of `o` (SHARED_PARTS): the resolution
-    by the outcome's key, the decision by the decision itself, its policy's source and the style. `kind`
-    names what the renderer makes of it. Outcomes not built by decide() share nothing: made afresh."""
+def shared_part(o: Decided, part: str, kind: str, make):
+    """`make(o)` (a renderer's), kept once for every Decided that shares `part` of `o` (SHARED_PARTS): the
+    resolution by its key, the decision by the decision itself, its policy's source and the style. `kind`
+    names what is made of it. A Decided not built by decide() shares nothing: made afresh."""
     if not o.key:
         return make(o)
     key = o.key if part == "resolution" else (o.decision, o.policy_source, o.style)
@@ -138,7 +140,7 @@ def shared_part(o: Outcome, part: str, kind: str, make):
 
 
 def process(data: bytes, label: str, host: HostFacts, config: Config, cli_policy: str | None = None,
-            cli_style: str | None = None, render: bool = True) -> Outcome:
+            cli_style: str | None = None, render: bool = True) -> Decided:
     """read() then decide(): `render=False` decides without producing the rewritten bytes."""
     return decide(read(data, label, render), host, config, cli_policy, cli_style)
 
