@@ -6,7 +6,7 @@ from collections import namedtuple
 
 from ..tables import guest_os, libvirt_xml
 from . import lifecycle, placement
-from .resolution import OFF, ON, SRC_CPU_PM, SRC_HIDDEN, SRC_TCG, Resolution
+from .answer import OFF, ON, SRC_CPU_PM, SRC_HIDDEN, SRC_TCG, Resolution
 from .machines import PC_FAMILIES, format_version, version_at_least
 from ..tables import orchestrators
 

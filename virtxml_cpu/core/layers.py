@@ -12,7 +12,7 @@ from .cpu_option import global_matches, qemu_bool
 from .domain import DomainFacts
 from .hostfacts import HostFacts
 from .machines import Machine, own_version_at_most, version_at_most
-from .resolution import OFF, ON, SRC_ABSENT, SRC_CPU_PM, SRC_FILTERED, SRC_HIDDEN, SRC_TCG, Value, state
+from .answer import OFF, ON, SRC_ABSENT, SRC_CPU_PM, SRC_FILTERED, SRC_HIDDEN, SRC_TCG, Value, state
 from .support import absent
 from ..tables import libvirt_xml, qemu
 from ..tables.builds.known import Build, Rule

@@ -23,7 +23,7 @@ from .hostfacts import HostFacts
 from .layers import rule_applies  # noqa: F401 (resolution's API: which compat rows apply)
 from .libvirt_cpu import explicit_unhalt, libvirt_cpu_props, start_refusal
 from .machines import Machine
-from .resolution import OFF, ON, SRC_CPU_PM, SRC_HIDDEN, SRC_TCG, Resolution  # noqa: F401 (what a policy reads)
+from .answer import OFF, ON, SRC_CPU_PM, SRC_HIDDEN, SRC_TCG, Resolution  # noqa: F401 (what a policy reads)
 from .support import support
 from ..tables import libvirt_xml, qemu
 from ..tables.builds.known import Build

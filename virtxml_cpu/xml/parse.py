@@ -143,8 +143,8 @@ MAX_NAMESPACES_IN_SCOPE = 64
 
 
 def _scope_token_pattern() -> bytes:
-    """The regular expression namespaces_in_scope steps with. What changes no namespace scope is skipped by
-    the engine: text, comments, CDATA sections, PIs and elements of up to ITEM_LEVELS levels that declare
+    """The regular expression namespaces_in_scope steps with. What changes no namespace scope is skipped in
+    the pattern itself: text, comments, CDATA sections, PIs and elements of up to ITEM_LEVELS levels that declare
     nothing. Then the next token that may change it: a run of start tags (up) or of end tags (down), each
     with what lies between them that changes no depth, written without `>` in text or values (so the run's
     depth change is counted from its `<`, `</` and `/>`); any other start tag (tag); any other `<`
