@@ -198,6 +198,7 @@ SCANNERS: dict[str, tuple[str, ...] | str] = {
                            "commandline -global of many dots", "commandline -machine of many irqchips",
                            "commandline -machine of one long comma run", "libosinfo id of the whole size",
                            "metadata children in orchestrators' namespaces", "emulator path of the whole size"),
+    "virtxml_cpu.core.rows": ("cpu features", "features children", "vcpupins on every host CPU"),
     "virtxml_cpu.tables.lazyre": ("uuid of the whole size", "XML declaration padded with blanks", "cpuset of full ranges",
                            "cpuset of distinct ranges", "libosinfo id of the whole size",
                            "machine name of the whole size", "commandline -global of many dots"),

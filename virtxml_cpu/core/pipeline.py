@@ -100,12 +100,15 @@ def decide(doc: Document, host: HostFacts, config: Config, cli_policy: str | Non
            cli_style: str | None = None) -> Decided:
     """The outcome for a document read, under `host`; rewritten bytes when it was read with its tree."""
     facts = doc.facts
-    key = resolution_key(facts, host)
-    cost = kept_cost(facts, doc.source)
+    key = ("resolution", resolution_key(facts, host))
     # One entry per key: the resolution, its decisions by policy and style (a handful), and the key itself,
     # which holds every deciding fact: it is hashed and compared once per document, and the outcome carries
-    # the entry's own key, which a shell's lookups (shared_part) then find by identity.
-    resolution, decisions, key = MEMO.get(("resolution", key), lambda: (resolve.resolve(facts, host), {}, key), cost)
+    # the entry's own key (its hash worked out once), which a shell's lookups (shared_part) then find by
+    # identity. What an entry is charged is worked out only when one is made.
+    entry = MEMO.find(key)
+    if entry is None:
+        entry = MEMO.get(key, lambda: (resolve.resolve(facts, host), {}, frozen(key[1])), kept_cost(facts, doc.source))
+    resolution, decisions, key = entry
     if resolution.facts is not facts:  # a clone's: the same but for name and uuid
         resolution = resolution._make((facts, *resolution[1:]))  # _replace(facts=facts) without its kwargs
     chosen, source = decision_rules.effective_policy(cli_policy, config.policy, facts.override_policy)
@@ -135,8 +138,9 @@ def shared_part(o: Decided, part: str, kind: str, make):
     names what is made of it. A Decided not built by decide() shares nothing: made afresh."""
     if not o.key:
         return make(o)
-    key = o.key if part == "resolution" else (o.decision, o.policy_source, o.style)
-    return MEMO.get((kind, part, key), lambda: make(o), kept_cost(o.resolution.facts, o.source))
+    key = (kind, part, o.key if part == "resolution" else (o.decision, o.policy_source, o.style))
+    kept = MEMO.find(key)
+    return kept if kept is not None else MEMO.get(key, lambda: make(o), kept_cost(o.resolution.facts, o.source))
 
 
 def process(data: bytes, label: str, host: HostFacts, config: Config, cli_policy: str | None = None,
