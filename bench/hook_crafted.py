@@ -137,7 +137,7 @@ def shapes(size: int) -> dict[str, bytes]:
         "XML declaration padded with blanks": b"<?xml version='1.0'" + _fill(size, b" ", len(HEAD) + 400)
         + b"encoding='UTF-8'?>" + HEAD + cpu + DEVICES,
         # libxml2 before 2.12 looks each element's and prefixed attribute's namespace up through every
-        # declaration in scope (parse.MAX_NAMESPACES_IN_SCOPE)
+        # declaration in scope (limits.MAX_NAMESPACES_IN_SCOPE)
         **namespace_shapes(size, meta),
     }
 
@@ -151,7 +151,7 @@ def namespace_shapes(size: int, meta) -> dict[str, bytes]:
     `xmlns` than the bound, in comments and values, then what costs the scan a step)."""
     stack = b"".join(b"<m:a%s>" % _declarations(255, b"n%d_" % level) for level in range(250))
     unstack = b"</m:a>" * 250
-    bound = 64  # parse.MAX_NAMESPACES_IN_SCOPE, written out: the bench runs on the package as it was too
+    bound = 64  # limits.MAX_NAMESPACES_IN_SCOPE, written out: the bench runs on the package as it was too
     past = b"<!--" + b" xmlns" * bound + b"-->"  # the scan runs: more `xmlns` than the bound
     prefixed = b"<m:y" + b"".join(b" n0_%d:a='1'" % j for j in range(8)) + b"/>"
     return {
@@ -193,6 +193,7 @@ SCANNERS: dict[str, tuple[str, ...] | str] = {
     "virtxml_cpu.hook.digest_key": DIGEST,
     "virtxml_cpu.hook.digest": NO_DEFINITION + " (the entry named by the key)",
     "virtxml_cpu.xml.parse": XMLIO,
+    "virtxml_cpu.xml.limits": XMLIO,
     "virtxml_cpu.core.pipeline": XMLIO,  # read(): the parse and the facts, nothing of its own
     "virtxml_cpu.core.domain": ("cpu features", "features children", "uuid of the whole size", "qemu:commandline args",
                            "commandline -global of many dots", "commandline -machine of many irqchips",
