@@ -1,8 +1,8 @@
 """Safe parsing of untrusted XML: domain definitions, capabilities, libvirt's capabilities cache.
 
 Every check on the raw bytes runs before a parser sees them, each linear in the size (size, emptiness,
-encoding, a prolog DOCTYPE, and limits.py's bounds on an element's attributes and namespaces); the parser is a hardened lxml one that
-never loads or opens anything a document names. Bad input is one line (BadInput). parse_domain_lean is
+encoding, a prolog DOCTYPE, and limits.py's bounds on an element's attributes and namespaces); the parser
+is a hardened lxml one that never loads or opens anything a document names. Bad input is one line (BadInput). parse_domain_lean is
 the same parse for deciding alone: the <devices> children no decision reads are dropped as they arrive.
 Editing what was parsed, byte for byte, is edit.py's.
 """
