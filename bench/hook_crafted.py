@@ -137,7 +137,7 @@ def shapes(size: int) -> dict[str, bytes]:
         "XML declaration padded with blanks": b"<?xml version='1.0'" + _fill(size, b" ", len(HEAD) + 400)
         + b"encoding='UTF-8'?>" + HEAD + cpu + DEVICES,
         # libxml2 before 2.12 looks each element's and prefixed attribute's namespace up through every
-        # declaration in scope (parse.MAX_NAMESPACES_IN_SCOPE)
+        # declaration in scope (limits.MAX_NAMESPACES_IN_SCOPE)
         **namespace_shapes(size, meta),
     }
 
@@ -151,7 +151,7 @@ def namespace_shapes(size: int, meta) -> dict[str, bytes]:
     `xmlns` than the bound, in comments and values, then what costs the scan a step)."""
     stack = b"".join(b"<m:a%s>" % _declarations(255, b"n%d_" % level) for level in range(250))
     unstack = b"</m:a>" * 250
-    bound = 64  # parse.MAX_NAMESPACES_IN_SCOPE, written out: the bench runs on the package as it was too
+    bound = 64  # limits.MAX_NAMESPACES_IN_SCOPE, written out: the bench runs on the package as it was too
     past = b"<!--" + b" xmlns" * bound + b"-->"  # the scan runs: more `xmlns` than the bound
     prefixed = b"<m:y" + b"".join(b" n0_%d:a='1'" % j for j in range(8)) + b"/>"
     return {
@@ -194,11 +194,13 @@ SCANNERS: dict[str, tuple[str, ...] | str] = {
     "virtxml_cpu.hook.digest_key": DIGEST,
     "virtxml_cpu.hook.digest": NO_DEFINITION + " (the entry named by the key)",
     "virtxml_cpu.xml.parse": XMLIO,
+    "virtxml_cpu.xml.limits": XMLIO,
     "virtxml_cpu.core.pipeline": XMLIO,  # read(): the parse and the facts, nothing of its own
     "virtxml_cpu.core.domain": ("cpu features", "features children", "uuid of the whole size", "qemu:commandline args",
                            "commandline -global of many dots", "commandline -machine of many irqchips",
                            "commandline -machine of one long comma run", "libosinfo id of the whole size",
                            "metadata children in orchestrators' namespaces", "emulator path of the whole size"),
+    "virtxml_cpu.core.rows": ("cpu features", "features children", "vcpupins on every host CPU"),
     "virtxml_cpu.tables.lazyre": ("uuid of the whole size", "XML declaration padded with blanks", "cpuset of full ranges",
                            "cpuset of distinct ranges", "libosinfo id of the whole size",
                            "machine name of the whole size", "commandline -global of many dots"),
@@ -214,7 +216,12 @@ SCANNERS: dict[str, tuple[str, ...] | str] = {
                                      "commandline -global of many dots"),
     "virtxml_cpu.core.merge": ("machine name of the whole size",),
     "virtxml_cpu.core.support": NO_DEFINITION + " (launchSecurity's type, a table key)",
-    "virtxml_cpu.core.resolution": NO_DEFINITION + " (the answer's named tuples)",
+    "virtxml_cpu.core.answer": NO_DEFINITION + " (the answer's named tuples)",
+    "virtxml_cpu.core.commandline": ("qemu:commandline args", "commandline -global of many dots",
+                                     "commandline -machine of many irqchips",
+                                     "commandline -machine of one long comma run", "commandline of many -overcommit"),
+    "virtxml_cpu.tables.qemu_commandline": NO_DEFINITION + " (the <qemu:commandline> options' rows)",
+    "virtxml_cpu.host.kvm": NO_DEFINITION + " (/dev/kvm, a fixed path)",
     "virtxml_cpu.tables.libvirt_xml": ("cpu features", "features children"),
     "virtxml_cpu.core.decision": ("cpu features", "libosinfo id of the whole size", "vcpupins on every host CPU"),
     "virtxml_cpu.tables.guest_os": ("libosinfo id of the whole size",),
@@ -244,7 +251,6 @@ SCANNERS: dict[str, tuple[str, ...] | str] = {
     "virtxml_cpu.core.toml_check": NO_DEFINITION + " (the config file's grammar)",
     "virtxml_cpu.core.toml_read": NO_DEFINITION + " (reads the config file's TOML)",
     "virtxml_cpu.core.toml_strings": NO_DEFINITION + " (the config file's strings)",
-    "virtxml_cpu.constants": NO_DEFINITION + " (the tool's fixed facts)",
     "virtxml_cpu.tables.version": ("machine name of the whole size",),  # a machine name's X.Y[.Z]
     "virtxml_cpu.errors": NO_DEFINITION + " (exception classes)",
     "virtxml_cpu.fs.trusted": NO_DEFINITION + " (opens files by fixed paths)",

@@ -28,9 +28,12 @@ from virtxml_cpu.core.pipeline import process  # noqa: E402
 from virtxml_cpu.xml.parse import parse_domain_lean  # noqa: E402
 
 try:
-    from virtxml_cpu.render.explain import json_line
-except ImportError:  # before render/explain.py
-    from virtxml_cpu.report import to_json_line as json_line
+    from virtxml_cpu.cli import json_line
+except ImportError:  # before the shell kept explain's parts
+    try:
+        from virtxml_cpu.render.explain import json_line
+    except ImportError:  # before render/explain.py
+        from virtxml_cpu.report import to_json_line as json_line
 
 
 def main() -> None:

@@ -48,7 +48,7 @@ def test_underscore_spellings_on_real_qemu(lab):
     wrong = []
     for (option, arg), error in seen.items():
         if option == "-cpu":
-            said = cpu_option.qemu_refusal(None, "named", arg, (), release)
+            said = cpu_option.qemu_refusal(None, "named", cpu_option.parse_cpu_option(arg, release), (), release)
         else:
             driver_prop, value = arg.split("=")
             said = cpu_option.qemu_refusal("qemu64", "named", None, (tuple(driver_prop.split(".")) + (value,),),

@@ -42,9 +42,21 @@ def main(args) -> int:
 def show(args, o) -> int:
     from ..render import explain
 
-    line = explain.json_line(o) if args.format == "json" else explain.table(o, args.verbose) + "\n"
+    line = json_line(o) if args.format == "json" else explain.table(o, args.verbose) + "\n"
     sys.stdout.write(line + "\n")  # what print() writes, in one write instead of two
     return EXIT_OK
+
+
+def json_line(o) -> str:
+    """explain's JSON line (explain.to_json_line's bytes), the parts a template's clones share rendered once
+    and kept by the pipeline's memo: the resolution's for every document with its key, the decision's for
+    every document with the same decision."""
+    from ..core import pipeline
+    from ..render import explain
+
+    shared = pipeline.shared_part(o, "resolution", "json", explain.resolution_json)
+    decision = pipeline.shared_part(o, "decision", "json", explain.decision_json)
+    return explain.joined(explain.own_json(o), shared, decision)
 
 
 def domains(args) -> int:

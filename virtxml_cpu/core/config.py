@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 
-from ..constants import CONFIG_PATH, DEFAULT_STYLE, LIBVIRT_CONFIG_DIR, SPOOL_DIR
+from ..constants import CONFIG_PATH, LIBVIRT_CONFIG_DIR, SPOOL_DIR
 from ..errors import BadInput, EnvironmentProblem, shown
 from ..fs.trusted import Untrusted, check_trusted, read_regular, resolve_trusted
 

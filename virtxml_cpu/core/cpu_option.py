@@ -7,7 +7,6 @@ QEMU's grammar is rows of tables/qemu.py (GRAMMAR, FLAG_PREFIXES, BARE_FLAG, ...
 from __future__ import annotations
 
 from collections import namedtuple
-from functools import lru_cache
 
 from ..tables import lazyre, libvirt_xml, qemu
 from ..tables.properties import BY_NAME, PROPERTIES, PV_UNHALT
@@ -72,7 +71,6 @@ def global_name_taken(written: str, release: Version | None = None) -> bool:
     return in_window(release, since, None, unknown=AS_CURRENT)
 
 
-@lru_cache(maxsize=2)  # the engine asks twice for one definition's -cpu (its refusal, its properties)
 def parse_cpu_option(text: str, release: Version | None = None) -> CpuOption:
     """`-cpu model,+feat,-feat,feat=on,feat` -> the properties by QEMU's grammar (qemu.GRAMMAR): a bare `feat`
     means feat=on, `_` reads as `-` in feat=value and a bare feat, +feat/-feat take the spellings flag_taken says;
@@ -102,13 +100,13 @@ def parse_cpu_option(text: str, release: Version | None = None) -> CpuOption:
     return CpuOption(text.split(",", 1)[0], props, refused)
 
 
-def qemu_refusal(model: str | None, kind: str, text: str | None, globals_, release) -> str | None:
-    """QEMU's own error for the first spelling it refuses: the -cpu's (x86_cpu_parse_featurestr turns each
-    property into a -global of the model's type, its name in the dash spelling), then each -global that reaches
-    the vCPU (named as written: a name QEMU lacks, or a value it refuses)."""
+def qemu_refusal(model: str | None, kind: str, opt: CpuOption | None, globals_, release) -> str | None:
+    """QEMU's own error for the first spelling it refuses: the -cpu's (`opt`: parse_cpu_option's for `release`;
+    x86_cpu_parse_featurestr turns each property into a -global of the model's type, its name in the dash
+    spelling), then each -global that reaches the vCPU (named as written: a name QEMU lacks, or a value it
+    refuses)."""
     g = qemu.grammar(release)
-    if text:
-        opt = parse_cpu_option(text, release)
+    if opt is not None:
         if opt.refused:
             prop, value = opt.refused[0]
             cpu_type = qemu.cpu_type_names(qemu.MAX_FEATURE_MODELS.get(kind, model or opt.model))[0]

@@ -7,7 +7,7 @@ from collections import namedtuple
 from ..constants import DEFAULT_STYLE
 from ..tables import guest_os, libvirt_xml
 from . import lifecycle, placement
-from .resolution import OFF, ON, SRC_CPU_PM, SRC_HIDDEN, SRC_TCG, Resolution
+from .answer import OFF, ON, SRC_CPU_PM, SRC_HIDDEN, SRC_TCG, Resolution
 from .machines import PC_FAMILIES, version_at_least
 from ..tables.version import format_version
 from ..tables import orchestrators

@@ -7,54 +7,20 @@ from collections import namedtuple
 from lxml import etree
 
 from ..constants import OWN_NS, QEMU_NS
-from ..tables import lazyre, qemu  # module-level patterns compiled where first used (the hook's cold start)
-from ..tables.libvirt_xml import BY_KEY as _SETTINGS_BY_KEY, CPU_MODE_CUSTOM, CPU_MODE_NONE, PLACEMENT, SETTINGS, \
-    Placement, Setting
+from . import commandline, rows
+from .commandline import QemuArgs
+from .rows import Placed
+from ..tables import lazyre  # module-level patterns compiled where first used (the hook's cold start)
+from ..tables.libvirt_xml import CPU_MODE_CUSTOM, CPU_MODE_NONE
 from ..tables.orchestrators import RECOGNISED as STACKS
 
 LIBOSINFO_NS = "http://libosinfo.org/xmlns/libvirt/domain/1.0"
 
 
-# QEMU options that take no argument (qemu-options.hx: DEF(name, 0, ...)), current and historical. Every
-# other option consumes the next argv element, as QEMU's own lookup_opt() does.
-NO_ARG_OPTIONS = frozenset({
-    "h", "help", "version", "S", "s", "snapshot", "nographic", "no-quit", "full-screen", "alt-grab",
-    "ctrl-grab", "no-frame", "noframe", "sdl", "curses", "portrait", "win2k-hack", "no-fd-bootchk", "no-acpi",
-    "no-hpet", "no-reboot", "no-shutdown", "enable-kvm", "no-kvm", "no-kvm-irqchip", "no-kvm-pit",
-    "no-kvm-pit-reinjection", "enable-nesting", "nodefaults", "nodefconfig", "no-user-config", "daemonize",
-    "usb", "old-param", "semihosting", "rtc-td-hack", "show-cursor", "singlestep", "preconfig",
-    "only-migratable", "enable-fips", "xen-attach", "xen-domid-restrict", "enable-sync-profile", "localtime",
-    "mem-prealloc", "no-kqemu", "kernel-kqemu", "enable-kqemu", "tdf", "audio-help", "std-vga",
-})
-
-
-class QemuArgs(namedtuple("QemuArgs", "cpu globals overcommit accel_irqchip irqchip_keys",
-                          defaults=(None, (), (), None, (),))):
-    """What `<qemu:commandline>` does to the CPU."""
-
-    __slots__ = ()  # a plain named tuple: its fields, annotated below for readers
-
-    cpu: str | None  # last -cpu value (QEMU uses the last one)
-    globals: tuple[tuple[str, str, str], ...]  # (driver, property, value) from -global
-    overcommit: tuple[str, ...]  # each -overcommit's value, in order (overcommit.read says what QEMU makes of them)
-    accel_irqchip: str | None  # the last kernel_irqchip / kernel-irqchip of the -machine options (qemu.IRQCHIP)
-    irqchip_keys: tuple[str, ...]  # the spellings of that key in the -machine options, each once
-
-
-class Placed(namedtuple("Placed", "key cpus attrs")):
-    """One element of a libvirt_xml.PLACEMENT row as written: its attributes' text, None when absent."""
-
-    __slots__ = ()  # a plain named tuple: its fields, annotated below for readers
-
-    key: str  # the row's key
-    cpus: str | None  # the set attribute (cpuset / vcpus)
-    attrs: tuple[str | None, ...]  # the row's other attributes, in its order
-
-
 class DomainFacts(namedtuple("DomainFacts", "name uuid virt_type arch machine cpu_mode cpu_model cpu_features "
                              "settings hyperv hyperv_spinlocks vcpus numa_cells qemu override_policy os_id "
-                             "emulator orchestrator placement launch_security",
-                             defaults=(None, (), None,))):
+                             "emulator orchestrator placement launch_security irqchip irqchip_keys",
+                             defaults=(None, (), None, None, ()))):
     """Every input the rules read (a tuple: built once per document, cheap to build and to hash). name and
     uuid come first: they are the only facts that differ between clones of one template."""
 
@@ -80,6 +46,8 @@ class DomainFacts(namedtuple("DomainFacts", "name uuid virt_type arch machine cp
     orchestrator: str | None  # the stack that wrote this definition (orchestrators.STACKS), when it shows
     placement: tuple[Placed, ...]  # <vcpu cpuset>, <cputune> pins and schedulers, in PLACEMENT order
     launch_security: str | None  # <launchSecurity type='tdx'|'sev'|...>
+    irqchip: str | None  # the kernel_irqchip of the -machine options, libvirt's and <qemu:commandline>'s merged
+    irqchip_keys: tuple[str, ...]  # the spellings of its key there, each once (commandline.machine_irqchip)
 
     @property
     def looks_windows(self) -> bool:
@@ -106,223 +74,11 @@ def canonical_uuid(text: str | None) -> str | None:
     return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
-def _rows_by_parent(rows) -> tuple[tuple[tuple[str, ...], tuple[tuple[int, Setting, str], ...]], ...]:
-    """SETTINGS rows by the element holding them: (parent path, ((place in SETTINGS, row, its element's
-    tag), ...)), shorter paths first."""
-    out: dict[tuple[str, ...], list[tuple[int, Setting, str]]] = {}
-    for i, row in enumerate(rows):
-        out.setdefault(row.path[:-1], []).append((i, row, row.path[-1]))
-    return tuple((path, tuple(found)) for path, found in sorted(out.items(), key=lambda item: len(item[0])))
-
-
-_SETTING_PARENTS = _rows_by_parent(SETTINGS)
-
-
-def _settings(read: dict) -> tuple[tuple[str, str], ...]:
-    """The libvirt_xml.SETTINGS rows, in their order, read one parent element at a time: each distinct parent
-    (worked out at import) is found and its children read once, however many rows it holds (not at all for
-    a row that selects among its siblings). `read`: path below <domain> -> _children of the element there,
-    for () and the parents already read; filled in here."""
-    found = []
-    for path, rows in _SETTING_PARENTS:
-        parent = _children_at(read, path[:-1]).get(path[-1])
-        if parent is None:
-            continue
-        children = read.get(path)
-        for i, row, tag in rows:
-            if row.select:
-                child = _last(parent, tag, *row.select)
-            else:
-                if children is None:
-                    children = read[path] = _children(parent)
-                child = children.get(tag)
-            if child is not None:
-                value = child.get(row.attr)
-                if value is None:
-                    value = row.bare
-                if value is not None:
-                    found.append((i, row.key, value))
-    if len(found) > 1:
-        found.sort()
-    return tuple((key, value) for _, key, value in found)
-
-
-def _children_at(read: dict, path: tuple[str, ...]) -> dict:
-    """_children of the element at `path` below <domain> (the first of each tag at each step), kept in `read`."""
-    children = read.get(path)
-    if children is None:
-        children = read[path] = _children(_children_at(read, path[:-1]).get(path[-1]))
-    return children
-
-
-def _by_parent(rows) -> dict[str, tuple[bool, dict[str | None, Placement]]]:
-    """PLACEMENT rows by the top-level element holding them: tag -> (first only, {child tag: row}); a row
-    whose path is one element long is that element itself (child tag None)."""
-    out: dict[str, tuple[bool, dict[str | None, Placement]]] = {}
-    for row in rows:
-        out.setdefault(row.path[0], (row.first, {}))[1][row.path[1] if len(row.path) > 1 else None] = row
-    return out
-
-
-_PLACEMENT_PARENTS = _by_parent(PLACEMENT)
-
-
-def _placement(root, top: dict) -> tuple[Placed, ...]:
-    """The libvirt_xml.PLACEMENT rows, read as libvirt's XPath does (every element at a row's path, or the
-    first), in one pass over each parent. An element without any of its row's attributes is left out when
-    libvirt takes that as nothing. Sorted in PLACEMENT order, as libvirt parses them."""
-    out: list[Placed] = []
-    for tag, (first, rows) in _PLACEMENT_PARENTS.items():
-        if tag not in top:
-            continue
-        parents = [top[tag]] if first else root.iterchildren(tag)
-        for parent in parents:
-            row = rows.get(None)
-            if row is not None:
-                _place(out, row, parent)
-            if len(rows) > (row is not None):
-                for el in parent:
-                    child = rows.get(el.tag)
-                    if child is not None:
-                        _place(out, child, el)
-    if len(out) > 1:
-        out.sort(key=lambda p: _PLACEMENT_ORDER[p.key])
-    return tuple(out)
-
-
-_PLACEMENT_ORDER = {row.key: i for i, row in enumerate(PLACEMENT)}
-
-
-def _place(out: list, row: Placement, el) -> None:
-    cpus, attrs = el.get(row.cpus), tuple(map(el.get, row.attrs))
-    if cpus is not None or row.missing is not None or attrs != (None,) * len(attrs):
-        out.append(Placed(row.key, cpus, attrs))
-
-
 def _int(text, default):
     try:
         return int(text)
     except (TypeError, ValueError):
         return default
-
-
-def parse_qemu_args(values: list[str]) -> QemuArgs:
-    cpu = None
-    globals_: list[tuple[str, str, str]] = []
-    overcommit: list[str] = []
-    irqchip, keys = None, {}
-    i = 0
-    while i < len(values):
-        opt = _option_name(values[i])
-        if opt is None or opt in NO_ARG_OPTIONS:
-            i += 1
-            continue
-        arg = values[i + 1] if i + 1 < len(values) else ""
-        if opt == qemu.CMDLINE_CPU:
-            cpu = arg
-        elif opt == qemu.CMDLINE_GLOBAL:
-            g = _parse_global(arg)
-            if g:
-                globals_.append(g)
-        elif opt == qemu.OVERCOMMIT_OPTION:
-            overcommit.append(arg)
-        elif opt in qemu.MACHINE_OPTIONS:
-            for key, value in _irqchips(arg):  # the last one wins (qemu.IRQCHIP)
-                keys[key] = None
-                irqchip = value
-        i += 2  # -accel: behind libvirt's own `-accel kvm` QEMU never reads another one (qemu.IRQCHIP)
-    return QemuArgs(cpu, tuple(globals_), tuple(overcommit), irqchip, tuple(keys))
-
-
-def _option_name(value: str) -> str | None:
-    """`-cpu` and `--cpu` are the same option to QEMU; anything else is a stray argument."""
-    for prefix in qemu.OPTION_PREFIXES:
-        if value.startswith(prefix) and value != "-":
-            return value[len(prefix):]
-    return None
-
-
-# A -machine parameter setting the irqchip (rules.IRQCHIP_*), at the start or after a `,`. QemuOpts and keyval
-# separate parameters by `,` and read `,,` as a comma inside a value, so it is a parameter of its own only after a
-# run of an odd number of commas (_irqchips counts the run), and its value ends only at a lone one.
-_IRQCHIP = lazyre.compile(rf"(?<![^,])({qemu.either_spelling(qemu.IRQCHIP_PROPERTY)})=({'|'.join(qemu.IRQCHIP_VALUES)})"
-                          r"(?=,|\Z)")
-_COMMAS = lazyre.compile(",*")
-
-
-def _irqchips(arg: str) -> list[tuple[str, str]]:
-    """Each (key as written, value) of one -machine argument that sets the irqchip, in order; linear in its length
-    (a run of commas is counted once, and only when it has four or more)."""
-    out, backwards, size, commas = [], None, len(arg), _COMMAS.match
-    for m in _IRQCHIP.finditer(arg):
-        start, end = m.span()
-        if start > 1 and arg[start - 2] == ",":  # runs of one or three commas are read without a count
-            if start == 2 or arg[start - 3] != ",":
-                continue  # two: inside the value before it
-            if start > 3 and arg[start - 4] == ",":
-                backwards = backwards or arg[::-1]
-                if len(commas(backwards, size - start).group()) % 2 == 0:
-                    continue
-        if end + 1 < size and arg[end + 1] == ",":
-            continue  # `,,` after it: a comma in its value (QEMU refuses the value)
-        out.append(m.groups())
-    return out
-
-
-def irqchip_refusal(facts: DomainFacts, release: tuple[int, ...] | None) -> str | None:
-    """QEMU `release`'s error for a kernel_irqchip given in both spellings in the -machine options: libvirt's own
-    (the libvirt_xml -machine row) and those of <qemu:commandline> merge into one (qemu.IRQCHIP)."""
-    rule = qemu.irqchip_rule(release)
-    keys = set(facts.qemu.irqchip_keys)
-    for key, value in facts.settings:
-        row = _SETTINGS_BY_KEY[key]
-        if row.option == qemu.MACHINE_OPTION and row.prop == qemu.IRQCHIP_PROPERTY and value in row.values:
-            keys.add(row.prop)
-    return rule.conflict if rule.conflict and len(keys) > 1 else None
-
-
-_GLOBAL = lazyre.compile(r"^([^.=]+)\.([^=]+)=(.*)$")  # compiled once: a definition may hold 70,000 -global
-
-
-def _parse_global(arg: str) -> tuple[str, str, str] | None:
-    if arg.startswith("driver="):
-        kv = dict(p.split("=", 1) for p in arg.split(",") if "=" in p)
-        if {"driver", "property", "value"} <= kv.keys():
-            return kv["driver"], kv["property"], kv["value"]
-        return None
-    m = _GLOBAL.match(arg)
-    return (m.group(1), m.group(2), m.group(3)) if m else None
-
-
-def _children(el) -> dict:
-    """First child element of each tag, in one pass (the tags libvirt writes once), in document order;
-    {} for no element."""
-    out: dict = {}
-    if el is not None:
-        for c in el:
-            tag = c.tag
-            if tag not in out and isinstance(tag, str):  # not a comment or processing instruction
-                out[tag] = c
-    return out
-
-
-def _first(el, tag: str):
-    """The first child of `el` with that tag (`_children(el).get(tag)` without reading the rest); None for
-    no element or no such child."""
-    if el is not None:
-        for c in el:
-            if c.tag == tag:
-                return c
-    return None
-
-
-def _last(el, tag: str, attr: str, value: str):
-    """The last child of `el` with that tag and attribute value (a libvirt_xml row's `select`), or None."""
-    found = None
-    for c in el:
-        if c.tag == tag and c.get(attr) == value:
-            found = c
-    return found
 
 
 def _text(el) -> str | None:
@@ -338,17 +94,16 @@ def _name(el) -> str | None:
 _QEMU_COMMANDLINE, _QEMU_ARG = f"{{{QEMU_NS}}}commandline", f"{{{QEMU_NS}}}arg"
 _OWN_CPU = f"{{{OWN_NS}}}cpu"
 _LIBOSINFO, _LIBOSINFO_OS = f"{{{LIBOSINFO_NS}}}libosinfo", f"{{{LIBOSINFO_NS}}}os"
-_NO_QEMU_ARGS = QemuArgs()
 
 
 def extract(root: etree._Element) -> DomainFacts:
     """Read the facts from a parsed <domain> element (pure). One pass over the top level, then only the
     few subtrees the rules read, each element's children once."""
-    top = _children(root)
-    features = _children(top.get("features"))
+    top = rows.children(root)
+    features = rows.children(top.get("features"))
     cpu = top.get("cpu")
-    cpu_parts = _children(cpu)
-    os_type = _first(top.get("os"), "type")
+    cpu_parts = rows.children(cpu)
+    os_type = rows.first(top.get("os"), "type")
     hyperv = features.get("hyperv")
 
     cells = 0
@@ -363,16 +118,17 @@ def extract(root: etree._Element) -> DomainFacts:
                                  for f in cpu.iterchildren("feature"))
         if "numa" in cpu_parts:
             cells = sum(1 for _ in cpu_parts["numa"].iterchildren("cell"))
-    settings = _settings({(): top, ("features",): features, ("cpu",): cpu_parts})
-    qemu_args = _NO_QEMU_ARGS
+    settings = rows.settings({(): top, ("features",): features, ("cpu",): cpu_parts})
+    qemu_args = commandline.NONE
     if _QEMU_COMMANDLINE in top:
-        qemu_args = parse_qemu_args([a.get("value", "") for c in root.iterchildren(_QEMU_COMMANDLINE)
+        qemu_args = commandline.read([a.get("value", "") for c in root.iterchildren(_QEMU_COMMANDLINE)
                                      for a in c.iterchildren(_QEMU_ARG)])
-    meta = _children(top.get("metadata"))
+    meta = rows.children(top.get("metadata"))
     own = meta.get(_OWN_CPU)
-    osinfo = _first(meta.get(_LIBOSINFO), _LIBOSINFO_OS)
-    hv_spin = _first(hyperv, "spinlocks")
+    osinfo = rows.first(meta.get(_LIBOSINFO), _LIBOSINFO_OS)
+    hv_spin = rows.first(hyperv, "spinlocks")
     launch_security = top.get("launchSecurity")
+    irqchip, irqchip_keys = commandline.machine_irqchip(qemu_args, settings)
     return DomainFacts(
         name=_name(top.get("name")),
         uuid=_text(top.get("uuid")),
@@ -390,15 +146,17 @@ def extract(root: etree._Element) -> DomainFacts:
         qemu=qemu_args,
         override_policy=own.get("policy") if own is not None else None,
         os_id=osinfo.get("id") if osinfo is not None else None,
-        emulator=_text(_first(top.get("devices"), "emulator")),  # libvirt writes it first
+        emulator=_text(rows.first(top.get("devices"), "emulator")),  # libvirt writes it first
         orchestrator=_orchestrator(meta, root if "sysinfo" in top else None),
-        placement=_placement(root, top),
+        placement=rows.placement(root, top),
         launch_security=launch_security.get("type") if launch_security is not None else None,
+        irqchip=irqchip,
+        irqchip_keys=irqchip_keys,
     )
 
 
 def _orchestrator(meta: dict, root=None) -> str | None:
-    """The stack that wrote the definition: the first child of <metadata> (`meta`: its _children, in document
+    """The stack that wrote the definition: the first child of <metadata> (`meta`: its rows.children, in document
     order) that is a stack's element in its namespace; else, when `root` is given (the domain has a
     <sysinfo>), an SMBIOS system entry a stack writes (CloudStack's manufacturer or product). A name alone
     never counts (tables/orchestrators.py says why)."""

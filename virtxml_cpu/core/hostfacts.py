@@ -1,19 +1,15 @@
 """Host facts: the model (HostFacts) and the pure parsers of what each source says: /dev/kvm's supported
 CPUID, libvirt's capabilities and domain capabilities, a QEMU's `--version` and `-machine help`, libvirt's
-integer version. The /dev/kvm probe is the only I/O here; running a QEMU is host/local_qemu.py's, and which
-source outranks which is core/precedence.py's."""
+integer version. No I/O here: the /dev/kvm probe is host/kvm.py's, running a QEMU host/local_qemu.py's, and
+which source outranks which core/precedence.py's."""
 
 from __future__ import annotations
 
-import errno
-import fcntl
-import os
 import re
 import struct
 from collections import namedtuple
 from collections.abc import Iterable
 
-from ..constants import KVM_DEVICE
 from ..tables import lazyre
 from . import precedence  # module-level patterns compiled where first used (the hook's cold start)
 from ..errors import BadInput
@@ -23,8 +19,7 @@ from .machines import classify
 from .memo import frozen
 from ..xml.parse import parse_xml
 
-KVM_GET_SUPPORTED_CPUID = 0xC008AE05  # _IOWR(KVMIO=0xAE, 0x05, struct kvm_cpuid2)
-_ENTRY = struct.Struct("=IIIIIIIIII")  # function, index, flags, eax, ebx, ecx, edx, padding[3]
+ENTRY = struct.Struct("=IIIIIIIIII")  # function, index, flags, eax, ebx, ecx, edx, padding[3]
 _REGS = ("eax", "ebx", "ecx", "edx")
 
 
@@ -77,34 +72,11 @@ def decode_supported_cpuid(buf: bytes) -> dict[tuple[int, str], int]:
     (nent,) = struct.unpack_from("=I", buf, 0)
     out: dict[tuple[int, str], int] = {}
     for i in range(nent):
-        fn, index, _flags, *regs = _ENTRY.unpack_from(buf, 8 + i * _ENTRY.size)[:7]
+        fn, index, _flags, *regs = ENTRY.unpack_from(buf, 8 + i * ENTRY.size)[:7]
         if index == 0:
             for name, value in zip(_REGS, regs):
                 out[(fn, name)] = value
     return out
-
-
-def probe_kvm(device: str = KVM_DEVICE) -> HostFacts:
-    """KVM_GET_SUPPORTED_CPUID on /dev/kvm (no QEMU, no libvirt). Empty facts when unavailable."""
-    try:
-        fd = os.open(device, os.O_RDWR | os.O_CLOEXEC)
-    except OSError as e:
-        return HostFacts(unused=(f"{device}: not read ({e.strerror})",))
-    try:
-        nent = 256
-        while nent <= 4096:
-            buf = bytearray(struct.pack("=II", nent, 0) + bytes(_ENTRY.size * nent))
-            try:
-                fcntl.ioctl(fd, KVM_GET_SUPPORTED_CPUID, buf, True)
-            except OSError as e:
-                if e.errno == errno.E2BIG:
-                    nent *= 2
-                    continue
-                return HostFacts(unused=(f"{device}: KVM_GET_SUPPORTED_CPUID failed ({e.strerror})",))
-            return HostFacts(cpuid=decode_supported_cpuid(bytes(buf)), sources=(f"{device} (KVM_GET_SUPPORTED_CPUID)",))
-        return HostFacts(unused=(f"{device}: KVM_GET_SUPPORTED_CPUID wants more than 4096 entries",))
-    finally:
-        os.close(fd)
 
 
 def parse_capabilities(data: bytes, arch: str = "x86_64") -> HostFacts:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from .cpu_option import names_unhalt
 from .domain import DomainFacts
-from .resolution import ON, OFF, Value
+from .answer import ON, OFF, Value
 from ..tables import libvirt_xml
 
 qemu_name = libvirt_xml.qemu_name

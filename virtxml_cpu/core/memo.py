@@ -43,6 +43,10 @@ class Memo:
         self._spent += cost
         return value
 
+    def find(self, key: Hashable):
+        """The answer kept for `key`, or None (no answer kept is None)."""
+        return self._entries.get(key)
+
     def __len__(self) -> int:
         return len(self._entries)
 

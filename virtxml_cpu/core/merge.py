@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from . import lifecycle
 from .machines import Machine
-from .resolution import HOST, SRC_BUILD, Resolution, Value
+from .answer import HOST, SRC_BUILD, Resolution, Value
 from ..tables.properties import PROPERTIES
 
 

@@ -6,8 +6,6 @@ GRAMMAR); this module only interprets them. With cpu-pm on, KVM strips PV_UNHALT
 
 from __future__ import annotations
 
-from functools import lru_cache
-
 from ..tables import lazyre, qemu
 from ..tables.version import Version
 
@@ -37,7 +35,6 @@ def opts_params(arg: str) -> Iterator[tuple[str, str]]:
             yield name, "on"
 
 
-@lru_cache(maxsize=4)  # the engine asks twice per decision (what KVM strips, what QEMU refuses)
 def read(args: tuple[str, ...], release: Version | None) -> tuple[bool, str | None]:
     """(cpu-pm on after every -overcommit, QEMU's error for the first one it refuses or None), as QEMU
     `release` reads them (qemu.overcommit_rule; an unknown release reads as current)."""

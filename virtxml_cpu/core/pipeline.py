@@ -1,9 +1,10 @@
-"""One domain document in, one outcome out: parse -> facts -> resolution -> decision -> rewritten bytes.
+"""One domain document in, one Decided out: parse -> facts -> resolution -> decision -> rewritten bytes.
 
 The one memo (MEMO) lives here, keyed by value: a resolution by the domain's facts but its name and uuid
 (the only facts that differ between clones of one template) and the host's facts; a decision by those and
-the policy and style, in the resolution's entry; a renderer's parts that clones share (shared_part) by what they render. engine and
-policy stay pure, and renderers never touch the memo.
+the policy and style, in the resolution's entry; what a shell made of a renderer's parts that clones share
+(shared_part), by what they render. Resolution and policy stay pure, and renderers never touch the memo: the
+shell that drives them keeps their parts here.
 """
 
 from __future__ import annotations
@@ -33,8 +34,9 @@ class Document(namedtuple("Document", "label source facts tree")):
     tree: etree._ElementTree | None  # None: read only for deciding (a lean parse)
 
 
-class Outcome(namedtuple("Outcome", "label resolution decision policy_source style source output key",
+class Decided(namedtuple("Decided", "label resolution decision policy_source style source output key",
                          defaults=((),))):
+    """A document decided: its resolution and decision, and its rewritten bytes when it was read to be."""
 
     __slots__ = ()  # a plain named tuple: its fields, annotated below for readers
     label: str
@@ -94,50 +96,54 @@ def read(data: bytes, label: str, render: bool = True) -> Document:
     return Document(label, data, facts, tree)
 
 
-def outcome(doc: Document, host: HostFacts, config: Config, cli_policy: str | None = None,
-            cli_style: str | None = None) -> Outcome:
+def decided(doc: Document, host: HostFacts, config: Config, cli_policy: str | None = None,
+            cli_style: str | None = None) -> Decided:
     """The outcome for a document read, under `host`; rewritten bytes when it was read with its tree."""
     facts = doc.facts
-    key = resolution_key(facts, host)
-    cost = kept_cost(facts, doc.source)
+    key = ("resolution", resolution_key(facts, host))
     # One entry per key: the resolution, its decisions by policy and style (a handful), and the key itself,
     # which holds every deciding fact: it is hashed and compared once per document, and the outcome carries
-    # the entry's own key, which a renderer's lookups (shared_part) then find by identity.
-    resolution, decisions, key = MEMO.get(("resolution", key), lambda: (resolve.resolve(facts, host), {}, key), cost)
+    # the entry's own key (its hash worked out once), which a shell's lookups (shared_part) then find by
+    # identity. What an entry is charged is worked out only when one is made.
+    entry = MEMO.find(key)
+    if entry is None:
+        entry = MEMO.get(key, lambda: (resolve.resolve(facts, host), {}, frozen(key[1])), kept_cost(facts, doc.source))
+    resolution, decisions, key = entry
     if resolution.facts is not facts:  # a clone's: the same but for name and uuid
         resolution = resolution._make((facts, *resolution[1:]))  # _replace(facts=facts) without its kwargs
     chosen, source = precedence.policy(facts.override_policy, cli_policy, config.policy)
     style = precedence.style(cli_style, config.style).value
     if chosen not in decision.POLICIES:  # the domain's metadata names no policy
-        decided = decision.invalid_exemption(chosen)
+        made = decision.invalid_exemption(chosen)
     else:
-        decided = decisions.get((chosen, style))
-        if decided is None:
-            decided = decisions[chosen, style] = decision.decide(resolution, chosen, style)
+        made = decisions.get((chosen, style))
+        if made is None:
+            made = decisions[chosen, style] = decision.decide(resolution, chosen, style)
     if doc.tree is None:
-        return Outcome(doc.label, resolution, decided, source, style, doc.source, None, key)
+        return Decided(doc.label, resolution, made, source, style, doc.source, None, key)
     from ..xml import insert  # here: deciding alone (the hook, audit, explain) never renders
 
-    insertions = insert.plan(doc.tree.getroot(), style) if decided.action == "inject" else []
-    return Outcome(doc.label, resolution, decided, source, style, doc.source,
+    insertions = insert.plan(doc.tree.getroot(), style) if made.action == "inject" else []
+    return Decided(doc.label, resolution, made, source, style, doc.source,
                    insert.render(doc.source, doc.tree, insertions), key)
 
 
-SHARED_PARTS = ("resolution", "decision")  # what of an outcome a renderer may have made once for its clones
+SHARED_PARTS = ("resolution", "decision")  # what of a Decided a shell may have rendered once for its clones
 
 
-def shared_part(o: Outcome, part: str, kind: str, make):
-    """`make(o)`, kept once for every outcome that shares `part` of `o` (SHARED_PARTS): the resolution
-    by the outcome's key, the decision by the decision itself, its policy's source and the style. `kind`
-    names what the renderer makes of it. Outcomes not built by outcome() share nothing: made afresh."""
+def shared_part(o: Decided, part: str, kind: str, make):
+    """`make(o)` (a renderer's), kept once for every Decided that shares `part` of `o` (SHARED_PARTS): the
+    resolution by its key, the decision by the decision itself, its policy's source and the style. `kind`
+    names what is made of it. A Decided not built by decided() shares nothing: made afresh."""
     if not o.key:
         return make(o)
-    key = o.key if part == "resolution" else (o.decision, o.policy_source, o.style)
-    return MEMO.get((kind, part, key), lambda: make(o), kept_cost(o.resolution.facts, o.source))
+    key = (kind, part, o.key if part == "resolution" else (o.decision, o.policy_source, o.style))
+    kept = MEMO.find(key)
+    return kept if kept is not None else MEMO.get(key, lambda: make(o), kept_cost(o.resolution.facts, o.source))
 
 
 def process(data: bytes, label: str, host: HostFacts, config: Config, cli_policy: str | None = None,
-            cli_style: str | None = None, render: bool = True) -> Outcome:
-    """read() then outcome(): `render=False` decides without producing the rewritten bytes."""
-    return outcome(read(data, label, render), host, config, cli_policy, cli_style)
+            cli_style: str | None = None, render: bool = True) -> Decided:
+    """read() then decided(): `render=False` decides without producing the rewritten bytes."""
+    return decided(read(data, label, render), host, config, cli_policy, cli_style)
 

@@ -28,7 +28,6 @@ from collections import namedtuple
 from collections.abc import Mapping, Sequence
 
 from .machines import Machine, claimants, classify
-from ..tables.version import format_version, parse_version
 from ..constants import DEFAULT_STYLE
 from ..tables.builds.known import BUILDS, UPSTREAM, Build
 from ..tables.version import Version, format_version, parse_version

@@ -8,12 +8,11 @@ from __future__ import annotations
 
 from collections import namedtuple
 
-from . import overcommit
 from .cpu_option import global_matches, qemu_bool
 from .domain import DomainFacts
 from .hostfacts import HostFacts
 from .machines import Machine, own_version_at_most, version_at_most
-from .resolution import OFF, ON, SRC_ABSENT, SRC_CPU_PM, SRC_FILTERED, SRC_HIDDEN, SRC_TCG, Value, state
+from .answer import OFF, ON, SRC_ABSENT, SRC_CPU_PM, SRC_FILTERED, SRC_HIDDEN, SRC_TCG, Value, state
 from .support import absent
 from ..tables import libvirt_xml, qemu
 from ..tables.builds.known import Build, Rule
@@ -37,7 +36,7 @@ class Slot(namedtuple("Slot", "value source detail user_set auto", defaults=(Fal
     auto: bool  # host/max: to be filled from host support
 
 
-class Context(namedtuple("Context", "facts host build machine accel irqchip kind model cpu_props support")):
+class Context(namedtuple("Context", "facts host build machine accel irqchip kind model cpu_props support cpu_pm")):
     """Everything the steps read; computed once per (domain, build)."""
 
     __slots__ = ()  # a plain named tuple: its fields, annotated below for readers
@@ -52,6 +51,7 @@ class Context(namedtuple("Context", "facts host build machine accel irqchip kind
     model: str | None
     cpu_props: list[tuple[str, bool, str, str]]
     support: dict[str, tuple[bool | None, str]]
+    cpu_pm: bool  # cpu-pm on after every -overcommit (overcommit.read)
 
 
 def run(ctx: Context) -> dict[str, Value]:
@@ -253,7 +253,7 @@ def kvm_strips(ctx: Context, values: dict[str, Value]) -> dict[str, Value]:
     """10. What KVM strips after QEMU (properties.KVM_STRIPS): HLT exits disabled -> no PV_UNHALT
     (kvm_update_cpuid_runtime)."""
     out: dict[str, Value] = {}
-    active = {qemu.OVERCOMMIT_CPU_PM: overcommit.read(ctx.facts.qemu.overcommit, ctx.host.qemu_version)[0]}
+    active = {qemu.OVERCOMMIT_CPU_PM: ctx.cpu_pm}
     for strip in KVM_STRIPS:
         v = values[strip.prop]
         if active[strip.when] and ctx.accel == qemu.KVM_ACCEL and v.source not in (SRC_HIDDEN, SRC_ABSENT):

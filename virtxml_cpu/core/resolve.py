@@ -17,16 +17,17 @@ from __future__ import annotations
 
 from . import precedence, merge, cpu_option, property_steps, lifecycle, overcommit
 from .cpu_option import parse_cpu_option
-from .domain import DomainFacts, irqchip_refusal
+from .commandline import irqchip_refusal
+from .domain import DomainFacts
 from .hostfacts import HostFacts
-from .property_steps import rule_applies  # noqa: F401 (the engine's API: which compat rows apply)
+from .property_steps import rule_applies  # noqa: F401 (resolution's API: which compat rows apply)
 from .libvirt_cpu import explicit_unhalt, libvirt_cpu_props, start_refusal
 from .machines import Machine
-from .resolution import OFF, ON, SRC_CPU_PM, SRC_HIDDEN, SRC_TCG, Resolution  # noqa: F401 (what a policy reads)
+from .answer import OFF, ON, SRC_CPU_PM, SRC_HIDDEN, SRC_TCG, Resolution  # noqa: F401 (what a policy reads)
 from .support import support
 from ..tables import libvirt_xml, qemu
 from ..tables.builds.known import Build
-from ..tables.cpu_models import MODEL_BITS  # noqa: F401 (read through the engine by the tests' model table check)
+from ..tables.cpu_models import MODEL_BITS  # noqa: F401 (the model table the tests read through resolve)
 
 
 def resolve(facts: DomainFacts, host: HostFacts | None = None) -> Resolution:
@@ -49,10 +50,13 @@ def _resolve_one(facts: DomainFacts, host: HostFacts, build: Build, machine: Mac
         warnings.append(f"machine type {facts.machine} is not offered: {status.why}"
                         + ("; read as the definition of those releases" if machine.defined_in else ""))
     libvirt_props = libvirt_cpu_props(facts, warnings)
-    if facts.qemu.cpu:
-        model, cmd, _refused = parse_cpu_option(facts.qemu.cpu, host.qemu_version)
+    # <qemu:commandline>'s -cpu and -overcommit as this QEMU release reads them, each read once here
+    option = parse_cpu_option(facts.qemu.cpu, host.qemu_version) if facts.qemu.cpu else None
+    cpu_pm, overcommit_refusal = overcommit.read(facts.qemu.overcommit, host.qemu_version)
+    if option is not None:
+        model = option.model
         written = f"-cpu {facts.qemu.cpu}"  # one string for every property: a copy each is quadratic in memory
-        cpu_props = [(p, v, "qemu:commandline -cpu", written) for p, v in cmd]
+        cpu_props = [(p, v, "qemu:commandline -cpu", written) for p, v in option.props]
         warnings.append("<qemu:commandline> passes its own -cpu, which replaces libvirt's -cpu "
                         "(and every <features>/<cpu> setting libvirt put there)")
         kind = qemu.MAX_FEATURE_MODELS.get(model, "named")
@@ -69,13 +73,12 @@ def _resolve_one(facts: DomainFacts, host: HostFacts, build: Build, machine: Mac
             model = facts.cpu_model
     supported = support(facts, accel, irqchip, host)
     values = property_steps.run(property_steps.Context(facts, host, build, machine, accel, irqchip, kind, model,
-                                                       cpu_props, supported))
+                                                       cpu_props, supported, cpu_pm))
     refusal = start_refusal(facts, kind, values, warnings)
     # QEMU reads -overcommit while parsing its options, then the -machine options, before it builds a vCPU from
     # -cpu and -global
-    qemu_refusal = (overcommit.read(facts.qemu.overcommit, host.qemu_version)[1]
-                    or irqchip_refusal(facts, host.qemu_version)
-                    or cpu_option.qemu_refusal(model, kind, facts.qemu.cpu, facts.qemu.globals, host.qemu_version))
+    qemu_refusal = (overcommit_refusal or irqchip_refusal(facts.irqchip_keys, host.qemu_version)
+                    or cpu_option.qemu_refusal(model, kind, option, facts.qemu.globals, host.qemu_version))
     return Resolution(facts, machine, accel, irqchip, kind, model, values, explicit_unhalt(facts),
                       tuple(dict.fromkeys(warnings)), start_refusal=refusal, host=host, build=build.name,
                       support=supported, cpu_from_commandline=bool(facts.qemu.cpu),
@@ -87,10 +90,5 @@ def _accel(virt_type: str | None) -> str:
 
 
 def _irqchip(facts: DomainFacts, machine: Machine) -> str:
-    if facts.qemu.accel_irqchip:
-        return facts.qemu.accel_irqchip
-    for key, value in facts.settings:
-        row = libvirt_xml.BY_KEY[key]
-        if row.option == qemu.MACHINE_OPTION and row.prop == qemu.IRQCHIP_PROPERTY and value in row.values:
-            return row.values[value]
-    return machine.irqchip
+    """The domain's -machine options' kernel_irqchip (DomainFacts.irqchip), else the machine type's default."""
+    return facts.irqchip or machine.irqchip

@@ -21,7 +21,7 @@ from ..core.hostfacts import HostFacts
 from ..host.sources import HostSources, assemble
 from .logline import SYSLOG_SOCKET, Log, kv
 from ..tables.version import format_version
-from ..core.pipeline import outcome, read
+from ..core.pipeline import decided, read
 from ..tables import orchestrators
 
 __all__ = ["Log", "SYSLOG_SOCKET", "enforce_message", "evaluate", "hook_host_facts", "hook_sources", "run"]
@@ -85,9 +85,9 @@ def evaluate(data: bytes, name: str, cfg, mode: str | None) -> tuple[dict, list[
     doc = read(data, name, render=False)
     before = [(p, digest.identity(p)) for p in dependencies(doc.facts)]
     host = hook_host_facts(doc.facts, cfg)  # from the domain's own devices/emulator, read from this one parse
-    decided = outcome(doc, host, cfg)
+    o = decided(doc, host, cfg)
     deps = before if all(digest.identity(p) == was for p, was in before) else None
-    r, d = decided.resolution, decided.decision
+    r, d = o.resolution, o.decision
     chosen_mode = precedence.hook_mode(cfg.hook_mode, mode).value
     uuid = canonical_uuid(r.facts.uuid)
     fields = [("domain", name), ("uuid", uuid or "-"), ("machine", r.machine.label()),

@@ -44,15 +44,15 @@ def edit(data: bytes, label: str, config_path: str | None = None) -> Edit:
 
 def _edit(data: bytes, label: str, config_path: str | None) -> Edit:
     from ..core import config
-    from ..core.pipeline import outcome, read
+    from ..core.pipeline import decided, read
     from .evaluate import hook_host_facts
 
     cfg = config.from_raw(config.read_raw(config_path, environ={}), config_path, environ={})
     doc = read(data, label)
-    decided = outcome(doc, hook_host_facts(doc.facts, cfg), cfg)
-    d = decided.decision
-    if decided.changed:
-        return Edit(decided.output, True, one_line(f"{label}: added kvm-pv-unhalt ({d.rule})"))
+    o = decided(doc, hook_host_facts(doc.facts, cfg), cfg)
+    d = o.decision
+    if o.changed:
+        return Edit(o.output, True, one_line(f"{label}: added kvm-pv-unhalt ({d.rule})"))
     return Edit(data, False, one_line(f"{label}: unchanged ({d.rule}): {d.reason}"))
 
 

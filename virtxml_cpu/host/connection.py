@@ -6,7 +6,6 @@ import errno
 import threading
 from urllib.parse import urlparse
 
-from ..constants import DEFAULT_URI  # noqa: F401 - the name cli.py imports
 from ..errors import AccessDenied, EnvironmentProblem, HostTimeout
 from ..core.hostfacts import HostFacts, combine, decode_libvirt_version, parse_capabilities, parse_domcapabilities
 from ..core.precedence import DEFAULT_TIMEOUT, timeouts

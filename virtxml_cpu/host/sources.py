@@ -19,7 +19,8 @@ from ..core import precedence
 from . import caps_cache
 from ..core.config import Config
 from ..errors import BadInput, shown
-from ..core.hostfacts import HostFacts, combine, probe_kvm
+from ..core.hostfacts import HostFacts, combine
+from .kvm import probe_kvm
 
 LOCAL = "<local QEMU>"  # caps_cache: the capabilities cache of the local QEMU (local_qemu.this_host)
 

@@ -1,6 +1,7 @@
-"""explain's output: a pipeline.Outcome as the table a person reads or the JSON line a program reads, and
-rewrite's and apply's unified diff. Pure: json_line has the pipeline keep the parts a template's clones
-share (pipeline.shared_part)."""
+"""explain's output: a pipeline.Decided as the table a person reads or the JSON line a program reads, and
+rewrite's and apply's unified diff. Pure: it renders and keeps nothing; the JSON line comes in parts (own_json,
+resolution_json, decision_json, joined) so that the shell printing many lines can keep the parts a template's
+clones share."""
 
 from __future__ import annotations
 
@@ -8,10 +9,10 @@ import difflib
 import json
 
 from ..tables import guest_os, orchestrators
-from ..core import pipeline, precedence
+from ..core import precedence
 from ..core.decision import fixable
 from ..errors import shown
-from ..core.pipeline import Outcome
+from ..core.pipeline import Decided
 from ..tables.qemu import PROPERTIES
 from .commands import stack_command
 
@@ -44,8 +45,6 @@ def _shared(r) -> dict:
         "machine_status_reason": r.machine_status_why,
         "qemu_build": r.build,
         "qemu_build_basis": r.build_basis,
-        "qemu_flavour": r.build,  # the two keys' older names, kept for scripts that read them
-        "qemu_flavour_basis": r.build_basis,
         "qemu_release": precedence.described(r.host),
         "cpu_mode": r.facts.cpu_mode,
         "cpu_model": r.model,
@@ -58,7 +57,7 @@ def _shared(r) -> dict:
     }
 
 
-def _stack_parts(o: Outcome) -> tuple[dict | None, bool, str | None]:
+def _stack_parts(o: Decided) -> tuple[dict | None, bool, str | None]:
     """The stack that wrote the document, whether `apply` would change it (a document is taken for a
     persistent definition), and the stack's own command."""
     facts = o.resolution.facts
@@ -67,14 +66,14 @@ def _stack_parts(o: Outcome) -> tuple[dict | None, bool, str | None]:
             stack_command(facts.orchestrator, facts.name) if changed else None)
 
 
-def _own(o: Outcome) -> dict:
+def _own(o: Decided) -> dict:
     r = o.resolution
     stack, fix, command = _stack_parts(o)
     return {"file": o.label, "domain": r.facts.name, "uuid": r.facts.uuid, "changed": o.changed,
             "stack": stack, "fixable": fix, "stack_command": command}
 
 
-def _own_json(o: Outcome) -> str:
+def own_json(o: Decided) -> str:
     """_COMPACT(_own(o)), written out: the one part of a line encoded for every document, values that need
     no encoder set up and walked (the stack's record, rare, goes through the encoder)."""
     facts = o.resolution.facts
@@ -93,7 +92,7 @@ def _nullable(text: str | None) -> str:
     return "null" if text is None else _STRING(text)
 
 
-def _decision(o: Outcome) -> dict:
+def _decision(o: Decided) -> dict:
     d = o.decision
     return {"action": d.action, "rule": d.rule, "reason": d.reason, "policy": d.policy,
             "policy_source": o.policy_source, "style": o.style, "notes": list(d.notes)}
@@ -103,45 +102,37 @@ DETAIL_KEYS = ("machine", "machine_resolved", "machine_status_reason", "cpu_mode
                "qemu_build_basis", "qemu_release", "features")
 
 
-def details(o: Outcome) -> dict:
+def details(o: Decided) -> dict:
     """What explain says beyond an audit row (audit --details): the machine type, CPU mode, QEMU build and
     every property with its source, and the policy the decision followed."""
     shared = _shared(o.resolution)
     return {**{k: shared[k] for k in DETAIL_KEYS}, "policy": o.decision.policy, "policy_source": o.policy_source}
 
 
-def to_json(o: Outcome) -> dict:
+def to_json(o: Decided) -> dict:
     return {**_own(o), "decision": _decision(o), **_shared(o.resolution)}
 
 
-def shared_json(r) -> str:
+def resolution_json(o: Decided) -> str:
     """The resolution's part of the JSON line (the same for every clone of a template)."""
-    return _COMPACT(_shared(r))
+    return _COMPACT(_shared(o.resolution))
 
 
-def decision_json(o: Outcome) -> str:
+def decision_json(o: Decided) -> str:
     return _COMPACT(_decision(o))
 
 
-def _joined(own: str, shared: str, decision: str) -> str:
+def joined(own: str, shared: str, decision: str) -> str:
     """One line of JSON from its encoded parts: the same object as to_json."""
     return f'{own[:-1]},"decision":{decision},{shared[1:]}'
 
 
-def to_json_line(o: Outcome) -> str:
-    """One line of JSON: the same object as to_json, every part encoded afresh by the encoder."""
-    return _joined(_COMPACT(_own(o)), shared_json(o.resolution), decision_json(o))
+def to_json_line(o: Decided) -> str:
+    """One line of JSON: the same object as to_json, each part encoded here (joined)."""
+    return joined(own_json(o), resolution_json(o), decision_json(o))
 
 
-def json_line(o: Outcome) -> str:
-    """to_json_line, with the parts clones share encoded once (pipeline.shared_part): the resolution's
-    part for every outcome with the same key, the decision's for every outcome with the same decision."""
-    shared = pipeline.shared_part(o, "resolution", "json", lambda x: shared_json(x.resolution))
-    decision = pipeline.shared_part(o, "decision", "json", decision_json)
-    return _joined(_own_json(o), shared, decision)
-
-
-def table(o: Outcome, verbose: bool = False) -> str:
+def table(o: Decided, verbose: bool = False) -> str:
     r, d = o.resolution, o.decision
     accel = {"kvm": "KVM", "tcg": "TCG"}.get(r.accel, r.accel)
     model = f" ({r.model})" if r.model and r.cpu_kind == "named" else ""
@@ -177,7 +168,7 @@ def table(o: Outcome, verbose: bool = False) -> str:
     return "\n".join(shown(line) for line in lines)  # names, machine types, reasons: each line one line
 
 
-def unified_diff(o: Outcome) -> str:
+def unified_diff(o: Decided) -> str:
     a = o.source.decode("utf-8").splitlines(keepends=True)
     b = o.output.decode("utf-8").splitlines(keepends=True)
     return "".join(difflib.unified_diff(a, b, fromfile=f"a/{o.label}", tofile=f"b/{o.label}"))

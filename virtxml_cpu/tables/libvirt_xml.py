@@ -1,5 +1,5 @@
 """What libvirt makes of the domain XML the rules read: one row per element, used both to read the facts
-(domain.extract) and to translate them into QEMU options (engine), in libvirt's own terms.
+(domain.extract) and to translate them into QEMU options (core/libvirt_cpu.py), in libvirt's own terms.
 
 Sources: libvirt src/qemu/qemu_command.c (qemuBuildCpuCommandLine, qemuBuildCpuFeatureArg,
 qemuBuildMachineCommandLine), src/conf/domain_conf.c (virDomainFeaturesDefParse), src/qemu/qemu_process.c
@@ -38,7 +38,7 @@ class Setting(namedtuple("Setting", "key path attr option prop values source det
 
 
 SETTINGS: tuple[Setting, ...] = (
-    # In the order the engine applies them; a later one wins for the same property.
+    # In the order resolution applies them (core/libvirt_cpu.py); a later one wins for the same property.
     # qemuBuildCpuCommandLine (VIR_DOMAIN_KVM_HIDDEN)
     Setting("kvm-hidden", ("features", "kvm", "hidden"), "state", "-cpu", "kvm", {"on": "off"},
             "<features><kvm>", "<hidden state='{v}'/> -> kvm={q}"),

@@ -1,6 +1,6 @@
 """The 18 CPU properties the tool resolves: one row each, every QEMU/KVM fact about it in that row.
 
-The engine reads these rows and nothing else about a property: where it lives in CPUID, what a named CPU
+Resolution reads these rows and nothing else about a property: where it lives in CPUID, what a named CPU
 model has before KVM's defaults, which QEMU release introduced it, what TCG, the irqchip and the host's
 KVM must provide for QEMU to keep it, and whether `-cpu host`/`max` turn it on. Per-build defaults and
 machine compat rows are in tables/builds/; the libvirt XML that sets a property is in tables/libvirt_xml.py.

@@ -11,7 +11,7 @@ from hypothesis import given, settings, strategies as st
 from lxml import etree
 
 from virtxml_cpu import constants
-from virtxml_cpu.core import domain
+from virtxml_cpu.core import commandline, domain
 from virtxml_cpu.tables.libvirt_xml import PLACEMENT, SETTINGS
 from virtxml_cpu.tables.orchestrators import ORCHESTRATORS
 
@@ -71,6 +71,8 @@ def reference(root) -> dict:
                 orchestrator = found[0]
                 break
     spinlocks = _one(root, "features[1]/hyperv[1]/spinlocks[1]")
+    qemu_args = commandline.read([a.get("value", "") for a in root.xpath("q:commandline/q:arg", namespaces=NS)])
+    irqchip, irqchip_keys = commandline.machine_irqchip(qemu_args, tuple(settings_))
     return {
         "name": None if _one(root, "name[1]") is None else root.xpath("string(name[1])"),  # libvirt's own XPath
         "uuid": _text(root, "uuid[1]"), "virt_type": root.get("type"),
@@ -82,13 +84,14 @@ def reference(root) -> dict:
         "hyperv": _one(root, "features[1]/hyperv[1]") is not None,
         "hyperv_spinlocks": spinlocks is not None and spinlocks.get("state") == "on",
         "numa_cells": len(root.xpath("cpu[1]/numa[1]/cell")),
-        "qemu": domain.parse_qemu_args([a.get("value", "") for a in root.xpath("q:commandline/q:arg", namespaces=NS)]),
+        "qemu": qemu_args,
         "override_policy": _one(root, "metadata[1]/own:cpu[1]/@policy", ),
         "os_id": _one(root, "metadata[1]/os:libosinfo[1]/os:os[1]/@id"),
         "emulator": _text(root, "devices[1]/emulator[1]"),
         "orchestrator": orchestrator,
         "placement": tuple(placed),
         "launch_security": _one(root, "launchSecurity[1]/@type"),
+        "irqchip": irqchip, "irqchip_keys": irqchip_keys,
     }
 
 

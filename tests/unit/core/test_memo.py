@@ -15,6 +15,7 @@ from virtxml_cpu.render import explain
 from virtxml_cpu.core.config import Config
 from virtxml_cpu.core.hostfacts import HostFacts, combine
 from virtxml_cpu.core.memo import FrozenDict, Memo
+from virtxml_cpu.cli.explain import json_line
 from virtxml_cpu.core.pipeline import process
 from virtxml_cpu.xml.parse import parse_domain_lean
 
@@ -92,7 +93,7 @@ def test_a_kept_answer_is_the_answer_computed_afresh(path, calls, host):
     if kept.decision.rule != "metadata-invalid":
         chosen, _ = precedence.policy(facts.override_policy, None, None)
         assert kept.decision == decision.decide(fresh, chosen, DEFAULT_STYLE)
-    assert json.loads(explain.json_line(kept)) == explain.to_json(kept) == json.loads(explain.to_json_line(kept))
+    assert json.loads(json_line(kept)) == explain.to_json(kept) == json.loads(explain.to_json_line(kept))
 
 
 @pytest.mark.parametrize("path", SOURCES, ids=lambda p: p.name)
@@ -119,11 +120,15 @@ def _state(module) -> dict:
     return out
 
 
-def test_engine_policy_and_report_keep_no_state(host):
+def test_resolution_policy_and_renderer_keep_no_state(host):
+    """Renderers only render: rendering every fixture (after deciding it) changes no module's containers
+    and leaves the pipeline's memo as deciding left it."""
     before = {m.__name__: _state(m) for m in (core_resolve, decision, explain)}
     for path in SOURCES:
         o = process(clone(path.read_bytes(), 3), path.name, host, Config(), render=False)
-        explain.to_json_line(o), explain.table(o)
+        kept = len(pipeline.MEMO)
+        explain.to_json_line(o), explain.table(o), explain.own_json(o), explain.resolution_json(o)
+        assert len(pipeline.MEMO) == kept
     assert {m.__name__: _state(m) for m in (core_resolve, decision, explain)} == before
 
 
@@ -177,6 +182,6 @@ def test_the_json_line_is_the_encoders_bytes(label, name, uuid, path):
     o = process(path.read_bytes(), "x.xml", combine([recorded_host()]), Config(), render=False)
     facts = o.resolution.facts._replace(name=name, uuid=uuid)
     o = o._replace(label=label, resolution=o.resolution._replace(facts=facts))
-    line = explain.json_line(o)
+    line = json_line(o)
     assert line == explain.to_json_line(o) == json.dumps(explain.to_json(o), separators=(",", ":"))
     assert json.loads(line)["domain"] == name and json.loads(line)["file"] == label

@@ -1,4 +1,4 @@
-"""verify's output through render/verify.py over its Outcome: the lines, what --quiet keeps, the --json file."""
+"""verify's output through render/verify.py over its VerifyResult: the lines, what --quiet keeps, the --json file."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from virtxml_cpu.verify import launch as runner
 from tests.support.qemu import TRUE_7_2, named
 
 
-def _outcome(fake) -> verify.Outcome:  # noqa: F811
+def _outcome(fake) -> verify.VerifyResult:  # noqa: F811
     binary = runner.probe(fake())
     host = assemble(verify.sources(verify.VerifyOptions(), binary, kvm=False))
     bad = runner.read_vcpu(fake(props={"pc-i440fx-2.7/Skylake-Client": TRUE_7_2}), "pc-i440fx-2.7", named("intel"))

@@ -12,6 +12,7 @@ import re
 import pytest
 
 from virtxml_cpu import cli
+from virtxml_cpu.cli.explain import json_line
 from virtxml_cpu.core.config import Config
 from virtxml_cpu.core.decision import fixable
 from virtxml_cpu.core.hostfacts import HostFacts
@@ -145,18 +146,18 @@ def test_the_kubectl_command_is_built_from_namespace_and_name_and_quoted():
 
 def test_explain_json_and_table_give_the_stack_as_data():
     o = process((FIXTURES / "stack-kubevirt.xml").read_bytes(), "k.xml", UP, Config(), render=False)
-    j = json.loads(explain.json_line(o))
+    j = json.loads(json_line(o))
     assert j == explain.to_json(o)
     assert j["stack"] == orchestrators.record("KubeVirt") and j["fixable"] is False and j["changed"] is True
     assert j["stack_command"] == KUBECTL
     table = explain.table(o)
     assert "stack: KubeVirt: a change made in libvirt does not last; apply leaves it" in table
     assert f"stack command: {KUBECTL}" in table and "knob: the VirtualMachine's" in table
-    plain = json.loads(explain.json_line(process(PLAIN, "p.xml", UP, Config(), render=False)))
+    plain = json.loads(json_line(process(PLAIN, "p.xml", UP, Config(), render=False)))
     assert (plain["stack"], plain["fixable"], plain["stack_command"]) == (None, True, None)
     boxes = process(with_parts(PLAIN, "<b:gnome-boxes xmlns:b='https://wiki.gnome.org/Apps/Boxes'/>"), "b.xml", UP,
                     Config(), render=False)
-    j = json.loads(explain.json_line(boxes))
+    j = json.loads(json_line(boxes))
     assert j["stack"]["edits_last"] is True and j["fixable"] is True and j["stack_command"] is None
 
 
