@@ -24,6 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from virtxml_cpu import __version__, constants  # noqa: E402
 from virtxml_cpu.cli import build_parser  # noqa: E402
+from virtxml_cpu.core import precedence  # noqa: E402
 from virtxml_cpu.hook.install import render, template  # noqa: E402
 
 SYSTEM_PYTHON = "/usr/bin/python3"
@@ -35,17 +36,18 @@ TEXTFILE_DIR = "/var/lib/prometheus/node-exporter"
 # One row per config key: (key as written in the file, what it does). Every key core/config.py accepts must
 # have a row (tests/project/test_debian.py checks it), so the man page lists them all.
 CONFIG_KEYS = (
-    ("policy", "when to add kvm-pv-unhalt: compat, numa, always or never (default compat)"),
+    ("policy", f"when to add kvm-pv-unhalt: compat, numa, always or never (default {precedence.DEFAULT_POLICY})"),
     ("style", "how to add it: pvspinlock (<features><pvspinlock state='on'/>, the default) or "
               "cpu-feature (<cpu><feature policy='require' name='kvm_pv_unhalt'/>, which libvirt 9.0-11.3 "
               "refuse to start)"),
     ("qemu_build", "the QEMU build the guests run on: upstream, ubuntu or rhel (default: detected)"),
     ("qemu_version", "the QEMU release the guests run on, X.Y[.Z] (default: detected from libvirt or the "
                      "local QEMU); a property or compat row newer than it does not apply"),
-    ("timeout", "seconds a libvirt host may stay silent while connecting or on any call (default 30)"),
-    ("host_timeout", "seconds a whole host may take (default 10 times timeout)"),
+    ("timeout", "seconds a libvirt host may stay silent while connecting or on any call "
+                f"(default {precedence.DEFAULT_TIMEOUT:g})"),
+    ("host_timeout", f"seconds a whole host may take (default {precedence.HOST_TIMEOUT_FACTOR} times timeout)"),
     ("hook.mode", "what the hook does at guest start: audit (log), enforce (refuse the start) or queue "
-                  "(log and queue the fix for apply --pending); default audit"),
+                  f"(log and queue the fix for apply --pending); default {precedence.DEFAULT_HOOK_MODE}"),
     ("hook.spool", f"where queue mode records pending fixes (default {constants.SPOOL_DIR})"),
     ("hook.syslog_socket", "the datagram socket the hook and watch log to (default /dev/log; stderr "
                            "when it cannot be reached)"),

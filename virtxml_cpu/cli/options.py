@@ -8,7 +8,7 @@ import argparse
 from ..constants import CONFIG_PATH, DEFAULT_STYLE, DEFAULT_URI, KVM_DEVICE
 from ..tables.version import is_release
 from ..core.decision import POLICIES, STYLES
-from ..core.precedence import DEFAULT_TIMEOUT, HOST_TIMEOUT_FACTOR
+from ..core.precedence import DEFAULT_POLICY, DEFAULT_TIMEOUT, HOST_TIMEOUT_FACTOR
 from ..tables.builds.known import NAMES as BUILD_NAMES
 
 EPILOG = """exit status: 0 done; 1 --check found work (rewrite) or a domain needs work (audit);
@@ -41,7 +41,8 @@ def build_option(p: argparse.ArgumentParser, help: str) -> None:
 
 
 def policy_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--policy", choices=POLICIES, help="when to add kvm-pv-unhalt (default: config, else compat)")
+    p.add_argument("--policy", choices=POLICIES,
+                   help=f"when to add kvm-pv-unhalt (default: config, else {DEFAULT_POLICY})")
     p.add_argument("--style", choices=STYLES, help=f"how to add it (default: {DEFAULT_STYLE})")
     config_option(p)
     build_option(p, "the QEMU build the guests run on (default: --emulator, config, libvirt, the local QEMU, "

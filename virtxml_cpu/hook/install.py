@@ -13,6 +13,7 @@ from pathlib import Path
 
 from ..constants import CONFIG_PATH, DIGEST_DIR, HOOK_OPS
 from ..errors import BadInput, EnvironmentProblem, shown
+from ..core.precedence import DEFAULT_HOOK_MODE
 from ..fs.trusted import resolve_trusted
 from ..tables.version import AS_CURRENT, Version, in_window, is_release, parse_version
 from .trust import PACKAGE_PARENT, allowed_owners, lib_dirs, untrusted_code
@@ -99,6 +100,11 @@ def target(hooks_dir: str, legacy: bool | None = None) -> Path:
     return Path(hooks_dir) / "qemu" if legacy else Path(hooks_dir) / "qemu.d" / "virtxml-cpu"
 
 
+def mode_shown(installed: str | None) -> str:
+    """The mode written into a hook, as install and status print it; none written: the config's mode, else
+    the default (precedence.hook_mode)."""
+    return installed or f"from config, else {DEFAULT_HOOK_MODE}"
+
 
 def install(hooks_dir: str, mode: str | None, config: str | None, legacy: bool | None = None,
             digest_dir: str | None = DIGEST_DIR) -> list[str]:
@@ -120,7 +126,7 @@ def install(hooks_dir: str, mode: str | None, config: str | None, legacy: bool |
     if config:
         _check_config(config)
     text = render(template(), python, package_dir, mode, config, lib, digest_dir)
-    what = f"mode {mode or 'from config, else audit'}, interpreter {python}"
+    what = f"mode {mode_shown(mode)}, interpreter {python}"
     try:
         if path.read_text() == text and os.access(path, os.X_OK):
             return [f"unchanged: {path} is installed already ({what})"]

@@ -11,7 +11,7 @@ from ..constants import CONFIG_PATH
 from ..errors import shown
 from ..fs.trusted import resolve_trusted
 from ..host import daemons
-from .install import DEFAULT_HOOKS_DIR, MARKER, installed_settings, libvirt_version
+from .install import DEFAULT_HOOKS_DIR, MARKER, installed_settings, libvirt_version, mode_shown
 from .trust import PACKAGE_PARENT, allowed_owners, file_problem, untrusted_code
 
 
@@ -50,7 +50,7 @@ def status(hooks_dir: str) -> tuple[bool, list[str]]:
         if not h["ours"]:
             lines.append(f"{h['path']}: present, not ours")
             continue
-        lines.append(f"{h['path']}: installed, mode {h['mode'] or 'from config, else audit'}, config {h['config']!r}, "
+        lines.append(f"{h['path']}: installed, mode {mode_shown(h['mode'])}, config {h['config']!r}, "
                      f"interpreter {h['interpreter']} {'ok' if h['interpreter_ok'] else 'MISSING or not executable'}")
         lines += [f"{h['path']}: UNTRUSTED: {p}" for p in h["problems"]] or [
             f"{h['path']}: trusted: only root can change what it runs and reads"]

@@ -19,7 +19,7 @@ from ..tables import guest_os
 from ..core.config import Config
 from ..errors import HostTimeout, VirtxmlCpuError, failure
 from ..host import reader
-from ..core.precedence import DEFAULT_TIMEOUT, HOST_TIMEOUT_FACTOR
+from ..core.precedence import DEFAULT_TIMEOUT, timeouts
 from ..host.connection import libvirt_module, open_for_reading
 from ..host.sources import HostSources, connection_facts
 from ..core.decision import fixable
@@ -57,7 +57,7 @@ class AuditOptions:
     sources: HostSources | None = None  # the flags' and config's; None: the config's, /dev/kvm for local URIs
     progress: Callable[[str, int, int], None] | None = None
     timeout: float = DEFAULT_TIMEOUT  # connecting, and any one libvirt call (keepalive)
-    host_timeout: float = HOST_TIMEOUT_FACTOR * DEFAULT_TIMEOUT  # the whole host
+    host_timeout: float = timeouts(None, Config())[1].value  # the whole host (precedence's default)
     details: bool = False  # each row also carries what explain adds (render.explain.details)
 
 
