@@ -34,7 +34,7 @@ def ask(prompt: str) -> bool:
 def main(args) -> int:
     require_libvirt()
     from ..core import config
-    from ..host.connection import deadlines
+    from ..core.precedence import timeouts
     from ..live.apply import ApplyOptions, ApplyResult, Selection, apply_with_deadline
     from ..live.records import FAILED, UNKNOWN, WOULD_CHANGE
     from ..render.applylines import summary
@@ -46,7 +46,7 @@ def main(args) -> int:
     if confirm is None and not (args.yes or args.dry_run or args.diff):
         raise BadInput("not a terminal: pass --yes to define without asking, or --dry-run/--diff")
     cfg = config.load(args.config)
-    timeout, host_timeout = deadlines(args.timeout, cfg)
+    timeout, host_timeout = (c.value for c in timeouts(args.timeout, cfg))
     opts = ApplyOptions(cfg, args.policy, args.style, args.dry_run, args.diff, args.yes,
                         sources=live_sources(args, cfg), confirm=confirm, timeout=timeout, shown_diff=for_stdout,
                         include_managed=args.include_managed)

@@ -40,7 +40,7 @@ def main(args) -> int:
     import time
 
     from ..core import config
-    from ..host.connection import deadlines
+    from ..core.precedence import timeouts
     from ..live import audit
     from ..live.records import summarize
 
@@ -50,7 +50,7 @@ def main(args) -> int:
             raise BadInput("audit --follow takes --format json and at most one --connect, no -o and no names")
     opts = audit.AuditOptions(cfg, args.policy, args.style, tuple(args.domains), args.observe,
                               live_sources(args, cfg), None if args.follow else audit.stderr_progress(),
-                              *deadlines(args.timeout, cfg), details=args.details or args.follow)
+                              *(c.value for c in timeouts(args.timeout, cfg)), details=args.details or args.follow)
     if args.follow:
         from ..hook.status import status_json
         from ..live.follow import follow

@@ -65,14 +65,15 @@ def domains(args) -> int:
     from ..core import config
     from ..core.pipeline import process
     from ..host import reader
-    from ..host.connection import deadlines, libvirt_module, open_for_reading
+    from ..core.precedence import timeouts
+    from ..host.connection import libvirt_module, open_for_reading
     from ..host.sources import connection_facts
     from .live import live_sources
 
     libvirt = libvirt_module()
     cfg = config.load(args.config)
     uri = args.connect or DEFAULT_URI
-    conn = open_for_reading(uri, deadlines(None, cfg)[0])
+    conn = open_for_reading(uri, timeouts(None, cfg)[0].value)
     status = EXIT_OK
     try:
         host = connection_facts(live_sources(args, cfg), cfg, conn, uri)

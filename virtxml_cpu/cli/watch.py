@@ -18,11 +18,11 @@ def arguments(sub):
 def main(args) -> int:
     require_libvirt()
     from ..core import config
-    from ..host.connection import deadlines
+    from ..core.precedence import timeouts
     from ..live.apply import ApplyOptions
     from ..live.watch import watch
 
     cfg = config.load(args.config)
     return watch(args.connect, ApplyOptions(cfg, args.policy, args.style, sources=live_sources(args, cfg),
-                                            timeout=deadlines(args.timeout, cfg)[0],
+                                            timeout=timeouts(args.timeout, cfg)[0].value,
                                             include_managed=args.include_managed))

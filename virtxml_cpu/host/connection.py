@@ -8,7 +8,7 @@ from urllib.parse import urlparse
 
 from ..errors import AccessDenied, EnvironmentProblem, HostTimeout
 from ..core.hostfacts import HostFacts, combine, decode_libvirt_version, parse_capabilities, parse_domcapabilities
-from ..core.precedence import DEFAULT_TIMEOUT, timeouts
+from ..core.precedence import DEFAULT_TIMEOUT
 
 
 def libvirt_module():
@@ -187,9 +187,3 @@ def emulator_for(uri: str) -> tuple[str, str | None]:
 def is_local(uri: str) -> bool:
     """/dev/kvm describes this host only when the URI has no remote host part."""
     return not urlparse(uri).hostname
-
-
-def deadlines(option: float | None, cfg) -> tuple[float, float]:
-    """(each libvirt peer, a whole host) in seconds, as precedence.timeouts chooses them."""
-    peer, host = timeouts(option, cfg)
-    return peer.value, host.value

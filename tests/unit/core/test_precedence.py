@@ -16,7 +16,6 @@ from virtxml_cpu.core.config import Config, parse
 from virtxml_cpu.core.hostfacts import HostFacts
 from virtxml_cpu.core.pipeline import process
 from virtxml_cpu.hook import evaluate
-from virtxml_cpu.host.connection import deadlines
 
 from tests.support import ROOT, Capture
 
@@ -75,9 +74,12 @@ def test_the_hooks_mode_is_the_configs_then_the_installed_one_then_audit(tmp_pat
 
 
 def test_the_timeouts_come_from_the_option_then_the_config_and_the_host_gets_ten_times_the_peer():
-    assert deadlines(None, Config()) == (30.0, 300.0)
-    assert deadlines(5.0, Config(timeout=7.0)) == (5.0, 50.0)
-    assert deadlines(None, Config(timeout=7.0, host_timeout=20.0)) == (7.0, 20.0)
+    def seconds(option, cfg):
+        return tuple(c.value for c in precedence.timeouts(option, cfg))
+
+    assert seconds(None, Config()) == (30.0, 300.0)
+    assert seconds(5.0, Config(timeout=7.0)) == (5.0, 50.0)
+    assert seconds(None, Config(timeout=7.0, host_timeout=20.0)) == (7.0, 20.0)
     peer, host = precedence.timeouts(None, Config(timeout=7.0))
     assert (peer.source, host.source) == ("config file", "timeout")
 
