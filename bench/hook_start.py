@@ -13,7 +13,6 @@ evaluates in full, the later ones are answered from the decision digest, as repe
 from __future__ import annotations
 
 import argparse
-import os
 import socket
 import statistics
 import subprocess

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from tests.lab import harness
-from virtxml_cpu.core import resolve as core_resolve, decision
+from virtxml_cpu.core import decision
+from virtxml_cpu.core.answer import SRC_CPU_PM
 
 from tests.support import require_lab
 from tests.unit.core.test_overcommit import CASES, QEMU_7_2, QEMU_10_0, resolve
@@ -75,7 +76,7 @@ def test_overcommit_spellings_on_real_qemu(labs, key):
                 wrong.append(f"{values}: QEMU said {stderr.strip()!r}, the engine {r.qemu_refusal!r}")
             continue
         stripped = not eax & PV_UNHALT
-        said = r.features["kvm-pv-unhalt"].source == core_resolve.SRC_CPU_PM
+        said = r.features["kvm-pv-unhalt"].source == SRC_CPU_PM
         if r.qemu_refusal or stripped != said:
             wrong.append(f"{values}: guest EAX {eax:08X}, the engine {r.features['kvm-pv-unhalt']} "
                          f"refusal {r.qemu_refusal!r}")

@@ -18,6 +18,7 @@ from tests.lab.matrix import CPU_MODES, domain_xml, pc_machines, run_all
 
 from tests.support import ROOT, require_lab
 from virtxml_cpu.core import resolve
+from virtxml_cpu.core.property_steps import rule_applies
 from virtxml_cpu.tables import qemu as tables_qemu
 from virtxml_cpu.core.domain import extract
 from virtxml_cpu.host.sources import HostSources, assemble
@@ -211,7 +212,7 @@ def test_compat_props_of_every_machine_match_the_upstream_rows():
         machine = classify(m["name"], UPSTREAM)
         ours = set()
         for rule in UPSTREAM.machine_rows:
-            applies = resolve.rule_applies(rule, machine, "on")
+            applies = rule_applies(rule, machine, "on")
             assert applies is not None, (m["name"], rule)
             if applies:
                 if rule.layer == "compat":

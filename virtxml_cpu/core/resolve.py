@@ -20,14 +20,12 @@ from .cpu_option import parse_cpu_option
 from .commandline import irqchip_refusal
 from .domain import DomainFacts
 from .hostfacts import HostFacts
-from .property_steps import rule_applies  # noqa: F401 (resolution's API: which compat rows apply)
 from .libvirt_cpu import explicit_unhalt, libvirt_cpu_props, start_refusal
 from .machines import Machine
-from .answer import OFF, ON, SRC_CPU_PM, SRC_HIDDEN, SRC_TCG, Resolution  # noqa: F401 (what a policy reads)
+from .answer import Resolution
 from .support import support
 from ..tables import libvirt_xml, qemu
 from ..tables.builds.known import Build
-from ..tables.cpu_models import MODEL_BITS  # noqa: F401 (the model table the tests read through resolve)
 
 
 def resolve(facts: DomainFacts, host: HostFacts | None = None) -> Resolution:

@@ -18,7 +18,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from ..errors import AccessDenied, EnvironmentProblem, HostTimeout, VirtxmlCpuError
+from ..errors import AccessDenied, HostTimeout, VirtxmlCpuError
 from ..host.connection import close_watching, ensure_event_loop, libvirt_module, open_for_reading
 from ..host.sources import connection_facts
 from ..render.jsonlines import domain_record, host_record, summary_record

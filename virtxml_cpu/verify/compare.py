@@ -14,7 +14,7 @@ from ..tables import qemu
 from ..core.hostfacts import HostFacts, build_from_machines, qemu_answer, release_facts
 from ..host.sources import HostSources
 from ..xml.parse import parse_domain
-from .types import MODE_KEYS, QemuBinary, CpuMode, Disagreement, Run, VerifyOptions
+from .types import QemuBinary, CpuMode, Disagreement, Run, VerifyOptions
 
 # A named Intel and AMD model, the first this QEMU has (query-cpu-definitions).
 INTEL_MODELS = ("Skylake-Client", "Haswell", "SandyBridge", "Nehalem", "Penryn", "Conroe")

@@ -21,11 +21,11 @@ from ..errors import BadInput, EnvironmentProblem
 from ..host.sources import assemble
 from ..host.qmp import QMPClosed
 from . import launch
-from .compare import (MODE_KEYS, compat_cases, compat_disagreements, cpu_modes, disagreements, domain_xml,
+from .compare import (compat_cases, compat_disagreements, cpu_modes, disagreements, domain_xml,
                       lifecycle_disagreements, machine_facts, qemu_facts, sources, tool_answer, x86_machines)
-from .types import DEFAULT_TIMEOUT, QemuBinary, CpuMode, Disagreement, Identity, VerifyResult, Run, VerifyOptions
+from .types import DEFAULT_TIMEOUT, MODE_KEYS, QemuBinary, CpuMode, Disagreement, Identity, VerifyResult, Run, VerifyOptions
 
-__all__ = ["DEFAULT_TIMEOUT", "MODE_KEYS", "Build", "CpuMode", "Disagreement", "Identity",
+__all__ = ["DEFAULT_TIMEOUT", "MODE_KEYS", "QemuBinary", "CpuMode", "Disagreement", "Identity",
            "VerifyResult", "Run", "VerifyOptions", "compat_cases", "compat_disagreements", "cpu_modes", "disagreements",
            "domain_xml", "lifecycle_disagreements", "machine_facts", "qemu_facts", "run", "sources", "tool_answer",
            "x86_machines"]

@@ -17,8 +17,9 @@ from lxml import etree
 from virtxml_cpu.core import cpu_option, domain, resolve as core_resolve, lifecycle, decision
 from virtxml_cpu.verify import run as verify
 from virtxml_cpu.render import explain
+from virtxml_cpu.core.answer import Resolution
 from virtxml_cpu.core.config import Config
-from virtxml_cpu.tables import qemu as tables_qemu
+from virtxml_cpu.tables import cpu_models, qemu as tables_qemu
 from virtxml_cpu.tables.builds.known import UBUNTU, UPSTREAM
 from virtxml_cpu.core.hostfacts import HostFacts
 from virtxml_cpu.core.pipeline import process
@@ -37,7 +38,7 @@ def dom(machine: str, cpu: str = "<cpu mode='custom'><model>qemu64</model></cpu>
             f"</os>{cpu}{extra}<devices/>{cmd}</domain>").encode()
 
 
-def resolve(xml: bytes, **host) -> core_resolve.Resolution:
+def resolve(xml: bytes, **host) -> Resolution:
     return core_resolve.resolve(domain.extract(etree.fromstring(xml)), HostFacts(**host))
 
 
@@ -273,7 +274,7 @@ def test_tdx_guests_lose_what_tdx_does_not_support():
 
 def test_a_model_own_property_the_model_table_lacks_is_unknown(monkeypatch):
     """Adding a model-own property row before tables/cpu_models.py is regenerated: unknown, never a KeyError."""
-    monkeypatch.setitem(core_resolve.MODEL_BITS, "qemu64", {"x2apic": False})  # as if svm were a new row
+    monkeypatch.setitem(cpu_models.MODEL_BITS, "qemu64", {"x2apic": False})  # as if svm were a new row
     r = resolve(dom("pc-q35-7.2"), **up((7, 2, 22)))
     assert r.features["svm"].state == "off"  # svm=off in kvm_default_props still applies on top
     r = resolve(dom("pc-i440fx-2.1"), **up((7, 2, 22)))  # pc_compat_2_1: svm keeps the model's bit

@@ -8,6 +8,7 @@ import pytest
 from lxml import etree
 
 from virtxml_cpu.core import domain, resolve as core_resolve, decision
+from virtxml_cpu.core.answer import SRC_CPU_PM
 from virtxml_cpu.core.hostfacts import HostFacts
 
 QEMU_7_2, QEMU_10_0 = (7, 2, 22), (10, 0, 2)
@@ -68,7 +69,7 @@ def test_overcommit_as_qemu_reads_it(values, on_7_2, on_10_0):
             continue
         assert r.qemu_refusal is None
         assert unhalt.qemu_property == "on"  # QEMU sets it either way (<pvspinlock state='on'/>)
-        assert (unhalt.state, unhalt.source == core_resolve.SRC_CPU_PM) == (("off", True) if want else ("on", False)), \
+        assert (unhalt.state, unhalt.source == SRC_CPU_PM) == (("off", True) if want else ("on", False)), \
             (release, unhalt)
 
 
