@@ -17,7 +17,6 @@ def beside_spool(spool: str, name: str) -> str:
     return spool.rstrip("/").rpartition("/")[0].rstrip("/") + "/" + name
 
 
-
 CONFIG_PATH = "/etc/virtxml-cpu/config.toml"
 LIBVIRT_CONFIG_DIR = "/etc/libvirt/qemu"  # a domain without NAME.xml there is transient
 
@@ -32,3 +31,4 @@ HOOK_OPS = (("prepare", "begin"), ("migrate", "begin"), ("restore", "begin"))  #
 
 DEFAULT_URI = "qemu:///system"  # the verbs' connection when none is named
 DEFAULT_STYLE = "pvspinlock"  # how the fix is written: <features><pvspinlock state='on'/>
+MAX_SECONDS = 86400  # the longest timeout an option or the config may give

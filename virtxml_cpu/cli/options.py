@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from ..constants import CONFIG_PATH, DEFAULT_STYLE, DEFAULT_URI, KVM_DEVICE
+from ..constants import CONFIG_PATH, DEFAULT_STYLE, DEFAULT_URI, KVM_DEVICE, MAX_SECONDS
 from ..tables.version import is_release
 from ..core.decision import POLICIES, STYLES
 from ..core.precedence import DEFAULT_POLICY, DEFAULT_TIMEOUT, HOST_TIMEOUT_FACTOR
@@ -13,7 +13,6 @@ from ..tables.builds.known import NAMES as BUILD_NAMES
 
 EPILOG = """exit status: 0 done; 1 --check found work (rewrite) or a domain needs work (audit);
 2 bad input or usage; 3 environment error (libvirt unreachable, permission denied)."""
-MAX_SECONDS = 86400
 
 
 def release(text: str) -> str:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 
-from ..constants import CONFIG_PATH, LIBVIRT_CONFIG_DIR, SPOOL_DIR
+from ..constants import CONFIG_PATH, LIBVIRT_CONFIG_DIR, MAX_SECONDS, SPOOL_DIR
 from ..errors import BadInput, EnvironmentProblem, shown
 from ..fs.trusted import Untrusted, check_trusted, read_regular, resolve_trusted
 
@@ -89,9 +89,10 @@ def parse(text: str, path: str = "<config>") -> Config:
     if where and (not where.startswith("/") or "\0" in where):
         raise BadInput(f"config {path}: hook.libvirt_config_dir must be an absolute path, or \"\" to not look")
     for key in ("timeout", "host_timeout"):
-        if key in data and not 0 < data[key] <= 86400:
-            raise BadInput(f"config {path}: {key} must be above 0 and at most 86400 seconds")
+        if key in data and not 0 < data[key] <= MAX_SECONDS:
+            raise BadInput(f"config {path}: {key} must be above 0 and at most {MAX_SECONDS} seconds")
     from ..tables.builds.known import NAMES as BUILDS  # here: the hook's repeat starts read the file, never parse it
+    from ..tables.version import is_release
     from .decision import POLICIES, STYLES
 
     cfg = Config(data.get("policy"), data.get("style"), hook.get("mode"),
@@ -105,14 +106,6 @@ def parse(text: str, path: str = "<config>") -> Config:
         if value not in allowed:
             raise BadInput(f"config {path}: {key} = {value!r} is not one of {', '.join(a for a in allowed if a)}")
     return cfg
-
-
-def is_release(text: str) -> bool:
-    """Whether `text` is a QEMU release X.Y[.Z]: tables/version.py's grammar, imported only when asked (the
-    hook's repeat starts import this module and nothing of tables/)."""
-    from ..tables.version import is_release as grammar
-
-    return grammar(text)
 
 
 def trust_problem(path: str) -> str | None:
