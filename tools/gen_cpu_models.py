@@ -5,7 +5,7 @@ Usage: tools/gen_cpu_models.py [QEMU COMMAND ...] > virtxml_cpu/tables/cpu_model
 (default `qemu-system-x86_64`; e.g. `chroot DIR /usr/bin/qemu-system-x86_64` for a QEMU in a chroot).
 
 Asks QEMU under TCG (no KVM defaults; full expansion of an unrealized CPU, so no filtering) for the static
-expansion of every named x86 CPU model and keeps the bits the engine needs: x2apic and svm as each model
+expansion of every named x86 CPU model and keeps the bits the rules need: x2apic and svm as each model
 defines them. Each request carries an id and each reply is matched by it; any failed expansion stops the
 generator with an error instead of shifting later models' bits.
 """

@@ -30,7 +30,7 @@ import cockpit from "./cockpit.js";
 
 const _ = cockpit.gettext;
 const CMD = "virtxml-cpu";
-const SCHEMA = 2; // render/records.py SCHEMA_VERSION this page is written against
+const SCHEMA = 2; // live/records.py SCHEMA_VERSION this page is written against
 const LIBVIRT = { err: "message", superuser: "try" }; // libvirt may need administrative access
 const FOLLOW = [CMD, "audit", "--follow", "--format", "json"];
 

@@ -1,5 +1,5 @@
 """Guests against QEMU's own answer: define a guest through a lab's libvirt, start it paused, read every
-property the tool models from vCPU 0 (qom-get) and compare with what the engine says for that definition
+property the tool models from vCPU 0 (qom-get) and compare with what the tool says for that definition
 and that host. Used by the lab matrices (tests/lab/test_qemu.py, tests/lab/test_ends.py)."""
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """kernel_irqchip in <qemu:commandline> against real QEMU: each case of tests/unit/core/test_resolve.py IRQCHIP_CASES
 started behind libvirt's own options (`-machine q35[,kernel_irqchip=split] -accel kvm`) on QEMU 7.2.22 (the host)
 and on 5.2.0, 10.0.2 and 11.1.2 (their chroots, when present); the irqchip QEMU made (from the APIC and IOAPIC types
-it created) or its refusal, against what the engine says for that release. No libvirt daemon is touched."""
+it created) or its refusal, against what the tool says for that release. No libvirt daemon is touched."""
 
 from __future__ import annotations
 
@@ -80,5 +80,5 @@ def test_kernel_irqchip_cases_on_real_qemu(lab):
         qemu = seen[case]
         if said != qemu and not (said.startswith("refused: ") and qemu.startswith("refused: ")
                                  and said[len("refused: "):] in qemu):
-            wrong.append(f"{case}: QEMU {lab.key}: {qemu!r}, the engine: {said!r}")
+            wrong.append(f"{case}: QEMU {lab.key}: {qemu!r}, the tool: {said!r}")
     assert not wrong, "\n".join(wrong)

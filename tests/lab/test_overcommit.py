@@ -1,6 +1,6 @@
 """-overcommit against the real QEMUs of both labs (7.2.22 on the host, 10.0.2 in the chroot): each spelling of
 tests/unit/core/test_overcommit.py run on QEMU itself with the CPUID boot sector, its guest's PV_UNHALT (CPUID
-0x40000001 EAX bit 7) against what the engine says for that release, and QEMU's refusal against the engine's."""
+0x40000001 EAX bit 7) against what the tool says for that release, and QEMU's refusal against the tool's."""
 
 from __future__ import annotations
 
@@ -73,12 +73,12 @@ def test_overcommit_spellings_on_real_qemu(labs, key):
         r = resolve(values, release)
         if eax is None:
             if r.qemu_refusal is None or r.qemu_refusal not in stderr:
-                wrong.append(f"{values}: QEMU said {stderr.strip()!r}, the engine {r.qemu_refusal!r}")
+                wrong.append(f"{values}: QEMU said {stderr.strip()!r}, the tool {r.qemu_refusal!r}")
             continue
         stripped = not eax & PV_UNHALT
         said = r.features["kvm-pv-unhalt"].source == SRC_CPU_PM
         if r.qemu_refusal or stripped != said:
-            wrong.append(f"{values}: guest EAX {eax:08X}, the engine {r.features['kvm-pv-unhalt']} "
+            wrong.append(f"{values}: guest EAX {eax:08X}, the tool {r.features['kvm-pv-unhalt']} "
                          f"refusal {r.qemu_refusal!r}")
         assert decision.decide(r, "compat").rule in ("cpu-pm", "user-choice")
     assert not wrong, f"{lab.title}:\n" + "\n".join(wrong)

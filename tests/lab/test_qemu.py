@@ -1,8 +1,8 @@
-"""The engine against the real thing, on two QEMUs: Debian 12's QEMU 7.2 (libvirt 9.0) and QEMU 10.0.2 from
+"""The tool's rules against the real thing, on two QEMUs: Debian 12's QEMU 7.2 (libvirt 9.0) and QEMU 10.0.2 from
 bookworm-backports (libvirt 11.3, in a chroot), with /dev/kvm, read back with QMP qom-get.
 
 Every pc-i440fx/pc-q35 machine type each QEMU offers x every CPU mode, plus XML variants (every form of an
-explicit choice). A disagreement is a bug in the rules or the engine, never in this test.
+explicit choice). A disagreement is a bug in the rules or in resolving them, never in this test.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """-cpu +name/-name/name=on/bare name and -global with underscores against real QEMU: each resolved property's
 underscore spelling in each form, started on QEMU 7.2.22 (the host) and 5.2.0, 10.0.2, 11.1.2 (their chroots, when present);
-QEMU's start or refusal against the engine's for that release (tables/properties.py underscore_flag). No libvirt
+QEMU's start or refusal against the tool's for that release (tables/properties.py underscore_flag). No libvirt
 daemon is touched."""
 
 from __future__ import annotations
@@ -54,5 +54,5 @@ def test_underscore_spellings_on_real_qemu(lab):
             said = cpu_option.qemu_refusal("qemu64", "named", None, (tuple(driver_prop.split(".")) + (value,),),
                                            release)
         if (said is None) != (error is None) or (said and said not in error):
-            wrong.append(f"{option} {arg}: QEMU {lab.key}: {error!r}, the engine: {said!r}")
+            wrong.append(f"{option} {arg}: QEMU {lab.key}: {error!r}, the tool: {said!r}")
     assert not wrong, "\n".join(wrong)

@@ -160,7 +160,7 @@ def test_verify_compares_the_table_with_query_machines():
 
 
 def test_verify_takes_an_unknown_build_for_no_build():
-    """With the build unknown the engine resolves each name under every build that has it; verify takes no
+    """With the build unknown the tool resolves each name under every build that has it; verify takes no
     build's table of names for it (not upstream's): only the names QEMU lists are compared."""
     listed = [{"name": "pc-q35-9.2", "deprecated": False}]
     n, found = verify.lifecycle_disagreements(listed, HostFacts(qemu_version=(9, 2, 0)))

@@ -1,5 +1,5 @@
 """The pipeline's one memo: keyed by the facts that decide (never an object's identity), shared by a
-template's clones, and engine, policy and report keep no state of their own."""
+template's clones, and resolution, decision and rendering keep no state of their own."""
 
 from __future__ import annotations
 
@@ -82,8 +82,8 @@ def test_every_fact_that_decides_is_in_the_key(calls):
 
 @pytest.mark.parametrize("path", SOURCES, ids=lambda p: p.name)
 def test_a_kept_answer_is_the_answer_computed_afresh(path, calls, host):
-    """Warm the memo with a clone, then the document itself: what it is given equals what engine and
-    policy compute for it directly (name and uuid included)."""
+    """Warm the memo with a clone, then the document itself: what it is given equals what resolve and
+    decide compute for it directly (name and uuid included)."""
     data = path.read_bytes()
     process(clone(data, 7), "clone.xml", host, Config(), render=False)
     kept = process(data, path.name, host, Config(), render=False)
@@ -98,7 +98,7 @@ def test_a_kept_answer_is_the_answer_computed_afresh(path, calls, host):
 
 @pytest.mark.parametrize("path", SOURCES, ids=lambda p: p.name)
 def test_name_and_uuid_decide_nothing(path, host):
-    """What lets the key drop them: engine and policy answer the same whatever the name and uuid."""
+    """What lets the key drop them: resolve and decide answer the same whatever the name and uuid."""
     facts = domain.extract(parse_domain_lean(path.read_bytes(), path.name))
     other = facts._replace(name="someone-else", uuid="00000000-0000-4000-8000-000000000009")
     a, b = core_resolve.resolve(facts, host), core_resolve.resolve(other, host)

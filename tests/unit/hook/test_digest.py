@@ -84,7 +84,7 @@ def test_a_changed_package_is_never_answered_from_the_digest(host, monkeypatch):
 def test_an_edited_module_is_a_new_package(tmp_path):
     tree = tmp_path / "virtxml_cpu"
     (tree / "tables" / "builds").mkdir(parents=True)
-    (tree / "engine.py").write_text("x = 1\n")
+    (tree / "rules.py").write_text("x = 1\n")
     (tree / "tables" / "builds" / "upstream.py").write_text("y = 1\n")
     before = digest_key.package_identity(str(tree))
     os.utime(tree / "tables" / "builds" / "upstream.py", ns=(1, 1))
@@ -219,11 +219,11 @@ def test_a_reinstalled_module_is_a_new_package_even_with_size_and_mtime_restored
     every module's size and mtime as before. Its files are new all the same (inode, ctime)."""
     tree = tmp_path / "virtxml_cpu"
     tree.mkdir()
-    module = tree / "engine.py"
+    module = tree / "rules.py"
     module.write_text("x = 1\n")
     os.utime(module, ns=(10**18, 10**18))
     before = digest_key.package_identity(str(tree))
-    new = tree / "engine.py.dpkg-new"
+    new = tree / "rules.py.dpkg-new"
     new.write_text("x = 2\n")  # the same size
     os.utime(new, ns=(10**18, 10**18))  # and mtime
     os.replace(new, module)
@@ -233,7 +233,7 @@ def test_a_reinstalled_module_is_a_new_package_even_with_size_and_mtime_restored
 def test_a_module_in_any_subpackage_is_part_of_the_package(tmp_path):
     tree = tmp_path / "virtxml_cpu"
     (tree / "render").mkdir(parents=True)
-    (tree / "engine.py").write_text("x = 1\n")
+    (tree / "rules.py").write_text("x = 1\n")
     before = digest_key.package_identity(str(tree))
     (tree / "render" / "explain.py").write_text("y = 1\n")
     assert digest_key.package_identity(str(tree)) != before
