@@ -559,3 +559,31 @@ def _holds_open(pid: int, path: Path) -> bool:
         return any(os.readlink(f"/proc/{pid}/fd/{fd}") == str(path) for fd in os.listdir(f"/proc/{pid}/fd"))
     except OSError:
         return False
+
+
+TRANSIENT = ApplyOutcome("qemu:///system", "vm", "skipped", "transient domain (no persistent definition to fix)")
+
+
+def test_spool_postpones_with_growing_delay_and_keeps_the_outcome(tmp_path):
+    d = str(tmp_path / "spool")
+    spool.write(d, "0B7E2D1C6A514F0E8D7B3C2F9E1A4B66", {"name": "vm", "rule": "policy-compat"})  # as queued before "domain"
+    (e,) = spool.entries(d)
+    assert (e.uuid, e.domain, e.attempts) == ("0b7e2d1c-6a51-4f0e-8d7b-3c2f9e1a4b66", "vm", 0) and e.due(0)
+    e1 = spool.postpone(e, TRANSIENT, now=1000.0)
+    e2 = spool.postpone(e1, TRANSIENT, now=2000.0)
+    assert (e1.next_try, e2.next_try) == (1060.0, 2120.0) and e2.attempts == 2
+    (back,) = spool.entries(d)
+    assert back.attempts == 2 and back.last_outcome == TRANSIENT and not back.due(2100.0) and back.due(2120.0)
+    data = json.loads(open(back.path).read())
+    assert data["rule"] == "policy-compat" and data["domain"] == "vm" and "name" not in data
+    assert data["last_outcome"] == {"host": "qemu:///system", "domain": "vm", "kind": "skipped",
+                                    "reason": "transient domain (no persistent definition to fix)"}
+    assert spool.delay(30) == spool.MAX_DELAY
+    spool.drop(back)
+    assert spool.entries(d) == []
+
+
+def test_spool_skips_unreadable_entries_with_a_warning(tmp_path):
+    (tmp_path / "bad.json").write_text("{")
+    warned = []
+    assert spool.entries(str(tmp_path), warn=warned.append) == [] and "bad.json" in warned[0]

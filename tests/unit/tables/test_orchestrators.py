@@ -366,3 +366,29 @@ def test_watch_leaves_a_managed_guest_it_sees_defined(stack_driver):
     finally:
         for d in doms:
             d.undefine()
+
+
+@pytest.mark.parametrize("metadata,who,says,knob", [
+    ("<nova:instance xmlns:nova='http://openstack.org/xmlns/libvirt/nova/1.1'><nova:name>x</nova:name>"
+     "</nova:instance>", "OpenStack Nova", "hard reboot", "cpu_mode = host-passthrough"),
+    ("<ovirt-vm:vm xmlns:ovirt-vm='http://ovirt.org/vm/1.0'><ovirt-vm:clusterVersion>4.7</ovirt-vm:clusterVersion>"
+     "</ovirt-vm:vm>", "oVirt/VDSM", "VDSM", "Pass-Through Host CPU"),
+    ("<kubevirt xmlns='http://kubevirt.io'><uid>1</uid></kubevirt>", "KubeVirt", "virt-launcher",
+     "spec.template.spec.domain.features.pvspinlock: {}"),
+])
+def test_orchestrator_managed_domains_are_recognised_and_explained(metadata, who, says, knob):
+    data = (FIXTURES / "handwritten-no-cpu.xml").read_bytes().replace(
+        b"</domain>", f"<metadata>{metadata}</metadata></domain>".encode())
+    o = process(data, "m.xml", UP, Config(), render=False)
+    assert o.resolution.facts.orchestrator == who
+    assert any(n.startswith(f"managed by {who}") and says in n for n in o.decision.notes)
+    logged = []
+    evaluate.run(["vm", "prepare", "begin", "-"], mode="audit", config_path=None,
+                 stdin=__import__("io").BytesIO(data), log=lambda m, **kw: logged.append(m))
+    assert (f'stack="{who}"' in logged[0] or f"stack={who}" in logged[0]) and "edits_last=no" in logged[0]
+    assert knob in logged[0].split(" knob=", 1)[1]
+
+
+def test_unmanaged_domain_has_no_orchestrator():
+    o = process((ROOT / "examples" / "fedora-host-model.xml").read_bytes(), "f.xml", UP, Config(), render=False)
+    assert o.resolution.facts.orchestrator is None
