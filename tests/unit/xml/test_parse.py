@@ -668,7 +668,9 @@ NAMESPACE_SHAPES = ("namespace stack", "scan run", "xmlns in every", "sibling de
 def test_namespace_shapes_cost_at_most_5_times_a_plain_definition_under_each_libxml2(where, tmp_path):
     """bench/hook_crafted.py's namespace shapes (those of the issue: 14-24 s and 72-112 s under libxml2
     2.9.14; the scan's own worst cases), through the installed hook at a first start, each within
-    max(1 s, 5 x a plain 4 MiB definition) in the same run (best of two), under each interpreter present."""
+    max(1 s, 5 x a plain 4 MiB definition) in the same run (best of two), under each interpreter present.
+    Both in CPU seconds (the hook's user + system): the work a start costs, which other work on a shared
+    machine does not stretch as it stretches wall time (a full parallel run pushed the wall ratio past 5)."""
     import shutil
     import tempfile
 
@@ -692,10 +694,10 @@ def test_namespace_shapes_cost_at_most_5_times_a_plain_definition_under_each_lib
                            capture_output=True, text=True, env=ENV, timeout=1800, cwd="/")
     assert r.returncode == 0, r.stderr[-2000:]
     result = json.loads(r.stdout.splitlines()[-1])
-    first = {k.split("|", 1)[1]: t for k, t in result["best"].items() if k.startswith("first start|")}
+    first = dict(result["best_cpu_first_start"])
     plain = first.pop("plain (disks)")
     assert len(first) >= 6, first
     over = {k: round(t, 3) for k, t in first.items() if t > max(1.0, 5 * plain)}
     print(f"\n{where}: python {result['python']}, lxml {result['lxml']}, libxml2 {result['libxml2']}: plain "
-          f"{plain:.3f} s; " + "; ".join(f"{k} {t:.3f} s" for k, t in first.items()))
+          f"{plain:.3f} s CPU; " + "; ".join(f"{k} {t:.3f} s" for k, t in first.items()))
     assert not over, (result["libxml2"], plain, over)
