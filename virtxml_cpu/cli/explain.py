@@ -4,12 +4,17 @@ files, or from libvirt's definitions read as audit reads them."""
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 
 from ..constants import DEFAULT_URI
 from ..errors import EXIT_BAD_INPUT, EXIT_OK, BadInput, EnvironmentProblem, shown
 from .files import over_files
 from .options import EPILOG, file_options
 from .output import err
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing costs the hook's cold start (see core/memo.py)
+    from ..core.pipeline import Decided
 
 
 def arguments(sub):
@@ -31,32 +36,42 @@ def main(args) -> int:
             raise BadInput("explain takes files or --domain/--all-domains, not both")
         return domains(args)
 
-    def each(path: str, label: str, host, cfg) -> int:
-        from ..core.pipeline import process
-        from ..fs.files import read_input
+    from ..core.pipeline import process  # here, once per run, not per file: not when explain is not run
+    from ..fs.files import read_input
 
-        return show(args, process(read_input(path), label, host, cfg, args.policy, args.style, render=False))
+    show = shower(args)
+
+    def each(path: str, label: str, host, cfg) -> int:
+        return show(process(read_input(path), label, host, cfg, args.policy, args.style, render=False))
     return over_files(args, each)
 
 
-def show(args, o) -> int:
+def shower(args) -> Callable[[Decided], int]:
+    """show(o) for this run: each Decided's table or JSON line to stdout (the modules it uses imported once
+    per run, not per document)."""
+    from ..core.pipeline import shared_part
     from ..render import explain
 
-    line = json_line(o) if args.format == "json" else explain.table(o, args.verbose) + "\n"
-    sys.stdout.write(line + "\n")  # what print() writes, in one write instead of two
-    return EXIT_OK
+    def json_line(o: Decided) -> str:  # json_line() below, with the modules it uses at hand
+        return explain.joined(explain.own_json(o), shared_part(o, "resolution", "json", explain.resolution_json),
+                              shared_part(o, "decision", "json", explain.decision_json))
+
+    def show(o: Decided) -> int:
+        line = json_line(o) if args.format == "json" else explain.table(o, args.verbose) + "\n"
+        sys.stdout.write(line + "\n")  # what print() writes, in one write instead of two
+        return EXIT_OK
+    return show
 
 
-def json_line(o) -> str:
+def json_line(o: Decided) -> str:
     """explain's JSON line (explain.to_json_line's bytes), the parts a template's clones share rendered once
     and kept by the pipeline's memo: the resolution's for every document with its key, the decision's for
     every document with the same decision."""
-    from ..core import pipeline
+    from ..core.pipeline import shared_part
     from ..render import explain
 
-    shared = pipeline.shared_part(o, "resolution", "json", explain.resolution_json)
-    decision = pipeline.shared_part(o, "decision", "json", explain.decision_json)
-    return explain.joined(explain.own_json(o), shared, decision)
+    return explain.joined(explain.own_json(o), shared_part(o, "resolution", "json", explain.resolution_json),
+                          shared_part(o, "decision", "json", explain.decision_json))
 
 
 def domains(args) -> int:
@@ -75,6 +90,7 @@ def domains(args) -> int:
     uri = args.connect or DEFAULT_URI
     conn = open_for_reading(uri, timeouts(None, cfg)[0].value)
     status = EXIT_OK
+    show = shower(args)
     try:
         host = connection_facts(live_sources(args, cfg), cfg, conn, uri)
         doms, unknown = reader.domains(conn, args.domain)
@@ -89,7 +105,7 @@ def domains(args) -> int:
                 status = EXIT_BAD_INPUT
                 continue
             o = process(xml, dom.name(), host, cfg, args.policy, args.style, render=False)
-            status = max(status, show(args, o))
+            status = max(status, show(o))
     except libvirt.libvirtError as e:
         raise EnvironmentProblem(f"{uri}: {e.get_error_message()}") from None
     finally:

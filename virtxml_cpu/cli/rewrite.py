@@ -33,10 +33,10 @@ def main(args) -> int:
     if args.in_place and "-" in args.files:
         raise BadInput("--in-place needs files, not stdin")
 
-    def each(path: str, label: str, host, cfg) -> int:
-        from ..core.pipeline import process
-        from ..fs.files import read_input
+    from ..core.pipeline import process  # here, once per run, not per file: not when rewrite is not run
+    from ..fs.files import read_input
 
+    def each(path: str, label: str, host, cfg) -> int:
         if args.in_place:
             return in_place(args, path, label, host, cfg)
         return emit(args, process(read_input(path), label, host, cfg, args.policy, args.style,
@@ -64,14 +64,14 @@ def in_place(args, path: str, label: str, host, cfg) -> int:
 
 
 def emit(args, o) -> int:
-    from ..fs.files import write_output
-    from ..render import explain
-
     notes(args, o)
     if args.check:
         if o.changed and not args.quiet:
             print(f"{o.label}: would add kvm-pv-unhalt: {o.decision.reason}")
         return EXIT_WORK_FOUND if o.changed else EXIT_OK
+    from ..fs.files import write_output
+    from ..render import explain
+
     if args.diff:
         sys.stdout.write(for_stdout(explain.unified_diff(o)))
         return EXIT_OK

@@ -88,7 +88,11 @@ def _text(el) -> str | None:
 def _name(el) -> str | None:
     """<name> as libvirt reads it (`string(./name[1])`): all its text, comments left out, nothing stripped.
     libvirt keeps blanks (a trailing NBSP, a leading space, U+2028, a tab) as part of the name."""
-    return "".join(el.itertext()) if el is not None else None
+    if el is None:
+        return None
+    if not len(el):  # no child node at all (element, comment, PI, entity): its text is all of it
+        return el.text or ""
+    return "".join(el.itertext())
 
 
 _QEMU_COMMANDLINE, _QEMU_ARG = f"{{{QEMU_NS}}}commandline", f"{{{QEMU_NS}}}arg"

@@ -94,12 +94,31 @@ def first(order: Sequence[Source], *given) -> Chosen:
 def policy(metadata: str | None, option: str | None, config: str | None) -> Chosen:
     """The policy a domain is decided under. The metadata's value wins whenever it is written, valid or not
     (an invalid one is a decision of its own: decision.invalid_exemption)."""
-    return first(POLICY, metadata, option, config)
+    return _chosen(POLICY, _POLICIES, (metadata, option, config))
 
 
 def style(option: str | None, config: str | None) -> Chosen:
     """How the fix is written."""
-    return first(STYLE, option, config)
+    return _chosen(STYLE, _STYLES, (option, config))
+
+
+# first()'s answers for policy() and style(), each rule's by all the values it was given (strings or None):
+# asked once per document, nearly always with the same values.
+_POLICIES: dict[tuple, Chosen] = {}
+_STYLES: dict[tuple, Chosen] = {}
+_KEPT_LIMIT = 256  # a domain's metadata may name any policy: a rule's kept answers start over past this many
+
+
+def _chosen(order: Sequence[Source], kept: dict, given: tuple) -> Chosen:
+    try:
+        found = kept.get(given)
+    except TypeError:  # a value that is no key (none the config check lets through): answered afresh
+        return first(order, *given)
+    if found is None:
+        if len(kept) >= _KEPT_LIMIT:
+            kept.clear()
+        found = kept[given] = first(order, *given)
+    return found
 
 
 def hook_mode(config: str | None, installed: str | None) -> Chosen:
