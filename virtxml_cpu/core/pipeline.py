@@ -62,7 +62,7 @@ def host_key(host: HostFacts) -> tuple:
     return tuple(map(frozen, host))  # built by hand with plain dicts
 
 
-assert resolve.Resolution._fields[0] == "facts"  # outcome() swaps a clone's facts in by position
+assert resolve.Resolution._fields[0] == "facts"  # decided() swaps a clone's facts in by position
 
 IDENTITY = ("name", "uuid")  # the only facts that differ between clones of one template; decide nothing
 _DECIDING = itemgetter(*(i for i, f in enumerate(domain.DomainFacts._fields) if f not in IDENTITY))
