@@ -79,9 +79,10 @@ def test_no_test_module_imports_a_fixture_from_another_or_anything_from_conftest
 
 
 def _collected(*args: str) -> list[str]:
+    """The test ids pytest collects from `args`, in order ([] when it collects none: exit 5)."""
     r = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", *args],
                        cwd=ROOT, capture_output=True, text=True, timeout=300)
-    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    assert r.returncode in (0, 5), r.stdout[-2000:] + r.stderr[-2000:]
     return [line for line in r.stdout.splitlines() if "::" in line]
 
 
@@ -94,6 +95,7 @@ def test_a_test_marked_last_runs_after_those_named_after_it():
 def test_an_in_order_module_runs_as_written_whatever_order_it_is_named_in():
     written = _collected("tests/lab/test_cockpit.py")
     if not written:
-        pytest.skip("tests/lab/test_cockpit.py collects nothing here (no root or /dev/kvm): nothing to order")
+        pytest.skip("SKIPPED LOUDLY: tests/lab/test_cockpit.py collects nothing here (no root or /dev/kvm): "
+                    "nothing to order")
     assert len(written) > 2
     assert _collected(*reversed(written)) == written

@@ -24,7 +24,7 @@ from virtxml_cpu.live import audit
 from virtxml_cpu import cli
 from virtxml_cpu.cli.live import live_sources
 from virtxml_cpu.hook import evaluate
-from virtxml_cpu.host import sources, connection
+from virtxml_cpu.host import sources, connection, reader
 from virtxml_cpu.core import pipeline, precedence
 from virtxml_cpu.verify import run as verify
 from virtxml_cpu.core import config as config_file
@@ -92,6 +92,7 @@ def world(monkeypatch):
     monkeypatch.setattr(sources.caps_cache, "CACHE_DIR", str(base / "caps"))
     monkeypatch.setattr(connection, "libvirt_module", lambda: FakeLibvirt)
     monkeypatch.setattr(audit, "libvirt_module", lambda: FakeLibvirt)
+    monkeypatch.setattr(reader, "libvirt_module", lambda: FakeLibvirt)  # no libvirt-python needed
     monkeypatch.setattr(connection, "open_for_reading", lambda uri, timeout=None: FakeConn(str(qemu)))
     monkeypatch.setattr(audit, "open_for_reading", lambda uri, timeout=None: FakeConn(str(qemu)))
     monkeypatch.delenv("VIRTXML_CPU_CONFIG", raising=False)
@@ -108,6 +109,7 @@ class FakeLibvirt:
 
     VIR_CONNECT_LIST_DOMAINS_PERSISTENT, VIR_CONNECT_LIST_DOMAINS_ACTIVE, VIR_DOMAIN_XML_INACTIVE = 4, 1, 2
     VIR_CONNECT_LIST_DOMAINS_TRANSIENT = 8
+    VIR_DOMAIN_XML_SECURE = 1
 
 
 class FakeDomain:
