@@ -22,7 +22,6 @@ of entries under these keys is digest.py's.
 from __future__ import annotations
 
 import os
-import stat
 
 from .. import __version__
 from ..fs.trusted import read_regular
@@ -175,19 +174,26 @@ def package_identity(top: str = _PACKAGE) -> bytes:
     todo = [""]
     while todo:
         rel = todo.pop()
+        prefix = rel + "/" if rel else ""
         try:
             with os.scandir(os.path.join(top, rel)) as it:
-                entries = sorted(it, key=lambda e: e.name)
+                entries = sorted(it, key=_entry_name)
             for e in entries:
-                st = e.stat(follow_symlinks=False)
-                if stat.S_ISDIR(st.st_mode) and e.name != "__pycache__":
-                    todo.append(os.path.join(rel, e.name))
-                elif e.name.endswith(".py"):
-                    parts.append(f"{os.path.join(rel, e.name)}:{st.st_dev}:{st.st_ino}:{st.st_size}:"
+                name = e.name
+                if e.is_dir(follow_symlinks=False):  # the directory entry's type: no stat
+                    if name != "__pycache__":
+                        todo.append(prefix + name)
+                elif name.endswith(".py"):  # only a module is stat'ed (every start pays for each)
+                    st = e.stat(follow_symlinks=False)
+                    parts.append(f"{prefix}{name}:{st.st_dev}:{st.st_ino}:{st.st_size}:"
                                  f"{st.st_mtime_ns}:{st.st_ctime_ns}".encode("utf-8", "surrogateescape"))
         except OSError:
             parts.append(b"?" + rel.encode("utf-8", "surrogateescape"))
     return b"\n".join(parts)
+
+
+def _entry_name(entry) -> str:
+    return entry.name
 
 
 def key(definition: bytes, name: str, mode: str, config_path: str, config_bytes: bytes | None,
