@@ -15,6 +15,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -82,6 +83,8 @@ def deb_root(request):
     if subprocess.run([CHROOT, str(root), "python3", "-c", "import lxml.etree"], capture_output=True).returncode:
         pytest.skip(f"SKIPPED LOUDLY: {root} has no python3-lxml")
     package = root / SITE / "virtxml_cpu"
+    if package.exists() and not any(package.rglob("*.py")):
+        remove_debris(package)  # bytecode alone: what an earlier run's teardown raced with, no installed package
     assert not package.exists(), f"{package} exists (the .deb installed there?): not touching it"
     shutil.copytree(ROOT / "virtxml_cpu", package, ignore=shutil.ignore_patterns("__pycache__"))
     deb = DebRoot(root)
@@ -91,7 +94,7 @@ def deb_root(request):
     try:
         yield deb
     finally:
-        shutil.rmtree(package, ignore_errors=True)
+        remove_debris(package)
         for name in set(os.listdir(deb.site)) - before:
             path = deb.site / name
             shutil.rmtree(path) if path.is_dir() and not path.is_symlink() else path.unlink()
@@ -104,6 +107,18 @@ def deb_root(request):
                 os.chmod(path, st.st_mode & 0o7777)
                 os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
         shutil.rmtree(deb.work, ignore_errors=True)
+
+
+def remove_debris(package: Path) -> None:
+    """Remove the copied package. A guest started meanwhile in this shared lab may run a hook that imports
+    from it and writes bytecode into directories being removed, so the removal is tried until nothing is
+    left (a bytecode-only tree left behind made the next run refuse to start)."""
+    for _ in range(10):
+        shutil.rmtree(package, ignore_errors=True)
+        if not package.exists():
+            return
+        time.sleep(0.2)
+    assert not package.exists(), f"{package} could not be removed"
 
 
 def plant(deb: DebRoot, case: str) -> Path:

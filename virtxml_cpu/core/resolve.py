@@ -34,13 +34,17 @@ def resolve(facts: DomainFacts, host: HostFacts | None = None) -> Resolution:
     a template's clones)."""
     host = host or HostFacts()
     candidates, basis, warnings = precedence.builds_for(facts.machine, host)
-    results = [_resolve_one(facts, host, build, machine, list(warnings)) for build, machine in candidates]
+    # <qemu:commandline>'s -cpu and -overcommit as this QEMU release reads them: once, whatever the builds
+    option = parse_cpu_option(facts.qemu.cpu, host.qemu_version) if facts.qemu.cpu else None
+    overcommitted = overcommit.read(facts.qemu.overcommit, host.qemu_version)
+    results = [_resolve_one(facts, host, build, machine, list(warnings), option, overcommitted)
+               for build, machine in candidates]
     res = results[0] if len(results) == 1 else merge.merge(results)
     return res._replace(build_basis=basis)
 
 
 def _resolve_one(facts: DomainFacts, host: HostFacts, build: Build, machine: Machine,
-                 warnings: list[str]) -> Resolution:
+                 warnings: list[str], option, overcommitted: tuple[bool, str | None]) -> Resolution:
     accel = _accel(facts.virt_type)
     irqchip = _irqchip(facts, machine)
     status = lifecycle.status(machine, host)
@@ -48,9 +52,7 @@ def _resolve_one(facts: DomainFacts, host: HostFacts, build: Build, machine: Mac
         warnings.append(f"machine type {facts.machine} is not offered: {status.why}"
                         + ("; read as the definition of those releases" if machine.defined_in else ""))
     libvirt_props = libvirt_cpu_props(facts, warnings)
-    # <qemu:commandline>'s -cpu and -overcommit as this QEMU release reads them, each read once here
-    option = parse_cpu_option(facts.qemu.cpu, host.qemu_version) if facts.qemu.cpu else None
-    cpu_pm, overcommit_refusal = overcommit.read(facts.qemu.overcommit, host.qemu_version)
+    cpu_pm, overcommit_refusal = overcommitted
     if option is not None:
         model = option.model
         written = f"-cpu {facts.qemu.cpu}"  # one string for every property: a copy each is quadratic in memory
