@@ -17,6 +17,7 @@ from tests.support import ROOT
 HOOKS = Path("/etc/libvirt/hooks")
 WORK = Path("/var/lib/virtxml-cpu-lab-incoming")  # in each lab's own filesystem: config, spool, log socket
 PACKAGE = Path("/opt/virtxml-cpu-lab-incoming")  # the chroot lab's copy of the package
+PACKAGED_HOOK = "/usr/libexec/virtxml-cpu/qemu-hook"  # where the .deb's qemu.d/virtxml-cpu points
 MACHINE = {"7.2": "pc-q35-7.2", "10.0": "pc-q35-10.0"}
 
 
@@ -40,13 +41,30 @@ def reload_hooks(lab) -> None:
         time.sleep(0.2)
 
 
+def clear_interrupted(lab) -> list[str]:
+    """Take out what a killed run's LabHook left in the lab (its hook in qemu.d, WORK, the package copy),
+    leaving the .deb's hook alone; libvirtd, if it runs, reloads its hooks. Returns what was removed."""
+    removed = []
+    hook = lab.path(HOOKS / "qemu.d" / "virtxml-cpu")
+    if os.path.lexists(hook) and not (hook.is_symlink() and os.readlink(hook) == PACKAGED_HOOK):
+        hook.unlink()
+        removed.append(str(hook))
+    for leftover in (lab.path(WORK), lab.path(PACKAGE)):
+        if leftover.exists():
+            shutil.rmtree(leftover, ignore_errors=True)
+            removed.append(str(leftover))
+    if removed and lab.path(Path("/run/libvirtd.pid")).exists():
+        reload_hooks(lab)
+    return removed
+
+
 class LabHook:
     """The hook installed in one lab, its config and log socket under WORK in the lab's filesystem."""
 
     def __init__(self, lab):
         self.lab = lab
         self.work = lab.path(WORK)
-        shutil.rmtree(self.work, ignore_errors=True)
+        clear_interrupted(lab)
         self.work.mkdir(mode=0o755, parents=True)
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
         self.sock.bind(str(self.work / "log.sock"))

@@ -34,6 +34,7 @@ from pathlib import Path
 import pytest
 
 from tests.lab import harness
+from tests.lab.hooks import clear_interrupted
 from virtxml_cpu import __version__
 
 from tests.support import ROOT, require_lab
@@ -132,6 +133,7 @@ def host(tmp_path_factory):
     for name in ("cockpit-virtxml-cpu", "virtxml-cpu"):  # an interrupted earlier run
         if name in before:
             sh("apt-get", "-y", "-q", "purge", name)
+    clear_interrupted(harness.HOST_LAB)
     before = installed_packages()
     work = tmp_path_factory.mktemp("cockpit")
     for deb in (main, page):

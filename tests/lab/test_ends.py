@@ -33,6 +33,7 @@ import pytest
 
 from tests.lab import harness
 from tests.lab.debroot import LogSocket, apt_get, copy_in, in_root, packages, settle_after_reload
+from tests.lab.hooks import clear_interrupted
 from tests.lab.matrix import CPU_MODES, domain_xml, pc_machines, run_all
 from virtxml_cpu.core import lifecycle
 from virtxml_cpu.tables import qemu
@@ -73,6 +74,7 @@ def installed(end, deb):
     root = lab.root
     if "virtxml-cpu" in packages(root):  # an interrupted earlier run
         apt_get(root, "purge", "virtxml-cpu")
+    clear_interrupted(lab)
     before = packages(root)
     t0 = time.monotonic()
     out = apt_get(root, "install", copy_in(root, deb))
