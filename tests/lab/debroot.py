@@ -12,6 +12,7 @@ from contextlib import suppress
 from pathlib import Path
 
 from tests.lab import harness
+from tests.support.logsock import drain
 
 PATH = "PATH=/usr/sbin:/usr/bin:/sbin:/bin"
 
@@ -59,7 +60,7 @@ class LogSocket:
         self.sock.settimeout(0.3)
 
     def lines(self, name: str) -> list[str]:
-        return [line for line in harness.drain(self.sock) if f"domain={name} " in line]
+        return [line for line in drain(self.sock) if f"domain={name} " in line]
 
     def close(self) -> None:
         self.sock.close()

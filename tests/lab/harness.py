@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import socket
 import subprocess
 import time
 import uuid as uuidlib
@@ -152,16 +151,6 @@ def _qom_get(dom, path: str, prop: str) -> bool:
     if "error" in reply and "not found" in reply["error"].get("desc", ""):
         return False
     return reply["return"]
-
-
-def drain(sock: socket.socket) -> list[str]:
-    """Every datagram waiting on a hook's log socket (it has a timeout), in order."""
-    out = []
-    while True:
-        try:
-            out.append(sock.recv(65536).decode())
-        except (socket.timeout, BlockingIOError):
-            return out
 
 
 TRANSIENT = "Resource temporarily unavailable"  # EAGAIN, e.g. libvirt loading its cgroup BPF program under load

@@ -9,10 +9,12 @@ import socket
 import subprocess
 import sys
 import time
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 from tests.lab import harness
 from tests.support import ROOT
+from tests.support.logsock import drain
 
 HOOKS = Path("/etc/libvirt/hooks")
 WORK = Path("/var/lib/virtxml-cpu-lab-incoming")  # in each lab's own filesystem: config, spool, log socket
@@ -99,7 +101,7 @@ class LabHook:
 
     def lines(self, name: str) -> list[str]:
         """The lines logged for the domain `name` since the last call (the others are kept in `seen`)."""
-        out = harness.drain(self.sock)
+        out = drain(self.sock)
         self.seen += out
         return [line.split(": ", 1)[1] for line in out if f"domain={name} " in line]
 
@@ -111,3 +113,27 @@ class LabHook:
         if self.lab.root != Path("/"):
             shutil.rmtree(self.lab.path(PACKAGE), ignore_errors=True)
         assert r.returncode == 0, r.stderr
+
+
+@contextmanager
+def in_every_lab():
+    """The hook in the host lab and the backports lab (audit until a test says otherwise), each lab's
+    domains cleaned up before and after; yields ({lab key: LabHook}, {lab key: connection})."""
+    import libvirt
+
+    harness.bring_up(harness.BPO_LAB)
+    conns = {key: harness.connect(lab) for key, lab in harness.LABS.items()}
+    for conn in conns.values():
+        harness.cleanup(conn)
+    installed = {}
+    try:
+        for key, lab in harness.LABS.items():
+            installed[key] = LabHook(lab)
+        yield installed, conns
+    finally:
+        for conn in conns.values():
+            with suppress(libvirt.libvirtError):
+                harness.cleanup(conn)
+            conn.close()
+        for h in installed.values():
+            h.close()

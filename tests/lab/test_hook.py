@@ -15,6 +15,7 @@ import pytest
 from tests.lab import harness
 
 from tests.support import ROOT, require_lab
+from tests.support.logsock import drain
 
 libvirt = require_lab()
 pytestmark = pytest.mark.lab
@@ -47,12 +48,7 @@ class HookEnv:
                                f'syslog_socket = "{self.sock_path}"\n')
 
     def logs(self) -> list[str]:
-        out = []
-        while True:
-            try:
-                out.append(self.sock.recv(65536).decode())
-            except (socket.timeout, BlockingIOError):
-                return out
+        return drain(self.sock)
 
 
 @pytest.fixture(scope="module")

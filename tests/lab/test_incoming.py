@@ -11,7 +11,8 @@ from contextlib import suppress
 import pytest
 
 from tests.lab import harness
-from tests.lab.hooks import MACHINE, LabHook
+from tests.lab.hooks import MACHINE, LabHook, in_every_lab
+from tests.support.logsock import drain
 
 from tests.support import require_lab
 
@@ -24,22 +25,8 @@ QEMU64 = "<cpu mode='custom' match='exact' check='none'><model fallback='forbid'
 @pytest.fixture(scope="module")
 def hooks(lab_up):
     """The hook in both labs (audit until a test says otherwise); removed afterwards."""
-    harness.bring_up(harness.BPO_LAB)
-    conns = {key: harness.connect(lab) for key, lab in harness.LABS.items()}
-    for conn in conns.values():
-        harness.cleanup(conn)
-    installed = {}
-    try:
-        for key, lab in harness.LABS.items():
-            installed[key] = LabHook(lab)
-        yield installed, conns
-    finally:
-        for conn in conns.values():
-            with suppress(libvirt.libvirtError):
-                harness.cleanup(conn)
-            conn.close()
-        for h in installed.values():
-            h.close()
+    with in_every_lab() as hooks_and_connections:
+        yield hooks_and_connections
 
 
 def define(conn, lab, stem: str, cpu: str, machine: str | None = None):
@@ -140,7 +127,7 @@ EXEMPT = "<metadata><vxc:cpu xmlns:vxc='urn:virtxml-cpu:domain:1' policy='never'
 
 def logged(hook: LabHook, uuid: str) -> list[str]:
     """The lines logged for the domain with `uuid` since the last call (whatever its name's quoting)."""
-    out = harness.drain(hook.sock)
+    out = drain(hook.sock)
     hook.seen += out
     return [line.split(": ", 1)[1] for line in out if f"uuid={uuid} " in line]
 

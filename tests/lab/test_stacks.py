@@ -19,7 +19,7 @@ from lxml import etree
 from tests.lab import harness
 
 from tests.support import FIXTURES, ROOT, require_lab
-from tests.lab.hooks import MACHINE, LabHook
+from tests.lab.hooks import MACHINE, in_every_lab
 
 libvirt = require_lab()
 pytestmark = pytest.mark.lab
@@ -73,22 +73,8 @@ def gone(dom, lab) -> None:
 
 @pytest.fixture(scope="module")
 def hooks(lab_up):
-    harness.bring_up(harness.BPO_LAB)
-    conns = {key: harness.connect(lab) for key, lab in harness.LABS.items()}
-    for conn in conns.values():
-        harness.cleanup(conn)
-    installed = {}
-    try:
-        for key, lab in harness.LABS.items():
-            installed[key] = LabHook(lab)
-        yield installed, conns
-    finally:
-        for conn in conns.values():
-            with suppress(libvirt.libvirtError):
-                harness.cleanup(conn)
-            conn.close()
-        for h in installed.values():
-            h.close()
+    with in_every_lab() as hooks_and_connections:
+        yield hooks_and_connections
 
 
 @pytest.mark.parametrize("key", list(harness.LABS))

@@ -24,6 +24,7 @@ from virtxml_cpu.errors import shown
 from virtxml_cpu.hook import install
 
 from tests.support import FIXTURES, ROOT
+from tests.support.logsock import drain
 
 NEEDS_FIX = (FIXTURES / "handwritten-no-cpu.xml").read_bytes()
 UUID = "7c1e5f0a-2b3d-4e6f-8a9b-0c1d2e3f4a5b"
@@ -64,12 +65,7 @@ class Hook:
                               env=ENV, timeout=60)
 
     def logs(self) -> list[str]:
-        out = []
-        while True:
-            try:
-                out.append(self.sock.recv(65536).decode())
-            except (socket.timeout, BlockingIOError):
-                return out
+        return drain(self.sock)
 
     def close(self):
         self.sock.close()

@@ -26,6 +26,7 @@ from virtxml_cpu.render import applylines, jsonlines
 from virtxml_cpu.render.table import summary_line
 
 from tests.support import ROOT
+from tests.support.live import watching
 
 FORMATS = tuple(RENDERERS)
 NOW = 1_700_000_000.25
@@ -373,30 +374,12 @@ def test_test_driver_queue_keeps_the_outcome_and_drops_what_is_settled(test_driv
 def test_watch_logs_the_lines_apply_prints(test_driver, capsys):
     """watch over the test driver: a domain defined while it runs is fixed, and the log line is the one
     `apply` prints for the same outcome (problems would be warnings)."""
-    import threading
-
-    from virtxml_cpu.core.config import Config
-    from virtxml_cpu.host.sources import HostSources, NotAsked
-    from virtxml_cpu.live.apply import ApplyOptions
-    from virtxml_cpu.live.watch import watch
-
-    logged, stop = [], threading.Event()
-    cfg = Config(qemu_build="upstream")
-    opts = ApplyOptions(cfg, sources=HostSources(config=cfg, kvm=NotAsked("--no-host-probe")))
-    t = threading.Thread(target=watch, args=("test:///default", opts, stop,
-                                             lambda m, warning=False: logged.append((m, warning))))
-    t.start()
-    try:
+    with watching() as logged:
         deadline = time.monotonic() + 10
-        while not any(m.startswith("watching") for m, _w in logged) and time.monotonic() < deadline:
-            time.sleep(0.05)
         dom = test_driver.defineXML(_xml("vxc-render-watched", "<cpu mode='host-model'/>"))
         while "pvspinlock" not in dom.XMLDesc(0) and time.monotonic() < deadline:
             time.sleep(0.05)
         time.sleep(0.5)  # its own redefinition comes back as an event: found unchanged
-    finally:
-        stop.set()
-        t.join(10)
     try:
         mine = [(m, w) for m, w in logged if m.startswith("vxc-render-watched") and ": note: " not in m]
         assert mine[0] == ("vxc-render-watched: added kvm-pv-unhalt; takes effect at its next start", False), logged

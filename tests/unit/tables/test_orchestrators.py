@@ -25,6 +25,7 @@ from virtxml_cpu.tables import orchestrators
 from virtxml_cpu.tables.orchestrators import BY_NAME, STACKS
 
 from tests.support import FIXTURES, ROOT, Capture
+from tests.support.live import watching
 
 UP = HostFacts(qemu_build="upstream", build_source="test")
 PLAIN = (FIXTURES / "handwritten-no-cpu.xml").read_bytes().replace(
@@ -329,25 +330,12 @@ def test_only_a_regular_file_is_a_definition_and_no_link_is_followed(tmp_path, d
 def test_watch_leaves_a_managed_guest_it_sees_defined(stack_driver):
     """watch over the test driver: a KubeVirt-shaped domain defined while it runs is reported managed and
     never redefined; a plain one defined after it is fixed (so watch did look)."""
-    import threading
     import time
 
-    from virtxml_cpu.host.sources import HostSources, NotAsked
-    from virtxml_cpu.live.apply import ApplyOptions
-    from virtxml_cpu.live.watch import watch
-
     conn, _ = stack_driver
-    logged, stop = [], threading.Event()
-    cfg = Config(qemu_build="upstream")
-    opts = ApplyOptions(cfg, sources=HostSources(config=cfg, kvm=NotAsked("--no-host-probe")))
-    t = threading.Thread(target=watch, args=("test:///default", opts, stop,
-                                             lambda m, warning=False: logged.append((m, warning))))
-    t.start()
     doms = []
-    try:
+    with watching() as logged:
         deadline = time.monotonic() + 10
-        while not any(m.startswith("watching") for m, _w in logged) and time.monotonic() < deadline:
-            time.sleep(0.05)
         kv = conn.defineXML(_domain("ns_vxc-watched-kv", KV_META))
         doms.append(kv)
         before = kv.XMLDesc(2)
@@ -356,9 +344,6 @@ def test_watch_leaves_a_managed_guest_it_sees_defined(stack_driver):
         while "pvspinlock" not in plain.XMLDesc(2) and time.monotonic() < deadline:
             time.sleep(0.05)
         time.sleep(0.5)
-    finally:
-        stop.set()
-        t.join(10)
     try:
         assert "pvspinlock" in plain.XMLDesc(2) and kv.XMLDesc(2) == before
         mine = [m for m, _w in logged if m.startswith("ns_vxc-watched-kv: ") and ": note: " not in m]
