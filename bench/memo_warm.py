@@ -27,14 +27,7 @@ from virtxml_cpu.core.hostfacts import combine  # noqa: E402
 from virtxml_cpu.core.pipeline import process  # noqa: E402
 from virtxml_cpu.xml.parse import parse_domain_lean  # noqa: E402
 
-try:
-    from virtxml_cpu.cli import json_line
-except ImportError:  # before the shell kept explain's parts
-    try:
-        from virtxml_cpu.render.explain import json_line
-    except ImportError:  # before render/explain.py
-        from virtxml_cpu.report import to_json_line as json_line
-
+from virtxml_cpu.cli.explain import json_line  # noqa: E402 - the shell's: explain's parts kept for clones
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])

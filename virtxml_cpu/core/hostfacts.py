@@ -14,7 +14,7 @@ from ..tables import lazyre
 from . import precedence  # module-level patterns compiled where first used (the hook's cold start)
 from ..errors import BadInput
 from ..tables.builds.known import BUILDS
-from ..tables.version import Version, is_release, parse_version
+from ..tables.version import Version, parse_version
 from .machines import classify
 from .memo import frozen
 from ..xml.parse import parse_xml
@@ -215,14 +215,16 @@ def parse_domcapabilities(data: bytes) -> HostFacts:
     return HostFacts(host_model=host_model, sources=("domain capabilities",))
 
 
-_VERSION_LINE = lazyre.compile(r"version ([0-9]+(?:\.[0-9]+)*)(?: \((.*)\))?", lazyre.ASCII)
+# The first "version X.Y[.Z]" of the line, as QEMU prints it; an earlier "version 7" is passed over, and of a
+# longer number its first three parts are read.
+_VERSION_LINE = lazyre.compile(r"version ([0-9]+\.[0-9]+(?:\.[0-9]+)?)(?: \((.*)\))?", lazyre.ASCII)
 
 
 def parse_version_line(text: str) -> tuple[Version, str] | None:
     """`QEMU emulator version 7.2.22 (Debian 1:7.2+dfsg-7+deb12u18+b3)` -> ((7, 2, 22), "Debian ...");
     ASCII digits only (the one parser of a QEMU's version line)."""
     m = _VERSION_LINE.search(text)
-    return (parse_version(m.group(1)), m.group(2) or "") if m and is_release(m.group(1)) else None
+    return (parse_version(m.group(1)), m.group(2) or "") if m else None
 
 
 def parse_qemu_version(text: str) -> Version | None:

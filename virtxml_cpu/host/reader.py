@@ -8,15 +8,15 @@ from .connection import libvirt_module
 
 def domains(conn, names=(), listed=None) -> tuple[list, list[tuple[str, str]]]:
     """(domains, unknown): every domain on the connection when no names are given, else each name's
-    domain in the order given, and (name, libvirt's message) for each name libvirt does not know. One
-    listing (`listed`, when the caller has made it), no round trip per name; a name not in it is asked of
-    libvirt (defined since the listing, or libvirt's own message why not). A name is taken exactly as
-    written."""
-    listed = conn.listAllDomains() if listed is None else listed
+    domain in the order given, and (name, libvirt's message) for each name libvirt does not know. Names
+    are picked from `listed` when the caller has listed anyway (no round trip per name; a name not in it
+    is asked of libvirt: defined since, or libvirt's own message why not); without a listing each name is
+    looked up, and nothing is listed (one user may look domains up whom libvirt's ACL does not let list
+    them). A name is taken exactly as written."""
     if not names:
-        return list(listed), []
+        return list(conn.listAllDomains() if listed is None else listed), []
     libvirt = libvirt_module()
-    by_name = {d.name(): d for d in listed}
+    by_name = {d.name(): d for d in listed} if listed is not None else {}
     found, unknown = [], []
     for name in names:
         dom = by_name.get(name)

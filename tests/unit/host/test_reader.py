@@ -50,6 +50,27 @@ def test_a_name_defined_after_the_listing_is_asked_of_libvirt(conn):
     assert [d.name() for d in doms] == ["late"] and unknown == []
 
 
+class Unlisting:
+    """The connection as a user sees it whom libvirt's ACL lets look domains up but not list them
+    (no connect:search_domains)."""
+
+    def __init__(self, conn):
+        self.conn = conn
+
+    def listAllDomains(self, flags=0):  # noqa: N802 - libvirt's name
+        raise libvirt.libvirtError("access denied: 'search_domains'")
+
+    def lookupByName(self, name):  # noqa: N802
+        return self.conn.lookupByName(name)
+
+
+def test_names_without_a_listing_are_looked_up_and_nothing_is_listed(conn):
+    doms, unknown = reader.domains(Unlisting(conn), ["shut\u00a0off", "nope"])
+    assert [d.name() for d in doms] == ["shut\u00a0off"] and [name for name, _ in unknown] == ["nope"]
+    with pytest.raises(libvirt.libvirtError):
+        reader.domains(Unlisting(conn))  # every domain: that is a listing
+
+
 def test_the_persistent_definition_and_the_secrets_only_when_asked(conn):
     dom = conn.lookupByName("shut\u00a0off")
     assert reader.definition(dom) == dom.XMLDesc(libvirt.VIR_DOMAIN_XML_INACTIVE).encode()

@@ -398,6 +398,10 @@ def test_one_ascii_version_parser_and_one_libvirt_version_decoder():
     assert parse_version_line(arabic) is None and parse_qemu_version(arabic) is None
     assert parse_version_line("QEMU emulator version 7.2.22 (Debian 1:7.2+dfsg-7)") == ((7, 2, 22), "Debian 1:7.2+dfsg-7")
     assert parse_version_line("QEMU emulator version 7 (Debian)") is None  # X.Y[.Z] only, as everywhere
+    # the first X.Y[.Z] after "version", as QEMU prints it: an earlier "version 7" passed over, a longer
+    # number read to its third part
+    assert parse_version_line("qemu version 7 beta, version 7.2.0") == ((7, 2, 0), "")
+    assert parse_version_line("QEMU emulator version 7.2.0.1 (x)") == ((7, 2, 0), "")
     assert decode_libvirt_version(7002022) == decode_libvirt_version("7002022") == (7, 2, 22)
     assert decode_libvirt_version(10000002) == (10, 0, 2)
     for bad in (0, "", "\u0667002022", "1234567890", True, None, -1):
