@@ -11,14 +11,12 @@ from __future__ import annotations
 from collections import namedtuple
 
 from ..tables import lazyre  # module-level patterns compiled where first used (the hook's cold start)
-from ..tables.builds.known import BUILDS, PC, AgeRule, Build, Lifecycle
+from ..tables.builds.known import BUILDS, PC, AgeRule, Build
 from .machines import Machine
-from ..tables.version import Version, format_version, parse_version
+from ..tables.version import Version, format_version, is_release, parse_version
 
 OFFERED, DEPRECATED, NOT_OFFERED = "offered", "deprecated", "not-offered"
 STATUSES = (OFFERED, DEPRECATED, NOT_OFFERED)
-_VERSIONED = lazyre.compile(r"(?P<prefix>pc-i440fx-|pc-q35-|pc-)(?P<version>[0-9]{1,9}\.[0-9]{1,9}(?:\.[0-9]{1,9})?)", lazyre.ASCII)
-_RHEL_NAME = lazyre.compile(r"pc-(?:i440fx|q35)-rhel(?P<major>[0-9]{1,9})\.(?P<minor>[0-9]{1,9})\.[0-9]{1,9}", lazyre.ASCII)
 _EL = lazyre.compile(r"[.+]el(?P<major>[0-9]{1,9})", lazyre.ASCII)  # qemu-kvm-10.1.0-17.el9 -> RHEL 9
 
 
@@ -52,13 +50,24 @@ def _age(rule: AgeRule, counted_at: Version, major: int, minor: int) -> str | No
     return DEPRECATED if _expired(rule.deprecate_after, counted_at, major, minor) else None
 
 
-def versioned_status(name: str, release: Version, lifecycle: Lifecycle, title: str) -> Status | None:
-    """An upstream-style versioned name (pc-i440fx-X.Y, pc-q35-X.Y[.Z], pc-X.Y) on QEMU `release`."""
-    m = _VERSIONED.fullmatch(name)
-    if not m:
+def versioned_name(name: str, build: Build) -> tuple[str, Version] | None:
+    """(prefix, version) of an upstream-style versioned name, read with the build's own grammar
+    (Build.versioned: pc-i440fx-X.Y, pc-q35-X.Y[.Z], pc-X.Y): 'pc-q35-7.2' -> ('pc-q35-', (7, 2))."""
+    for pattern, _family in build.versioned:
+        m = pattern.fullmatch(name)
+        if m:
+            return name[:m.start("version")], parse_version(m.group("version"))
+    return None
+
+
+def versioned_status(name: str, release: Version, build: Build) -> Status | None:
+    """An upstream-style versioned name (versioned_name) on the build's QEMU `release`."""
+    parsed = versioned_name(name, build)
+    if parsed is None:
         return None
-    prefix, v = m.group("prefix"), parse_version(m.group("version"))
-    qemu = f"QEMU {format_version(release)} ({title})"
+    prefix, v = parsed
+    lifecycle = build.lifecycle
+    qemu = f"QEMU {format_version(release)} ({build.title})"
     for span in lifecycle.removals:
         if span.covers(prefix, v) and release >= span.release:
             if span.release == (0,):
@@ -125,7 +134,7 @@ def status(machine: Machine, host) -> Status:
                                    f"only {machine.defined_in} define it")
     found = _downstream(name, build, host) if machine.own_version or machine.downstream else None
     if found is None and release is not None:
-        found = versioned_status(name, release, build.lifecycle, build.title)
+        found = versioned_status(name, release, build)
     if found is None:
         if release is None:
             return Status(OFFERED, "the QEMU release is not known, so neither is the machine type's lifecycle")
@@ -135,27 +144,38 @@ def status(machine: Machine, host) -> Status:
     return found
 
 
+def _downstream_name(name: str, build: Build) -> tuple[str, Version] | None:
+    """(prefix, own version) of a downstream versioned name of a machine family, read with the build's own
+    name table (pc-q35-rhel9.6.0 -> ('pc-q35-rhel', (9, 6, 0))); a bare name (rhel6.5.0) or a codename is
+    none."""
+    for table in build.tables:
+        m = table.pattern.fullmatch(name) if "family" in table.pattern.groupindex else None
+        if m and is_release(m.group("key")):
+            return name[:m.start("key")], parse_version(m.group("key"))
+    return None
+
+
 def _downstream(name: str, build: Build, host) -> Status | None:
     """A downstream versioned name (pc-q35-rhel9.6.0): what the build's RHEL major removed, then its age rule
     (qemu-kvm >= 9.1)."""
-    m = _RHEL_NAME.fullmatch(name)
     life = build.downstream_lifecycle
     release = host.qemu_version
-    if not m or life.age is None or release is None:
+    parsed = _downstream_name(name, build) if life.age is not None and release is not None else None
+    if parsed is None:
         return None
+    prefix, own = parsed
     major = rhel_major(host.package)
     if major is None:
         return Status(OFFERED, f"{name}: whether it is deprecated or gone depends on the RHEL major release the "
                                "qemu-kvm package is built for, which its version string did not say")
-    own = (int(m.group("major")), int(m.group("minor")))
     qemu = f"qemu-kvm {format_version(release)} of RHEL {major}"
     for span in life.removals:
-        if span.covers(name.split("rhel")[0] + "rhel", own) and (major,) >= span.release:
+        if span.covers(prefix, own) and (major,) >= span.release:
             return Status(NOT_OFFERED, f"{qemu} has no machine type {name}: {span.source}")
     if release < life.age.since:
         return Status(OFFERED, f"{qemu} offers {name} (its deprecation marks before qemu-kvm "
                                f"{format_version(life.age.since)} are not in the tables)")
-    verdict = _age(life.age, (major,), *own)
+    verdict = _age(life.age, (major,), *own[:2])
     if verdict == NOT_OFFERED:
         return Status(NOT_OFFERED, f"{qemu} does not register {name} ({life.age.source})")
     if verdict == DEPRECATED:

@@ -51,7 +51,7 @@ def up(release, **kw):
 
 def _status_counts(release):
     names = [n for n in lifecycle.known_names(UPSTREAM, release) if n.startswith(("pc-i440fx-", "pc-q35-"))]
-    got = {n: lifecycle.versioned_status(n, release, UPSTREAM.lifecycle, "upstream").status for n in names}
+    got = {n: lifecycle.versioned_status(n, release, UPSTREAM).status for n in names}
     return {s: sorted(n for n, v in got.items() if v == s) for s in lifecycle.STATUSES}
 
 
@@ -83,7 +83,7 @@ def test_qemu_11_1_offers_36_pc_machine_types_18_of_them_deprecated():
     ((10, 0, 50), "pc-q35-4.1", "deprecated"),  # a 10.1 development snapshot counts as 10.1 ...
 ])
 def test_versioned_lifecycle(release, name, status):
-    assert lifecycle.versioned_status(name, release, UPSTREAM.lifecycle, "upstream").status == status
+    assert lifecycle.versioned_status(name, release, UPSTREAM).status == status
 
 
 def test_boards_h_arithmetic_for_development_snapshots():
@@ -422,7 +422,7 @@ def test_lifecycle_table_against_recorded_machine_help(path):
             seen[m.group(1)] = lifecycle.DEPRECATED if "(deprecated)" in line else lifecycle.OFFERED
     names = lifecycle.known_names(UPSTREAM, release)
     assert set(seen) <= set(names)
-    got = {n: lifecycle.versioned_status(n, release, UPSTREAM.lifecycle, "upstream").status for n in names}
+    got = {n: lifecycle.versioned_status(n, release, UPSTREAM).status for n in names}
     assert got == {n: seen.get(n, lifecycle.NOT_OFFERED) for n in names}
 
 
