@@ -109,3 +109,60 @@ def test_the_fronts_check_and_fs_trusted_agree_on_the_way_to_a_lib_directory(tmp
     change(tmp_path / "top")
     front, ours = untrusted(str(pkg), False), check_dir(str(pkg), (0,))
     assert bool(front) == bool(ours) == bad, (case, front, ours)
+
+
+def front_decision():
+    """What the front decides of its PACKAGE_DIR and LIB_DIRS before anything is imported (its `why`): the
+    template's embedded Python from `untrusted` to that decision, run here."""
+    code = install.template().split("exec \"$PYTHON\" -I -S -c '", 1)[1].replace("'\"'\"'", "'")
+    start, end = code.index("def untrusted("), code.index("\nif why:")
+    compiled = compile(code[start:end], "qemu-hook", "exec")
+
+    def decide(package: str, libs: str = "") -> str | None:
+        namespace = {"os": os, "package": package, "libs": libs}
+        exec(compiled, namespace)  # noqa: S102 - our own template
+        return namespace["why"]
+    return decide
+
+
+def package_dir(top: Path) -> Path:
+    """top/site/virtxml_cpu as a package directory holds it, beside top/other/virtxml_cpu (root's both)."""
+    top.mkdir()
+    top.chmod(0o755)
+    for where in (top / "site", top / "other"):
+        tree(where)
+        (where / "pkg").rename(where / "virtxml_cpu")
+    return top / "site"
+
+
+# (case, the change to top/ holding a clean PACKAGE_DIR top/site, whether both must refuse it)
+PACKAGE_DIR_CASES = [
+    ("clean", steps(), False),
+    ("PACKAGE_DIR group-writable", chmod("site", 0o775), True),
+    ("PACKAGE_DIR root's, sticky and world-writable", chmod("site", 0o1777), True),
+    ("PACKAGE_DIR of another owner", chown("site"), True),
+    ("virtxml_cpu a root's link to root's tree, in a sticky world-writable PACKAGE_DIR",
+     steps(lambda top: (top / "site" / "virtxml_cpu").rename(top / "site" / "moved"),
+           link("site/virtxml_cpu", "other/virtxml_cpu"), chmod("site", 0o1777)), True),
+    ("virtxml_cpu a root's link to root's tree, in a group-writable PACKAGE_DIR",
+     steps(lambda top: (top / "site" / "virtxml_cpu").rename(top / "site" / "moved"),
+           link("site/virtxml_cpu", "other/virtxml_cpu"), chmod("site", 0o775)), True),
+    ("virtxml_cpu a root's link to root's tree", steps(lambda top: (top / "site" / "virtxml_cpu").rename(
+        top / "site" / "moved"), link("site/virtxml_cpu", "other/virtxml_cpu")), False),
+    ("a directory above PACKAGE_DIR root's, sticky and world-writable (as /tmp)", chmod(".", 0o1777), False),
+]
+
+
+@pytest.mark.parametrize("case, change, bad", PACKAGE_DIR_CASES, ids=[c[0] for c in PACKAGE_DIR_CASES])
+def test_the_fronts_decision_and_hook_install_agree_on_the_package_directory(tmp_path, case, change, bad):
+    """The front puts PACKAGE_DIR itself on sys.path, as install's check knows (trust.untrusted_code: the
+    virtxml_cpu tree, then PACKAGE_DIR as a directory imported from, fs/trusted.check_dir). The front once
+    took a sticky world-writable PACKAGE_DIR, in which anyone may add a name the import guard then refuses
+    at every start (the hook fails open: enforce enforces nothing), or, as the owner of a link there,
+    choose which tree is imported."""
+    decide = front_decision()
+    package = package_dir(tmp_path / "top")
+    change(tmp_path / "top")
+    front = decide(str(package))
+    ours = check_tree(str(package / "virtxml_cpu"), (0,)) or check_dir(str(package), (0,))
+    assert bool(front) == bool(ours) == bad, (case, front, ours)
