@@ -104,10 +104,11 @@ def _install(python: Path | str, package: Path, hooks: Path, *extra: str) -> sub
 
 @ROOT_ONLY
 @pytest.mark.parametrize("spoil", ["bin", "pyvenv.cfg", "home"])
-def test_hook_install_refuses_a_venv_another_user_can_change(shared, spoil):
+def test_hook_install_refuses_a_venv_another_user_can_change(shared, unshared, spoil):
     """Their bin/ holds the link the shebang names (they replace bin/python); their pyvenv.cfg, or the
-    home it names, decides where the standard library comes from (their os.py runs even with -I -S)."""
-    venv = shared / "venv"
+    home it names, decides where the standard library comes from (their os.py runs even with -I -S). The
+    venv is outside /tmp, which install refuses on the way to an interpreter whoever owns the venv."""
+    venv = unshared / "venv"
     python = _venv(venv)
     package = _package_copy(shared / "pkg")
     if spoil == "bin":

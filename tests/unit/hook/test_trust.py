@@ -6,12 +6,13 @@ temporary directories and handed to another owner with chown, so only root runs 
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
 
 from virtxml_cpu.fs.trusted import check_dir, check_tree
-from virtxml_cpu.hook import install
+from virtxml_cpu.hook import install, trust
 
 NOBODY = 65534
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="HOOK TRUST AGREEMENT SKIPPED: needs root (chown to "
@@ -166,3 +167,28 @@ def test_the_fronts_decision_and_hook_install_agree_on_the_package_directory(tmp
     front = decide(str(package))
     ours = check_tree(str(package / "virtxml_cpu"), (0,)) or check_dir(str(package), (0,))
     assert bool(front) == bool(ours) == bad, (case, front, ours)
+
+
+@pytest.mark.parametrize("through", ["interpreter", "home"])
+def test_hook_install_refuses_an_interpreter_or_its_home_looked_up_in_a_sticky_directory(tmp_path, unshared, through):
+    """The front runs PYTHON by name at every start and checks neither it nor the standard library the
+    pyvenv.cfg's home leads to (only PACKAGE_DIR and LIB_DIRS). A name in a sticky world-writable directory
+    is root's only while it is there: once a reboot or a tmp cleaner removes /tmp/venv, anyone may create
+    it again with their own bin/python or os.py, and root runs that at the next guest start. Install took
+    both, as it takes /tmp on the way to the package (which the front checks again at every start)."""
+    base = Path(sys._base_executable).resolve()
+    sticky = tmp_path / "tmp"  # as /tmp: root's, sticky, world-writable
+    sticky.mkdir()
+    sticky.chmod(0o1777)
+    if through == "interpreter":
+        (sticky / "venv" / "bin").mkdir(parents=True)
+        python = sticky / "venv" / "bin" / "python3"
+    else:  # the interpreter outside, its pyvenv.cfg naming a home through root's link in the sticky directory
+        (sticky / "py").symlink_to(base.parent.parent)
+        (unshared / "venv" / "bin").mkdir(parents=True)
+        (unshared / "venv" / "pyvenv.cfg").write_text(f"home = {sticky / 'py' / 'bin'}\n")
+        python = unshared / "venv" / "bin" / "python3"
+    python.symlink_to(base)  # root's links, root's directories: only the sticky one is open to others
+    why = trust.untrusted_code(str(python), install.PACKAGE_PARENT, trust.lib_dirs())
+    assert why and "writable by group or others" in why, why
+    assert str(sticky) in why or "/tmp " in why, why
