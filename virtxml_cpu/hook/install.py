@@ -127,8 +127,9 @@ def install(hooks_dir: str, mode: str | None, config: str | None, legacy: bool |
         _check_config(config)
     text = render(template(), python, package_dir, mode, config, lib, digest_dir)
     what = f"mode {mode_shown(mode)}, interpreter {python}"
-    try:
-        if path.read_text() == text and os.access(path, os.X_OK):
+    try:  # the same text, root's (or this user's) and 0755: another owner or mode is written anew
+        st = os.stat(path)
+        if st.st_uid in allowed_owners() and st.st_mode & 0o7777 == HOOK_MODE and path.read_text() == text:
             return [f"unchanged: {path} is installed already ({what})"]
     except (OSError, UnicodeDecodeError):
         pass
@@ -139,7 +140,7 @@ def install(hooks_dir: str, mode: str | None, config: str | None, legacy: bool |
     from ..fs.files import write_output
     from ..host import daemons
 
-    write_output(str(path), text.encode(), [], mode=HOOK_MODE)
+    write_output(str(path), text.encode(), [], mode=HOOK_MODE, fresh=True)  # root's, whoever owned the old one
     return [f"installed {path} ({what})", daemons.reload_note(daemons.qemu_daemon())]
 
 

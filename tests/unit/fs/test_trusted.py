@@ -432,3 +432,23 @@ def test_hook_install_renders_the_directories_it_checked(shared, monkeypatch):
     settings = install.installed_settings((hooks / "qemu").read_text())
     assert settings["LIB_DIRS"] == ("" if LXML_DIR == install.PACKAGE_PARENT else LXML_DIR), settings
     assert not hook_status.installed_problems(hooks / "qemu", settings["PYTHON"], settings)
+
+
+@ROOT_ONLY
+@pytest.mark.parametrize("spoil", ["theirs", "world-writable"])
+@pytest.mark.parametrize("again", ["audit", "enforce"])
+def test_hook_install_writes_roots_hook_over_one_another_user_can_change(shared, spoil, again):
+    """Replacing its own hook, install kept the old file's owner (as -o keeps a user's file's), and one
+    that already said the same was `unchanged` whoever owned it and whatever its mode: a hook of theirs,
+    by an earlier install of theirs or a copy, or one anybody may write, stayed so, and libvirtd runs it as
+    root at every guest start. The hook is then root's, 0755, whoever owned the one it replaces."""
+    hooks = shared / "hooks"
+    install.install(str(hooks), "audit", None, legacy=True, digest_dir="")
+    if spoil == "theirs":
+        theirs(hooks / "qemu")
+    else:
+        (hooks / "qemu").chmod(0o777)
+    out = install.install(str(hooks), again, None, legacy=True, digest_dir="")
+    st = (hooks / "qemu").stat()
+    assert (st.st_uid, st.st_gid, oct(st.st_mode & 0o7777)) == (0, 0, "0o755"), out
+    assert f"MODE='{again}'" in (hooks / "qemu").read_text() and out[0].startswith("installed"), out
