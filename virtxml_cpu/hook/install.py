@@ -137,6 +137,9 @@ def install(hooks_dir: str, mode: str | None, config: str | None, legacy: bool |
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise EnvironmentProblem(f"{path.parent}: {e.strerror}") from None
+    _real, why = resolve_trusted(str(path), allowed_owners())  # again: in a sticky directory, what was missing
+    if why:  # at the check may have been made by another user before our mkdir
+        raise BadInput(f"not installing into {shown(str(path.parent))}: {why}")
     from ..fs.files import write_output
     from ..host import daemons
 

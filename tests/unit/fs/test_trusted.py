@@ -452,3 +452,24 @@ def test_hook_install_writes_roots_hook_over_one_another_user_can_change(shared,
     st = (hooks / "qemu").stat()
     assert (st.st_uid, st.st_gid, oct(st.st_mode & 0o7777)) == (0, 0, "0o755"), out
     assert f"MODE='{again}'" in (hooks / "qemu").read_text() and out[0].startswith("installed"), out
+
+
+@ROOT_ONLY
+def test_hook_install_writes_nothing_into_a_hooks_directory_they_made_after_the_check(shared, monkeypatch):
+    """The hooks directory was checked while missing (nobody else can create it where every directory
+    above is checked, a sticky one aside), then made with its parents: in a sticky directory another user
+    could make it first, between the two, and root's hook then lay in a directory of theirs."""
+    sticky = shared / "tmp"
+    sticky.mkdir()
+    sticky.chmod(0o1777)
+    checked = install.resolve_trusted
+
+    def then_theirs(*args, **kwargs):
+        out = checked(*args, **kwargs)
+        if not (sticky / "h").exists():
+            as_nobody("mkdir", str(sticky / "h"))
+        return out
+    monkeypatch.setattr(install, "resolve_trusted", then_theirs)
+    with pytest.raises(install.BadInput, match="owned by uid 65534"):
+        install.install(str(sticky / "h"), "audit", None, legacy=False, digest_dir="")
+    assert not (sticky / "h" / "qemu.d" / "virtxml-cpu").exists()
