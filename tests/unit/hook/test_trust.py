@@ -20,10 +20,10 @@ pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="HOOK TRUST AGREEMENT 
 
 
 def front_untrusted():
-    """`untrusted(path, below)` as the installed front defines it: taken from the template's embedded
+    """`untrusted(path, below)` as the installed front defines it (with `resolved`): from the template's embedded
     Python (shell quoting undone) and run here."""
     code = install.template().split("exec \"$PYTHON\" -I -S -c '", 1)[1].replace("'\"'\"'", "'")
-    start, end = code.index("def untrusted("), code.index("\nif not package:")
+    start, end = code.index("def resolved("), code.index("\nif not package:")
     namespace = {"os": os}
     exec(compile(code[start:end], "qemu-hook", "exec"), namespace)  # noqa: S102 - our own template
     return namespace["untrusted"]
@@ -85,6 +85,13 @@ CASES = [
      True),
     ("root's link inside to a tree below a group-writable directory",
      steps(chmod(".", 0o775), link("pkg/ln", "other")), True),
+    ("root's link inside through root's link in a group-writable directory (theirs to re-point)",
+     steps(lambda top: (top / "open").mkdir(mode=0o775), chmod("open", 0o775), link("open/via", "other"),
+           lambda top: (top / "pkg" / "ln").symlink_to(top / "open" / "via" / "y.py")), True),
+    ("root's link inside through a link of another owner", steps(link("via", "other", theirs=True),
+                                                                 lambda top: (top / "pkg" / "ln").symlink_to(
+                                                                     top / "via")), True),
+    ("root's link inside that leads nowhere", lambda top: (top / "pkg" / "ln.py").symlink_to(top / "gone.py"), True),
 ]
 
 
@@ -116,7 +123,7 @@ def front_decision():
     """What the front decides of its PACKAGE_DIR and LIB_DIRS before anything is imported (its `why`): the
     template's embedded Python from `untrusted` to that decision, run here."""
     code = install.template().split("exec \"$PYTHON\" -I -S -c '", 1)[1].replace("'\"'\"'", "'")
-    start, end = code.index("def untrusted("), code.index("\nif why:")
+    start, end = code.index("def resolved("), code.index("\nif why:")
     compiled = compile(code[start:end], "qemu-hook", "exec")
 
     def decide(package: str, libs: str = "") -> str | None:
@@ -151,6 +158,8 @@ PACKAGE_DIR_CASES = [
     ("virtxml_cpu a root's link to root's tree", steps(lambda top: (top / "site" / "virtxml_cpu").rename(
         top / "site" / "moved"), link("site/virtxml_cpu", "other/virtxml_cpu")), False),
     ("a directory above PACKAGE_DIR root's, sticky and world-writable (as /tmp)", chmod(".", 0o1777), False),
+    ("PACKAGE_DIR a link of another owner to root's tree", steps(lambda top: (top / "site").rename(top / "moved"),
+                                                                 link("site", "other", theirs=True)), True),
 ]
 
 
