@@ -133,10 +133,13 @@ def install(hooks_dir: str, mode: str | None, config: str | None, legacy: bool |
             return [f"unchanged: {path} is installed already ({what})"]
     except (OSError, UnicodeDecodeError):
         pass
+    umask = os.umask(0o022)  # what it makes is 0755 as the hook is, whatever the umask
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        path.parent.mkdir(mode=0o755, parents=True, exist_ok=True)
     except OSError as e:
         raise EnvironmentProblem(f"{path.parent}: {e.strerror}") from None
+    finally:
+        os.umask(umask)
     _real, why = resolve_trusted(str(path), allowed_owners())  # again: in a sticky directory, what was missing
     if why:  # at the check may have been made by another user before our mkdir
         raise BadInput(f"not installing into {shown(str(path.parent))}: {why}")

@@ -473,3 +473,18 @@ def test_hook_install_writes_nothing_into_a_hooks_directory_they_made_after_the_
     with pytest.raises(install.BadInput, match="owned by uid 65534"):
         install.install(str(sticky / "h"), "audit", None, legacy=False, digest_dir="")
     assert not (sticky / "h" / "qemu.d" / "virtxml-cpu").exists()
+
+
+@ROOT_ONLY
+def test_hook_install_makes_the_hooks_directories_0755_whatever_the_umask(shared):
+    """The hooks directories it makes are root's and 0755 (as the hook is), not what the umask leaves: with
+    umask 002 they were group-writable, which install itself refuses on the way to a hook."""
+    old = os.umask(0o002)
+    try:
+        out = install.install(str(shared / "hooks"), "audit", None, legacy=False, digest_dir="")
+    finally:
+        os.umask(old)
+    assert out[0].startswith("installed"), out
+    for d in (shared / "hooks", shared / "hooks" / "qemu.d"):
+        assert oct(d.stat().st_mode & 0o7777) == "0o755", d
+    assert oct((shared / "hooks" / "qemu.d" / "virtxml-cpu").stat().st_mode & 0o7777) == "0o755"
