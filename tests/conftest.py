@@ -182,3 +182,13 @@ def shared():
     d.chmod(0o755)
     yield d
     shutil.rmtree(d, ignore_errors=True)
+
+
+@pytest.fixture
+def unshared():
+    """unshared_dir, removed after the test: where a test's venv is made for `hook install`."""
+    from tests.support.users import unshared_dir
+
+    d = unshared_dir("vxc-unshared-")
+    yield d
+    shutil.rmtree(d, ignore_errors=True)

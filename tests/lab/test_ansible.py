@@ -49,12 +49,12 @@ def recap(out: str) -> dict[str, int]:
     return {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", m.group(1))}
 
 
-def test_role_installs_hooks_audits_and_is_idempotent(lab, tmp_path):
+def test_role_installs_hooks_audits_and_is_idempotent(lab, tmp_path, unshared):
     dom = lab.defineXML(harness.startable(harness.boot_sector_guest(harness.unique_name("ansible"), "pc-q35-7.2",
                                                                    "<cpu mode='host-model'/>")).decode())
     try:
         extra = {
-            "virtxml_cpu_venv": str(tmp_path / "venv"),
+            "virtxml_cpu_venv": str(unshared / "venv"),  # outside /tmp: hook install takes no interpreter there
             "virtxml_cpu_python": sys.executable,
             "virtxml_cpu_package": f"{wheel(tmp_path)}[libvirt]",
             "virtxml_cpu_hooks_dir": str(tmp_path / "hooks"),
@@ -70,7 +70,7 @@ def test_role_installs_hooks_audits_and_is_idempotent(lab, tmp_path):
         text = hook.read_text()
         settings = install.installed_settings(text)
         assert os.access(hook, os.X_OK) and text.startswith("#!/bin/sh\n")
-        assert settings["PYTHON"].startswith(f"{tmp_path}/venv/bin/python"), settings
+        assert settings["PYTHON"].startswith(f"{unshared}/venv/bin/python"), settings
         assert settings["MODE"] == "queue" and settings["CONFIG"] == str(tmp_path / "etc" / "config.toml")
         rows = [json.loads(line) for line in (tmp_path / "results" / "localhost.jsonl").read_text().splitlines()]
         mine = [r for r in rows if r["record"] == "domain" and r["domain"] == dom.name()]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -15,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.support import FIXTURES, ROOT
+from tests.support.users import unshared_dir
 
 LIBVIRT_ENV = {"LC_ALL": "C", "PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "HOME": "/root", "USER": "root",
                "LOGNAME": "root", "TMPDIR": "/tmp"}  # all a libvirt hook gets
@@ -32,12 +34,15 @@ def dist(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def venv(dist, tmp_path_factory) -> Path:
-    env = tmp_path_factory.mktemp("venv") / "vxc"
+def venv(dist):
+    """Outside /tmp: `hook install` takes no interpreter below a sticky directory."""
+    top = unshared_dir("vxc-wheel-")
+    env = top / "vxc"
     subprocess.run([sys.executable, "-m", "venv", str(env)], check=True)
     (wheel,) = dist.glob("virtxml_cpu-*.whl")
     subprocess.run([str(env / "bin" / "pip"), "install", "-q", str(wheel)], check=True, cwd="/")
-    return env
+    yield env
+    shutil.rmtree(top, ignore_errors=True)
 
 
 def test_wheel_carries_the_hook_script(dist):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 from tests.support import ROOT
@@ -26,3 +27,12 @@ def cli(*args: str, python: str = sys.executable, cwd: Path = ROOT, pythonpath: 
         environ["PYTHONPATH"] = pythonpath
     return subprocess.run([python, "-c", "import sys; from virtxml_cpu.cli import main; sys.exit(main())", *args],
                           cwd=cwd, capture_output=True, text=True, timeout=120, env=environ)
+
+
+def unshared_dir(prefix: str) -> Path:
+    """A new directory of this user's on no sticky directory's way, in the home directory: `hook install`
+    takes no interpreter below /tmp (where pytest's tmp_path is), as a name there is anyone's again once it
+    is removed. The caller removes it."""
+    d = Path(tempfile.mkdtemp(prefix=prefix, dir=Path.home()))
+    d.chmod(0o755)
+    return d

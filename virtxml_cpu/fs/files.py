@@ -203,10 +203,11 @@ def _existing_backup(place: Place, suffix: str, data: bytes, st: os.stat_result)
         os.close(fd)
 
 
-def write_output(path: str, data: bytes, inputs: list[str], mode: int | None = None) -> None:
+def write_output(path: str, data: bytes, inputs: list[str], mode: int | None = None, fresh: bool = False) -> None:
     """`-o FILE`: replace a regular file atomically (keeping its owner, mode, xattrs) or create it; refuse a
     device or FIFO unless it is this process's own stdout, and refuse any input file under another name.
-    A final symbolic link is followed as `update_in_place` does. `mode`: the new file's mode instead."""
+    A final symbolic link is followed as `update_in_place` does. `mode`: the new file's mode instead;
+    `fresh`: nothing of the replaced file is kept (the writer's own new file, as root's hook must be)."""
     try:
         st = os.stat(path)  # /dev/stdout and /dev/fd/1 are links the kernel resolves
     except FileNotFoundError:
@@ -253,7 +254,7 @@ def write_output(path: str, data: bytes, inputs: list[str], mode: int | None = N
         if why:
             fresh_file(place, data, path, mode)
             return
-        _replace(place, data, fd, path, None, mode)
+        _replace(place, data, None if fresh else fd, path, None, mode)
     finally:
         if fd is not None:
             os.close(fd)

@@ -75,13 +75,16 @@ def check_private_dir(path: str, owner: int | None = None) -> str | None:
     return check_trusted(st, (owner,)) or check_ancestors(path, (0, owner))
 
 
-def resolve_trusted(path: str, owners: tuple[int, ...] = (0,), missing_ok: bool = False) -> tuple[str, str | None]:
+def resolve_trusted(path: str, owners: tuple[int, ...] = (0,), missing_ok: bool = False,
+                    sticky_ok: bool = True) -> tuple[str, str | None]:
     """Resolve `path` as the kernel does, one name at a time, and say why someone not in `owners` could
     change what it names: every directory a name is looked up in must be theirs and writable by no one
     else (a root-owned sticky directory such as /tmp excepted: others cannot rename what is ours there),
     and every symbolic link followed must be theirs. Returns (the resolved path, None) or (where, why).
     A missing last name is fine (a file about to be created); a missing directory is not, unless
-    `missing_ok` (nobody else can create it where every directory looked in is checked)."""
+    `missing_ok` (nobody else can create it where every directory looked in is checked). Not `sticky_ok`: a
+    sticky directory excuses nothing either, for what root runs by name long after (its name in /tmp is
+    anyone's again once a reboot or a cleaner removes it)."""
     todo = [c for c in os.path.abspath(path).split("/") if c][::-1]  # a stack: the next name last
     here, links, checked = "/", 0, set()
     while todo:
@@ -92,7 +95,7 @@ def resolve_trusted(path: str, owners: tuple[int, ...] = (0,), missing_ok: bool 
             here = os.path.dirname(here)
             continue
         if here not in checked:
-            why = _dir_problem(here, owners)
+            why = _dir_problem(here, owners, sticky_ok=sticky_ok)
             if why:
                 return here, why
             checked.add(here)
@@ -123,24 +126,25 @@ def resolve_trusted(path: str, owners: tuple[int, ...] = (0,), missing_ok: bool 
     return here, None
 
 
-def _dir_problem(directory: str, owners: tuple[int, ...], st: os.stat_result | None = None) -> str | None:
+def _dir_problem(directory: str, owners: tuple[int, ...], st: os.stat_result | None = None,
+                 sticky_ok: bool = True) -> str | None:
     try:
         st = st or os.lstat(directory)
     except OSError as e:
         return f"{directory}: {e.strerror or e}"
     if st.st_uid not in owners:
         return f"{directory} above it is owned by uid {st.st_uid}"
-    if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH) and not (st.st_mode & stat.S_ISVTX and st.st_uid == 0):
+    if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH) and not (sticky_ok and st.st_mode & stat.S_ISVTX and st.st_uid == 0):
         return f"{directory} above it is writable by group or others"
     return None
 
 
-def check_ancestors(path: str, owners: tuple[int, ...] = (0,)) -> str | None:
+def check_ancestors(path: str, owners: tuple[int, ...] = (0,), sticky_ok: bool = True) -> str | None:
     """Why a directory above `path` could be changed by someone not in `owners`, or None: every directory
     a name of `path` is looked up in (from / down, through every symbolic link on the way, the last name's
     too) must be theirs and writable by no one else, except a root-owned sticky directory (/tmp), and
-    every link followed must be theirs (resolve_trusted). As sshd's StrictModes."""
-    return resolve_trusted(path, owners)[1]
+    every link followed must be theirs (resolve_trusted; `sticky_ok` as there). As sshd's StrictModes."""
+    return resolve_trusted(path, owners, sticky_ok=sticky_ok)[1]
 
 
 def check_dir(path: str, owners: tuple[int, ...] = (0,)) -> str | None:
@@ -157,15 +161,16 @@ def check_dir(path: str, owners: tuple[int, ...] = (0,)) -> str | None:
     return f"{path} {problem}" if problem else None
 
 
-def check_tree(top: str, owners: tuple[int, ...] = (0,)) -> str | None:
+def check_tree(top: str, owners: tuple[int, ...] = (0,), sticky_ok: bool = True) -> str | None:
     """Why code under `top` (and the directories above it) could be changed by someone not in `owners`,
     or None: what root will import must be root's alone. A symbolic link inside is followed and what it
-    leads to checked the same way (the link, every directory on the way, the whole tree it names)."""
-    why = check_ancestors(os.path.join(top, "x"), owners)
-    return why or _check_below(top, owners, set())
+    leads to checked the same way (the link, every directory on the way, the whole tree it names);
+    `sticky_ok` as resolve_trusted's."""
+    why = check_ancestors(os.path.join(top, "x"), owners, sticky_ok)
+    return why or _check_below(top, owners, set(), sticky_ok)
 
 
-def _check_below(top: str, owners: tuple[int, ...], seen: set) -> str | None:
+def _check_below(top: str, owners: tuple[int, ...], seen: set, sticky_ok: bool = True) -> str | None:
     try:
         st = os.stat(top)
         if (st.st_dev, st.st_ino) in seen:
@@ -183,7 +188,7 @@ def _check_below(top: str, owners: tuple[int, ...], seen: set) -> str | None:
         except OSError as e:
             return f"{entry.path}: {e.strerror or e}"
         if stat.S_ISLNK(st.st_mode):
-            real, why = resolve_trusted(entry.path, owners)  # the link's owner, and where it leads
+            real, why = resolve_trusted(entry.path, owners, sticky_ok=sticky_ok)  # the link's owner, where it leads
             if why:
                 return f"{entry.path}: {why}"
             try:
@@ -191,7 +196,7 @@ def _check_below(top: str, owners: tuple[int, ...], seen: set) -> str | None:
             except OSError as e:
                 return f"{entry.path}: {e.strerror or e}"
             if stat.S_ISDIR(st.st_mode):
-                why = _check_below(real, owners, seen)
+                why = _check_below(real, owners, seen, sticky_ok)
                 if why:
                     return why
                 continue
@@ -199,7 +204,7 @@ def _check_below(top: str, owners: tuple[int, ...], seen: set) -> str | None:
             if problem:
                 return f"{entry.path} (a link to {real}) {problem}"
         elif stat.S_ISDIR(st.st_mode):
-            why = _check_below(entry.path, owners, seen)
+            why = _check_below(entry.path, owners, seen, sticky_ok)
             if why:
                 return why
         else:

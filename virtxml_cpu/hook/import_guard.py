@@ -23,28 +23,28 @@ import os
 import stat
 import sys
 
+from ..fs.trusted import resolve_trusted
+
 _WRITABLE = stat.S_IWGRP | stat.S_IWOTH
 
 
 def way_problem(path: str, owners: tuple[int, ...] = (0,)) -> str | None:
-    """Why someone not in `owners` could change what `path` names (resolved) or a directory above it:
-    from the resolved path up to /, each existing name owned by an owner and writable by nobody else
-    (a root-owned sticky directory above it excepted)."""
-    real = os.path.realpath(path)
-    here = real
-    while True:
-        try:
-            st = os.lstat(here)
-        except FileNotFoundError:  # nothing there yet; who could create it is checked above it
-            st = None
-        if st is not None:
-            if st.st_uid not in owners:
-                return f"{here} is owned by uid {st.st_uid}"
-            if st.st_mode & _WRITABLE and not (st.st_mode & stat.S_ISVTX and st.st_uid == 0 and here != real):
-                return f"{here} is writable by group or others"
-        if here == "/":
-            return None
-        here = os.path.dirname(here)
+    """Why someone not in `owners` could change what `path` names or a name on the way to it, resolved one
+    name at a time as the kernel does (trusted.resolve_trusted: each directory looked up in, a root-owned
+    sticky one aside, and each link followed), then what it names itself, owned by an owner and writable
+    by nobody else. A name that is missing is fine: who could create it is checked above it."""
+    real, why = resolve_trusted(path, owners, missing_ok=True)
+    if why:
+        return why
+    try:
+        st = os.lstat(real)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    if st.st_uid not in owners:
+        return f"{real} is owned by uid {st.st_uid}"
+    if st.st_mode & _WRITABLE:
+        return f"{real} is writable by group or others"
+    return None
 
 
 def entry_problem(path: str, owners: tuple[int, ...] = (0,)) -> str | None:

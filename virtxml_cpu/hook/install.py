@@ -127,19 +127,26 @@ def install(hooks_dir: str, mode: str | None, config: str | None, legacy: bool |
         _check_config(config)
     text = render(template(), python, package_dir, mode, config, lib, digest_dir)
     what = f"mode {mode_shown(mode)}, interpreter {python}"
-    try:
-        if path.read_text() == text and os.access(path, os.X_OK):
+    try:  # the same text, root's (or this user's) and 0755: another owner or mode is written anew
+        st = os.stat(path)
+        if st.st_uid in allowed_owners() and st.st_mode & 0o7777 == HOOK_MODE and path.read_text() == text:
             return [f"unchanged: {path} is installed already ({what})"]
     except (OSError, UnicodeDecodeError):
         pass
+    umask = os.umask(0o022)  # what it makes is 0755 as the hook is, whatever the umask
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        path.parent.mkdir(mode=0o755, parents=True, exist_ok=True)
     except OSError as e:
         raise EnvironmentProblem(f"{path.parent}: {e.strerror}") from None
+    finally:
+        os.umask(umask)
+    _real, why = resolve_trusted(str(path), allowed_owners())  # again: in a sticky directory, what was missing
+    if why:  # at the check may have been made by another user before our mkdir
+        raise BadInput(f"not installing into {shown(str(path.parent))}: {why}")
     from ..fs.files import write_output
     from ..host import daemons
 
-    write_output(str(path), text.encode(), [], mode=HOOK_MODE)
+    write_output(str(path), text.encode(), [], mode=HOOK_MODE, fresh=True)  # root's, whoever owned the old one
     return [f"installed {path} ({what})", daemons.reload_note(daemons.qemu_daemon())]
 
 

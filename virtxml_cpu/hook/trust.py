@@ -43,7 +43,9 @@ def untrusted_code(python: str | None = None, package_dir: str = PACKAGE_PARENT,
     - the pyvenv.cfg beside it (Python reads it even with -I -S) and the home it names, where the
       standard library is found;
     - the directories on the isolated interpreter's sys.path (the standard library, lib-dynload),
-      the package and lxml trees, symbolic links inside them followed and checked;
+      the package and lxml trees, symbolic links inside them followed and checked; the ways to the
+      interpreter, its pyvenv.cfg and the standard library through no sticky directory either (the front
+      checks none of them: a name in /tmp is anyone's again once it is removed);
     - everything in the package and lib directories the hook puts on sys.path: its interpreter may look up
       any name there (lxml's optional rnc2rng, copy.py's org, ...), and the front checks whatever it finds
       there by the same rule (import_guard) at every start."""
@@ -56,8 +58,9 @@ def untrusted_code(python: str | None = None, package_dir: str = PACKAGE_PARENT,
     dirs, why = _isolated_path(python)
     if why:
         return f"the interpreter {python}: {why}"
-    for directory in dirs:
-        why = check_tree(directory, owners) if os.path.isdir(directory) else check_ancestors(directory, owners)
+    for directory in dirs:  # as the interpreter: the front checks neither, a sticky directory excuses nothing
+        why = (check_tree(directory, owners, sticky_ok=False) if os.path.isdir(directory) else
+               check_ancestors(directory, owners, sticky_ok=False))
         if why:
             return f"the standard library ({directory}): {why}"
     lxml_dir = next((os.path.join(d, "lxml") for d in (package_dir, *lib) if os.path.isdir(os.path.join(d, "lxml"))),
@@ -71,7 +74,9 @@ def untrusted_code(python: str | None = None, package_dir: str = PACKAGE_PARENT,
 
 
 def _interpreter_problem(python: str, owners: tuple[int, ...]) -> str | None:
-    real, why = resolve_trusted(python, owners)
+    """The front runs the interpreter by name at every start, unchecked: no directory on the way may be
+    open to others, sticky or not (a name in /tmp is anyone's again once a reboot or cleaner removes it)."""
+    real, why = resolve_trusted(python, owners, sticky_ok=False)
     if why:
         return why
     why = file_problem(real, owners)
@@ -81,7 +86,7 @@ def _interpreter_problem(python: str, owners: tuple[int, ...]) -> str | None:
     for cfg in (os.path.join(here, "pyvenv.cfg"), os.path.join(os.path.dirname(here), "pyvenv.cfg")):
         if not os.path.lexists(cfg):
             continue  # its directory is checked above: nobody else can create one there
-        real, why = resolve_trusted(cfg, owners)
+        real, why = resolve_trusted(cfg, owners, sticky_ok=False)
         why = why or file_problem(real, owners)
         if why:
             return f"{cfg}: {why}"
@@ -90,7 +95,7 @@ def _interpreter_problem(python: str, owners: tuple[int, ...]) -> str | None:
         except OSError as e:
             return f"{cfg}: {e.strerror or e}"
         for key, value in re.findall(r"^\s*(home|executable)\s*=\s*(.*?)\s*$", text, flags=re.M):
-            why = check_ancestors(os.path.join(value, "x"), owners) if key == "home" else \
+            why = check_ancestors(os.path.join(value, "x"), owners, sticky_ok=False) if key == "home" else \
                 _interpreter_file(value, owners)
             if why:
                 return f"{cfg} names {key} = {value}: {why}"
@@ -99,7 +104,7 @@ def _interpreter_problem(python: str, owners: tuple[int, ...]) -> str | None:
 
 
 def _interpreter_file(path: str, owners: tuple[int, ...]) -> str | None:
-    real, why = resolve_trusted(path, owners)
+    real, why = resolve_trusted(path, owners, sticky_ok=False)
     return why or file_problem(real, owners)
 
 

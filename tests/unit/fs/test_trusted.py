@@ -104,10 +104,11 @@ def _install(python: Path | str, package: Path, hooks: Path, *extra: str) -> sub
 
 @ROOT_ONLY
 @pytest.mark.parametrize("spoil", ["bin", "pyvenv.cfg", "home"])
-def test_hook_install_refuses_a_venv_another_user_can_change(shared, spoil):
+def test_hook_install_refuses_a_venv_another_user_can_change(shared, unshared, spoil):
     """Their bin/ holds the link the shebang names (they replace bin/python); their pyvenv.cfg, or the
-    home it names, decides where the standard library comes from (their os.py runs even with -I -S)."""
-    venv = shared / "venv"
+    home it names, decides where the standard library comes from (their os.py runs even with -I -S). The
+    venv is outside /tmp, which install refuses on the way to an interpreter whoever owns the venv."""
+    venv = unshared / "venv"
     python = _venv(venv)
     package = _package_copy(shared / "pkg")
     if spoil == "bin":
@@ -431,3 +432,59 @@ def test_hook_install_renders_the_directories_it_checked(shared, monkeypatch):
     settings = install.installed_settings((hooks / "qemu").read_text())
     assert settings["LIB_DIRS"] == ("" if LXML_DIR == install.PACKAGE_PARENT else LXML_DIR), settings
     assert not hook_status.installed_problems(hooks / "qemu", settings["PYTHON"], settings)
+
+
+@ROOT_ONLY
+@pytest.mark.parametrize("spoil", ["theirs", "world-writable"])
+@pytest.mark.parametrize("again", ["audit", "enforce"])
+def test_hook_install_writes_roots_hook_over_one_another_user_can_change(shared, spoil, again):
+    """Replacing its own hook, install kept the old file's owner (as -o keeps a user's file's), and one
+    that already said the same was `unchanged` whoever owned it and whatever its mode: a hook of theirs,
+    by an earlier install of theirs or a copy, or one anybody may write, stayed so, and libvirtd runs it as
+    root at every guest start. The hook is then root's, 0755, whoever owned the one it replaces."""
+    hooks = shared / "hooks"
+    install.install(str(hooks), "audit", None, legacy=True, digest_dir="")
+    if spoil == "theirs":
+        theirs(hooks / "qemu")
+    else:
+        (hooks / "qemu").chmod(0o777)
+    out = install.install(str(hooks), again, None, legacy=True, digest_dir="")
+    st = (hooks / "qemu").stat()
+    assert (st.st_uid, st.st_gid, oct(st.st_mode & 0o7777)) == (0, 0, "0o755"), out
+    assert f"MODE='{again}'" in (hooks / "qemu").read_text() and out[0].startswith("installed"), out
+
+
+@ROOT_ONLY
+def test_hook_install_writes_nothing_into_a_hooks_directory_they_made_after_the_check(shared, monkeypatch):
+    """The hooks directory was checked while missing (nobody else can create it where every directory
+    above is checked, a sticky one aside), then made with its parents: in a sticky directory another user
+    could make it first, between the two, and root's hook then lay in a directory of theirs."""
+    sticky = shared / "tmp"
+    sticky.mkdir()
+    sticky.chmod(0o1777)
+    checked = install.resolve_trusted
+
+    def then_theirs(*args, **kwargs):
+        out = checked(*args, **kwargs)
+        if not (sticky / "h").exists():
+            as_nobody("mkdir", str(sticky / "h"))
+        return out
+    monkeypatch.setattr(install, "resolve_trusted", then_theirs)
+    with pytest.raises(install.BadInput, match="owned by uid 65534"):
+        install.install(str(sticky / "h"), "audit", None, legacy=False, digest_dir="")
+    assert not (sticky / "h" / "qemu.d" / "virtxml-cpu").exists()
+
+
+@ROOT_ONLY
+def test_hook_install_makes_the_hooks_directories_0755_whatever_the_umask(shared):
+    """The hooks directories it makes are root's and 0755 (as the hook is), not what the umask leaves: with
+    umask 002 they were group-writable, which install itself refuses on the way to a hook."""
+    old = os.umask(0o002)
+    try:
+        out = install.install(str(shared / "hooks"), "audit", None, legacy=False, digest_dir="")
+    finally:
+        os.umask(old)
+    assert out[0].startswith("installed"), out
+    for d in (shared / "hooks", shared / "hooks" / "qemu.d"):
+        assert oct(d.stat().st_mode & 0o7777) == "0o755", d
+    assert oct((shared / "hooks" / "qemu.d" / "virtxml-cpu").stat().st_mode & 0o7777) == "0o755"

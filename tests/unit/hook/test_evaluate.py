@@ -373,7 +373,9 @@ def test_front_decides_without_the_cyclic_collector_and_freezes_before_exit(tmp_
     (pkg / "__init__.py").write_text("")
     (pkg / "hook").mkdir()
     (pkg / "hook" / "__init__.py").write_text("")
-    (pkg / "hook" / "import_guard.py").write_text((ROOT / "virtxml_cpu" / "hook" / "import_guard.py").read_text())
+    (pkg / "fs").mkdir()
+    for rel in ("hook/import_guard.py", "fs/__init__.py", "fs/trusted.py"):  # the guard and what it imports
+        (pkg / rel).write_text((ROOT / "virtxml_cpu" / rel).read_text())
     (pkg / "hook" / "entry.py").write_text(
         "import atexit, gc, sys\n"
         "def main(argv):\n"

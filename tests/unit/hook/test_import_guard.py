@@ -210,3 +210,31 @@ def test_every_name_the_hook_looks_up_in_its_directories_is_checked_before_it_lo
                 lay.marker.unlink()
             assert_refused_once(lay.run(lay.front(mode)), planted, lay)
             planted.unlink()
+
+
+@pytest.mark.parametrize("via", ["root's link in a group-writable directory", "a link of another owner"])
+def test_a_link_in_an_import_directory_is_checked_the_way_it_resolves(tmp_path, via):
+    """Root's link in a directory the hook imports from, reached through another link: one in a directory
+    its group may write (they re-point it at any tree of root's), or one of another owner. The guard and
+    install looked only at where the link ended up (its realpath); they check each name on the way, as
+    fs/trusted.check_tree does for the package and lxml trees."""
+    from virtxml_cpu.hook import import_guard
+
+    top = tmp_path / "top"
+    for d in (top, top / "lib", top / "other", top / "open"):
+        d.mkdir()
+        d.chmod(0o755)
+    (top / "other" / "foo.py").write_text("")
+    (top / "other" / "foo.py").chmod(0o644)
+    if via.startswith("root's"):
+        (top / "open").chmod(0o775)
+        (top / "open" / "via").symlink_to(top / "other")
+    else:
+        (top / "open" / "via").symlink_to(top / "other")
+        theirs(top / "open" / "via")
+    (top / "lib" / "foo.py").symlink_to(top / "open" / "via" / "foo.py")
+    assert import_guard.entry_problem(str(top / "lib" / "foo.py"))
+    assert import_guard.Checker([str(top / "lib")]).tree_problem()
+    (top / "lib" / "foo.py").unlink()
+    (top / "lib" / "foo.py").symlink_to(top / "other" / "foo.py")  # root's, straight to root's file: fine
+    assert import_guard.Checker([str(top / "lib")]).tree_problem() is None
