@@ -5,8 +5,10 @@ and the order is conftest's, from the markers, whatever order files and tests ar
 from __future__ import annotations
 
 import ast
+import os
 import subprocess
 import sys
+import tempfile
 
 import pytest
 
@@ -99,3 +101,18 @@ def test_an_in_order_module_runs_as_written_whatever_order_it_is_named_in():
                     "nothing to order")
     assert len(written) > 2
     assert _collected(*reversed(written)) == written
+
+
+def test_make_test_as_root_stops_at_once_in_a_checkout_others_can_change():
+    """tests/lab/root-checkout.sh: /usr is root's alone; a directory under /tmp is not (/tmp is writable by
+    all, sticky or not; for another user the directory itself is theirs): one line, exit 2."""
+    script = ROOT / "tests" / "lab" / "root-checkout.sh"
+    ok = subprocess.run(["sh", str(script), "/usr"], capture_output=True, text=True)
+    assert ok.returncode == 0 and ok.stderr == "", ok.stderr
+    under_tmp = tempfile.mkdtemp(dir="/tmp")
+    try:
+        refused = subprocess.run(["sh", str(script), under_tmp], capture_output=True, text=True)
+    finally:
+        os.rmdir(under_tmp)
+    assert refused.returncode == 2, refused.stderr
+    assert refused.stderr.count("\n") == 1 and "virtxml-cpu refuses under /tmp" in refused.stderr, refused.stderr
