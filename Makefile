@@ -32,7 +32,7 @@ SRPM := virtxml-cpu-$(RPM_VERSION)-$(RPM_RELEASE).src.rpm
 RPM_OUT ?= .
 RPM_BUILD_DEPS := rpm rpmlint python3-pip python3-setuptools python3-wheel python3-lxml python3-argparse-manpage
 
-.PHONY: demo test root-checkout lab deb rpm bench clean cockpit pot po-update
+.PHONY: demo test trusted-checkout lab deb rpm bench clean cockpit pot po-update
 
 # $(call need_debs,PACKAGES,TARGET): install those of Debian's packages that are missing (root only).
 define need_debs
@@ -126,13 +126,13 @@ $(LAB_CHROOTS):
 lab-cockpit:
 	bash tests/lab/up-cockpit.sh
 
-# As root, first: the checkout must lie where only root can write (tests/lab/root-checkout.sh says why).
-root-checkout:
-	@[ "$$(id -u)" != 0 ] || sh tests/lab/root-checkout.sh .
+# First: the checkout must lie where only the user and root can write (tools/trusted-checkout.sh says why).
+trusted-checkout:
+	@sh tools/trusted-checkout.sh .
 
 # As root with /dev/kvm: the labs and the package are set up side by side, then pytest runs each lab's tests
 # on a worker of its own (pytest-xdist, --dist=loadscope; work_unit in tests/conftest.py groups them).
-test: root-checkout $(STAMP) cockpit
+test: trusted-checkout $(STAMP) cockpit
 	@if [ "$$(id -u)" = 0 ] && [ -e /dev/kvm ]; then \
 	  MAKE="$(MAKE)" bash tests/lab/side-by-side.sh $(LAB_PARTS) deb rpm; \
 	else \

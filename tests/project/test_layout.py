@@ -103,10 +103,10 @@ def test_an_in_order_module_runs_as_written_whatever_order_it_is_named_in():
     assert _collected(*reversed(written)) == written
 
 
-def test_make_test_as_root_stops_at_once_in_a_checkout_others_can_change():
-    """tests/lab/root-checkout.sh: /usr is root's alone; a directory under /tmp is not (/tmp is writable by
-    all, sticky or not; for another user the directory itself is theirs): one line, exit 2."""
-    script = ROOT / "tests" / "lab" / "root-checkout.sh"
+def test_make_test_stops_at_once_in_a_checkout_others_can_change():
+    """tools/trusted-checkout.sh: /usr is root's alone; a directory under /tmp is not (/tmp is writable by
+    all, sticky or not): one line, exit 2."""
+    script = ROOT / "tools" / "trusted-checkout.sh"
     ok = subprocess.run(["sh", str(script), "/usr"], capture_output=True, text=True)
     assert ok.returncode == 0 and ok.stderr == "", ok.stderr
     under_tmp = tempfile.mkdtemp(dir="/tmp")
@@ -115,4 +115,4 @@ def test_make_test_as_root_stops_at_once_in_a_checkout_others_can_change():
     finally:
         os.rmdir(under_tmp)
     assert refused.returncode == 2, refused.stderr
-    assert refused.stderr.count("\n") == 1 and "virtxml-cpu refuses under /tmp" in refused.stderr, refused.stderr
+    assert refused.stderr.count("\n") == 1 and "virtxml-cpu refuses under /tmp (not" in refused.stderr, refused.stderr
