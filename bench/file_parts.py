@@ -59,7 +59,7 @@ def main() -> None:
         roots = [xml_parse.parse_domain_lean(d, f) for d, f in zip(datas, files)]
         docs = [pipeline.read(d, f, render=False) for d, f in zip(datas, files)]
         outcomes = [pipeline.decided(doc, host, cfg) for doc in docs]
-        json_line = cli_explain.json_line  # the shell's: the parts clones share kept in the memo
+        json_line = cli_explain.json_liner()  # the shell's: the parts clones share kept in the memo
 
         def read_plain(f):
             with open(f, "rb") as fh:

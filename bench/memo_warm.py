@@ -27,7 +27,7 @@ from virtxml_cpu.core.hostfacts import combine  # noqa: E402
 from virtxml_cpu.core.pipeline import process  # noqa: E402
 from virtxml_cpu.xml.parse import parse_domain_lean  # noqa: E402
 
-from virtxml_cpu.cli.explain import json_line  # noqa: E402 - the shell's: explain's parts kept for clones
+from virtxml_cpu.cli.explain import json_liner  # noqa: E402 - the shell's: explain's parts kept for clones
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -40,6 +40,8 @@ def main() -> None:
     def floor():
         for d in docs:
             domain.extract(parse_domain_lean(d, "x"))
+
+    json_line = json_liner()
 
     def warm():
         for d in docs:

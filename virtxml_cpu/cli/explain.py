@@ -49,29 +49,33 @@ def main(args) -> int:
 def shower(args) -> Callable[[Decided], int]:
     """show(o) for this run: each Decided's table or JSON line to stdout (the modules it uses imported once
     per run, not per document)."""
-    from ..core.pipeline import shared_part
     from ..render import explain
 
-    def json_line(o: Decided) -> str:  # json_line() below, with the modules it uses at hand
-        return explain.joined(explain.own_json(o), shared_part(o, "resolution", "json", explain.resolution_json),
-                              shared_part(o, "decision", "json", explain.decision_json))
+    line_of = json_liner()
 
     def show(o: Decided) -> int:
-        line = json_line(o) if args.format == "json" else explain.table(o, args.verbose) + "\n"
+        line = line_of(o) if args.format == "json" else explain.table(o, args.verbose) + "\n"
         sys.stdout.write(line + "\n")  # what print() writes, in one write instead of two
         return EXIT_OK
     return show
+
+
+def json_liner() -> Callable[[Decided], str]:
+    """json_line, with the modules it uses imported once (a run's, not a document's)."""
+    from ..core.pipeline import shared_part
+    from ..render import explain
+
+    def json_line(o: Decided) -> str:
+        return explain.joined(explain.own_json(o), shared_part(o, "resolution", "json", explain.resolution_json),
+                              shared_part(o, "decision", "json", explain.decision_json))
+    return json_line
 
 
 def json_line(o: Decided) -> str:
     """explain's JSON line (explain.to_json_line's bytes), the parts a template's clones share rendered once
     and kept by the pipeline's memo: the resolution's for every document with its key, the decision's for
     every document with the same decision."""
-    from ..core.pipeline import shared_part
-    from ..render import explain
-
-    return explain.joined(explain.own_json(o), shared_part(o, "resolution", "json", explain.resolution_json),
-                          shared_part(o, "decision", "json", explain.decision_json))
+    return json_liner()(o)
 
 
 def domains(args) -> int:
