@@ -15,7 +15,7 @@ from virtxml_cpu.live.watch import watch
 @contextmanager
 def watching(uri: str = "test:///default", seconds: float = 10):
     """watch() over `uri` (QEMU build upstream, no host probe) until the block ends; yields the
-    (message, warning) pairs it logs, once it has said it is watching (or `seconds` passed)."""
+    (message, warning) pairs it logs, once it has said it is watching (or `seconds` passed; as long to stop)."""
     logged, stop = [], threading.Event()
     cfg = Config(qemu_build="upstream")
     opts = ApplyOptions(cfg, sources=HostSources(config=cfg, kvm=NotAsked("--no-host-probe")))
@@ -28,4 +28,4 @@ def watching(uri: str = "test:///default", seconds: float = 10):
         yield logged
     finally:
         stop.set()
-        t.join(10)
+        t.join(seconds)

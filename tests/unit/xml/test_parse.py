@@ -12,7 +12,6 @@ import re
 import shutil
 import subprocess
 import sys
-import threading
 import time
 import unicodedata
 
@@ -27,6 +26,7 @@ from virtxml_cpu.xml import parse as xml_parse
 from virtxml_cpu.errors import EXIT_BAD_INPUT, EXIT_ENVIRONMENT, BadInput
 
 from tests.support import FIXTURES, ROOT, Capture
+from tests.support.live import watching
 from tests.lab.harness import BULLSEYE_LAB
 
 NEEDS_FIX = (FIXTURES / "handwritten-no-cpu.xml").read_bytes()
@@ -324,28 +324,13 @@ def test_apply_reports_a_bad_domain_as_failed_and_fixes_the_others(fleet, capsys
 
 
 def test_watch_logs_a_bad_domain_as_failed_and_goes_on(fleet):
-    from virtxml_cpu.core.config import Config
-    from virtxml_cpu.host.sources import HostSources, NotAsked
-    from virtxml_cpu.live.apply import ApplyOptions
-    from virtxml_cpu.live.watch import watch
-
-    logged, stop = [], threading.Event()
-    cfg = Config(qemu_build="upstream")
-    opts = ApplyOptions(cfg, sources=HostSources(config=cfg, kvm=NotAsked("--no-host-probe")))
-    t = threading.Thread(target=watch, args=(TEST_URI, opts, stop, lambda m, warning=False: logged.append((m, warning))))
-    t.start()
-    try:
+    with watching(TEST_URI, seconds=20) as logged:
         deadline = time.monotonic() + 20
-        while not any(m.startswith("watching") for m, _w in logged) and time.monotonic() < deadline:
-            time.sleep(0.05)
         uuid = fleet.lookupByName("vxc-hostile-huge").UUIDString()
         fleet.defineXML(_domain("vxc-hostile-huge", OVERSIZE, uuid))  # redefined: an UPDATED event
         after = fleet.defineXML(_domain("vxc-hostile-after"))
         while "pvspinlock" not in after.XMLDesc(0) and time.monotonic() < deadline:
             time.sleep(0.05)
-    finally:
-        stop.set()
-        t.join(20)
     try:
         assert ("vxc-hostile-after: added kvm-pv-unhalt; takes effect at its next start", False) in logged, logged
         (bad,) = [(m, w) for m, w in logged if m.startswith("vxc-hostile-huge")]
