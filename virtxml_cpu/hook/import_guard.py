@@ -23,9 +23,7 @@ import os
 import stat
 import sys
 
-from ..fs.trusted import resolve_trusted
-
-_WRITABLE = stat.S_IWGRP | stat.S_IWOTH
+from ..fs.trusted import check_trusted, resolve_trusted
 
 
 def way_problem(path: str, owners: tuple[int, ...] = (0,)) -> str | None:
@@ -37,14 +35,10 @@ def way_problem(path: str, owners: tuple[int, ...] = (0,)) -> str | None:
     if why:
         return why
     try:
-        st = os.lstat(real)
+        problem = check_trusted(os.lstat(real), owners)
     except (FileNotFoundError, NotADirectoryError):
         return None
-    if st.st_uid not in owners:
-        return f"{real} is owned by uid {st.st_uid}"
-    if st.st_mode & _WRITABLE:
-        return f"{real} is writable by group or others"
-    return None
+    return f"{real} {problem}" if problem else None
 
 
 def entry_problem(path: str, owners: tuple[int, ...] = (0,)) -> str | None:
@@ -55,14 +49,11 @@ def entry_problem(path: str, owners: tuple[int, ...] = (0,)) -> str | None:
         st = os.lstat(path)
     except (FileNotFoundError, NotADirectoryError):
         return None
-    if st.st_uid not in owners:
-        return f"{path} is owned by uid {st.st_uid}"
-    if stat.S_ISLNK(st.st_mode):
+    if stat.S_ISLNK(st.st_mode) and st.st_uid in owners:  # a link's own mode is 0777: where it leads counts
         why = way_problem(path, owners)
         return f"{path} (a link to {os.path.realpath(path)}): {why}" if why else None
-    if st.st_mode & _WRITABLE:
-        return f"{path} is writable by group or others"
-    return None
+    problem = check_trusted(st, owners)
+    return f"{path} {problem}" if problem else None
 
 
 class Checker:
